@@ -1,0 +1,3 @@
+from kernelpilot.cli import main
+
+raise SystemExit(main())

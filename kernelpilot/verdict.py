@@ -1,0 +1,243 @@
+"""The verdict: what the evaluation engine says about one candidate, as plain JSON.
+
+This module is the contract between the evaluation worker (which fills it), the agent tools (which
+summarise it for the model), the TUI and the CLI (which render it) and the transcript (which stores
+it). It imports nothing heavy: no torch, no textual.
+
+Schema version rules: add fields freely (readers ignore unknown keys); bump ``SCHEMA_VERSION`` when a
+field changes meaning or is removed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Literal, get_args, get_type_hints
+
+SCHEMA_VERSION = 1
+
+Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok"]
+STATUSES: tuple[str, ...] = get_args(Status)
+
+Severity = Literal["error", "warning", "note"]
+Tier = Literal["incorrect", "correct", "faster_than_eager", "faster_than_compile"]
+
+
+@dataclass
+class Diagnostic:
+    """One compiler/linker/audit message, located where possible."""
+
+    severity: Severity
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    tool: str = ""  # "nvcc", "ptxas", "c++", "ld", "ninja", "python", "policy", "audit"
+
+
+@dataclass
+class KernelResources:
+    """ptxas -v figures for one kernel (per architecture)."""
+
+    kernel: str  # demangled where possible
+    arch: str = ""
+    registers: int | None = None
+    shared_bytes: int | None = None
+    stack_frame_bytes: int | None = None
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+    constant_bytes: int | None = None
+
+
+@dataclass
+class BuildReport:
+    ok: bool
+    seconds: float = 0.0
+    rebuilt: list[str] = field(default_factory=list)  # sources recompiled this time
+    command: str = ""
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    kernels: list[KernelResources] = field(default_factory=list)
+    log_tail: str = ""  # last lines of raw output, for the engineer
+
+
+@dataclass
+class TrialResult:
+    """One correctness trial: fresh inputs from one distribution, one run order."""
+
+    seed: int
+    distribution: str  # "normal", "uniform", "scaled", ...
+    order: str  # "candidate_first" | "reference_first"
+    shape_set: str = "default"  # "default" or the name of an extra shape set from config
+    passed: bool = False
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    normalized_error: float | None = None  # ||out - ref64|| / ||ref64||
+    reference_normalized_error: float | None = None  # the problem dtype reference vs fp64
+    mismatched: int = 0  # elements outside atol + rtol*|ref|
+    total: int = 0
+    message: str = ""
+
+
+@dataclass
+class Correctness:
+    passed: bool = False
+    atol: float | None = None
+    rtol: float | None = None
+    max_normalized_error: float | None = None  # threshold on ||out-ref||/||ref||
+    trials: list[TrialResult] = field(default_factory=list)
+    deterministic: bool | None = None
+    inputs_unmodified: bool | None = None
+    fully_written: bool | None = None
+    discriminates: bool | None = None  # a zero / constant output fails this problem's check
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Finding:
+    """One audit (anti-cheat / policy) finding."""
+
+    rule: str  # stable id, e.g. "torch-compute-op", "side-stream", "timer-patch"
+    message: str  # plain words for the engineer and the model
+    severity: Literal["reject", "warn"] = "reject"
+    file: str | None = None
+    line: int | None = None
+    evidence: str = ""  # the offending source line or op name
+
+
+@dataclass
+class Timing:
+    """Timings of one implementation in milliseconds, per call."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    samples: int
+    host_median_ms: float | None = None  # host clock around call + full device sync
+    round_medians_ms: list[float] = field(default_factory=list)  # for the noise estimate
+
+    @property
+    def iqr_ms(self) -> float:
+        return self.q3_ms - self.q1_ms
+
+
+@dataclass
+class Performance:
+    candidate: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    compile_mode: str = "default"
+    cuda_graphs: bool = False
+    l2_flushed: bool = True
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    noise_pct: float | None = None  # spread of round medians, percent of median
+    tier: Tier = "incorrect"
+
+
+@dataclass
+class SpeedOfLight:
+    bytes_moved: int | None = None
+    flops: int | None = None
+    bound: Literal["memory", "compute", "unknown"] = "unknown"
+    floor_ms: float | None = None  # the roofline time at measured ceilings
+    achieved_tbps: float | None = None
+    achieved_tflops: float | None = None
+    pct_of_ceiling: float | None = None  # of the bound that applies
+    ceiling_tbps: float | None = None
+    ceiling_tflops: float | None = None
+    ceiling_source: str = ""  # "measured <date> on <gpu>" or "datasheet"
+    compiled_pct_of_ceiling: float | None = None
+
+
+@dataclass
+class Environment:
+    gpu: str = ""
+    sm: str = ""  # "sm_90"
+    driver: str = ""
+    torch: str = ""
+    cuda: str = ""
+    python: str = ""
+    hostname_hash: str = ""
+    confinement: list[str] = field(default_factory=list)  # e.g. ["env-scrubbed", "landlock-abi7", "netns"]
+    relaxed_rules: list[str] = field(default_factory=list)  # policy rules the project relaxed
+
+
+@dataclass
+class Verdict:
+    status: Status
+    problem: str = ""
+    candidate: str = ""
+    mode: str = "benchmark"  # "build" | "test" | "benchmark"
+    summary: str = ""  # one line for humans and the model
+    schema_version: int = SCHEMA_VERSION
+    build: BuildReport | None = None
+    correctness: Correctness | None = None
+    findings: list[Finding] = field(default_factory=list)
+    performance: Performance | None = None
+    speed_of_light: SpeedOfLight | None = None
+    flags: list[str] = field(default_factory=list)  # suspicion flags in plain words
+    environment: Environment = field(default_factory=Environment)
+    error: str = ""  # runtime error / timeout message
+    seconds: float = 0.0  # wall time of the whole evaluation
+    created_at: str = ""  # ISO 8601 UTC
+
+    # ---- serialisation -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, **kw: Any) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        return _from_dict(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Verdict":
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    """Rebuild nested dataclasses from plain dicts, ignoring unknown keys."""
+    if not is_dataclass(cls) or not isinstance(data, dict):
+        return data
+    hints = get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = getattr(tp, "__origin__", None)
+    args = get_args(tp)
+    if origin is list and args:
+        return [_coerce(args[0], v) for v in value]
+    if args and origin is not Literal:  # Optional[X] / X | None
+        for a in args:
+            if is_dataclass(a):
+                return _from_dict(a, value)
+        return value
+    if is_dataclass(tp):
+        return _from_dict(tp, value)
+    return value
+
+
+def tier_for(speedup_vs_eager: float | None, speedup_vs_compile: float | None, correct: bool) -> Tier:
+    """Correct; >5% faster than eager; >5% faster than torch.compile."""
+    if not correct:
+        return "incorrect"
+    if speedup_vs_compile is not None and speedup_vs_compile > 1.05:
+        return "faster_than_compile"
+    if speedup_vs_eager is not None and speedup_vs_eager > 1.05:
+        return "faster_than_eager"
+    return "correct"
