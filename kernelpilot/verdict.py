@@ -58,6 +58,9 @@ class BuildReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     kernels: list[KernelResources] = field(default_factory=list)
     log_tail: str = ""  # last lines of raw output, for the engineer
+    timed_out: bool = False  # the build was killed at its timeout
+    arch: str = ""  # target architecture, e.g. "sm_90" or "sm_90a"
+    build_dir: str = ""  # where ninja keeps this candidate lineage's objects
 
 
 @dataclass

@@ -1,0 +1,175 @@
+// Cross-entropy forward, mean over rows: loss = mean_r (logsumexp(x[r, :]) - x[r, t_r]), bf16
+// logits, int64 targets, fp32 math and fp32 result. Rows whose target is ignore_index count
+// neither in the sum nor in the divisor, as in torch.nn.functional.cross_entropy.
+//
+// The loss needs nothing of a row but its logsumexp, so no row is kept: one CTA streams its row
+// through registers, 4 vectors of 8 bf16 per thread at a time, keeping an online (max, sum of exp)
+// pair that it rescales whenever the max grows. Pairs are merged through shuffles and one shared
+// slot per warp. A second, single-CTA kernel averages the per-row losses in a fixed order, so the
+// result is deterministic (no atomics).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int kVecElems = 8;  // bf16 per 16-byte vector
+constexpr int kUnroll = 4;    // vectors in flight per thread per step
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kVecElems]) {
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 two = __bfloat1622float2(pairs[k]);
+    f[2 * k] = two.x;
+    f[2 * k + 1] = two.y;
+  }
+}
+
+// (max * log2e, sum of exp2(x * log2e - that)) merged; the empty set is (-inf, 0).
+__device__ __forceinline__ float2 merge(float2 a, float2 b) {
+  const float m = fmaxf(a.x, b.x);
+  if (m == -INFINITY) return make_float2(m, 0.f);
+  return make_float2(m, a.y * fast_exp2(a.x - m) + b.y * fast_exp2(b.x - m));
+}
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__ targets, float* __restrict__ loss,
+           int64_t n_cols, int64_t ignore_index) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float2 warp_partials[kWarps];
+  const int64_t row = blockIdx.x;
+  const int n_vecs = static_cast<int>(n_cols / kVecElems);
+  const uint4* src = reinterpret_cast<const uint4*>(logits + row * n_cols);
+
+  float2 stat = make_float2(-INFINITY, 0.f);
+  for (int base = threadIdx.x; base < n_vecs; base += kThreads * kUnroll) {
+    uint4 raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int v = base + u * kThreads;
+      raw[u] = v < n_vecs ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
+    }
+    float chunk_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + u * kThreads < n_vecs) {
+        float f[kVecElems];
+        unpack(raw[u], f);
+#pragma unroll
+        for (int k = 0; k < kVecElems; ++k) chunk_max = fmaxf(chunk_max, f[k]);
+      }
+    }
+    const float new_max = fmaxf(stat.x, chunk_max * kLog2e);
+    if (new_max == -INFINITY) continue;  // nothing but -inf so far
+    stat.y *= fast_exp2(stat.x - new_max);  // exp2(-inf) = 0 on the first step
+    stat.x = new_max;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + u * kThreads < n_vecs) {
+        float f[kVecElems];
+        unpack(raw[u], f);
+#pragma unroll
+        for (int k = 0; k < kVecElems; ++k) stat.y += fast_exp2(fmaf(f[k], kLog2e, -stat.x));
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mask = 16; mask > 0; mask >>= 1) {
+    stat = merge(stat, make_float2(__shfl_xor_sync(0xffffffffu, stat.x, mask),
+                                   __shfl_xor_sync(0xffffffffu, stat.y, mask)));
+  }
+  if (threadIdx.x % 32 == 0) warp_partials[threadIdx.x / 32] = stat;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    stat = warp_partials[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) stat = merge(stat, warp_partials[w]);
+    const int64_t target = targets[row];
+    float row_loss;
+    if (target == ignore_index) {
+      row_loss = 0.f;
+    } else if (target < 0 || target >= n_cols) {
+      row_loss = __int_as_float(0x7fc00000);  // NaN: an out-of-range class has no defined loss
+    } else {
+      const float lse = (stat.x + __log2f(stat.y)) * kLn2;
+      row_loss = lse - __bfloat162float(logits[row * n_cols + target]);
+    }
+    loss[row] = row_loss;
+  }
+}
+
+// out[0] = sum of loss[r] over rows whose target is not ignore_index, divided by their count
+// (0 / 0 = NaN when every row is ignored, as in PyTorch). One CTA of 1024 threads.
+__global__ void __launch_bounds__(1024)
+mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, float* __restrict__ out, int64_t rows,
+          int64_t ignore_index) {
+  __shared__ float2 warp_partials[32];
+  float sum = 0.f, count = 0.f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    if (targets[r] != ignore_index) {
+      sum += loss[r];
+      count += 1.f;
+    }
+  }
+#pragma unroll
+  for (int mask = 16; mask > 0; mask >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, mask);
+    count += __shfl_xor_sync(0xffffffffu, count, mask);
+  }
+  if (threadIdx.x % 32 == 0) warp_partials[threadIdx.x / 32] = make_float2(sum, count);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float2 total = warp_partials[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+      total.x += warp_partials[w].x;
+      total.y += warp_partials[w].y;
+    }
+    out[0] = total.x / total.y;
+  }
+}
+
+template <int kThreads>
+cudaError_t launch_rows(const __nv_bfloat16* logits, const int64_t* targets, float* loss, int64_t rows,
+                        int64_t n_cols, int64_t ignore_index, cudaStream_t stream) {
+  row_losses<kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, loss, n_cols,
+                                                                              ignore_index);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// out[0] = mean cross-entropy of logits [rows, n_cols] against targets [rows]; row_loss is an
+// fp32 scratch buffer of `rows` elements. Needs n_cols % 8 == 0 and 16-byte aligned logits (the
+// binding checks); returns cudaErrorInvalidValue otherwise.
+extern "C" cudaError_t cross_entropy_mean_bf16(const void* logits, const int64_t* targets, float* row_loss, float* out,
+                                               int64_t rows, int64_t n_cols, int64_t ignore_index,
+                                               cudaStream_t stream) {
+  if (n_cols <= 0 || n_cols % kVecElems != 0 || n_cols / kVecElems > 0x7fffffff) return cudaErrorInvalidValue;
+  if (rows <= 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const auto* x = static_cast<const __nv_bfloat16*>(logits);
+  cudaError_t status;
+  // About 4 vectors per thread per step, and at least 2048 threads' worth of loads per SM.
+  if (n_cols <= 4096) {
+    status = launch_rows<128>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else if (n_cols <= 16384) {
+    status = launch_rows<256>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else if (n_cols <= 65536) {
+    status = launch_rows<512>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else {
+    status = launch_rows<1024>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  }
+  if (status != cudaSuccess) return status;
+  mean_loss<<<1, 1024, 0, stream>>>(row_loss, targets, out, rows, ignore_index);
+  return cudaGetLastError();
+}

@@ -1,0 +1,43 @@
+// Python binding for rmsnorm.cu: checks the tensors, picks the current stream, calls the launcher.
+#include <torch/extension.h>
+
+// c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also pull
+// in the cuBLAS, cuSPARSE and cuSOLVER headers, which a minimal toolkit does not have.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+extern "C" cudaError_t rmsnorm_bf16(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
+                                    float eps, cudaStream_t stream);
+
+namespace {
+
+constexpr int64_t kMaxCols = 524288;  // rowwise::kMaxCols in row_reduce.cuh
+
+bool aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  TORCH_CHECK(x.is_cuda() && weight.is_cuda(), "rmsnorm: x and weight must be CUDA tensors");
+  TORCH_CHECK(x.device() == weight.device(), "rmsnorm: x and weight must be on the same device");
+  TORCH_CHECK(x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16,
+              "rmsnorm: x and weight must be bfloat16");
+  TORCH_CHECK(x.dim() >= 1 && x.is_contiguous() && weight.is_contiguous(), "rmsnorm: tensors must be contiguous");
+  const int64_t n_cols = x.size(-1);
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n_cols, "rmsnorm: weight must have shape [", n_cols, "]");
+  TORCH_CHECK(n_cols % 8 == 0 && n_cols <= kMaxCols,
+              "rmsnorm: the last dimension must be a multiple of 8 and at most ", kMaxCols, ", got ", n_cols);
+  TORCH_CHECK(aligned16(x) && aligned16(weight), "rmsnorm: x and weight must be 16-byte aligned");
+
+  torch::Tensor y = torch::empty_like(x);
+  if (x.numel() == 0) return y;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const cudaError_t status = rmsnorm_bf16(x.data_ptr(), weight.data_ptr(), y.data_ptr(), x.numel() / n_cols, n_cols,
+                                          static_cast<float>(eps), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(status == cudaSuccess, "rmsnorm: launch failed: ", cudaGetErrorString(status));
+  return y;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("rmsnorm", &rmsnorm, "RMSNorm over the last dimension with a weight (bf16 in/out, fp32 math)");
+}

@@ -1,0 +1,104 @@
+"""The proposal flow of AgentSession: ProposalReady, then the engineer's (or the policy's) decision.
+
+Policies: ``None`` waits for ``approve``/``reject`` from the engineer (TUI); ``"faster-than-compile"``
+approves a proposal whose verdict tier is faster_than_compile and rejects others with the reason;
+``"never"`` records the proposal for review after a headless run and approves nothing.
+Landing an approval (git) is never interrupted by a cancel, so no half-done commit is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.agent.events import ErrorEvent, Event, ProposalApproved, ProposalReady, ProposalRejected
+from kernelpilot.errors import KernelpilotError
+
+if TYPE_CHECKING:
+    from kernelpilot.agent.tools import ToolResult
+
+
+class ProposalMixin:
+    # provided by AgentSession
+    book: Any
+    workspace: Any
+    auto_approve: str | None
+    _decisions: dict[str, tuple[bool, str]]
+    _pending: str
+    _wake: asyncio.Event
+
+    def _policy_decision(self, cid: str) -> tuple[bool, str]:
+        record = self.book.get(cid)
+        if record is not None and record.tier == "faster_than_compile":
+            return True, ""
+        svc = record.speedup_vs_compile if record is not None else None
+        speed = f"{svc:.3g}x vs torch.compile" if svc else "no speedup measured"
+        tier = record.tier if record is not None else "unknown"
+        return False, (f"auto-approve policy faster-than-compile: {cid} is tier {tier} ({speed}); it must be more "
+                       f"than 5% faster than torch.compile. Keep optimising, benchmark, and propose again.")
+
+    async def _proposal(self, result: ToolResult) -> AsyncIterator[Event]:
+        cid = result.proposal
+        record = self.book.get(cid)
+        yield self._emit(ProposalReady(candidate_id=cid, summary=result.summary,  # type: ignore[attr-defined]
+                                       verdict=record.verdict if record else {}, diff=record.diff if record else ""))
+        if self.auto_approve == "never":
+            self.book.pending = cid
+            result.text = (f"Proposal {cid} is recorded for the engineer to review after this headless session "
+                           f"(auto-approve is off). Improve it further if you can, otherwise stop.")
+            return
+        if self.auto_approve == "faster-than-compile":
+            decision = self._policy_decision(cid)
+        else:
+            self._pending = cid
+            try:
+                while cid not in self._decisions:
+                    self._wake.clear()
+                    await self._race(self._wake.wait(), deadline=False)  # type: ignore[attr-defined]
+            finally:
+                self._pending = ""
+            decision = self._decisions.pop(cid)
+        async for event in self._apply_decision(cid, decision, result):
+            yield event
+
+    async def _apply_decision(self, cid: str, decision: tuple[bool, str], result: ToolResult | None) -> AsyncIterator[Event]:
+        approved, reason = decision
+        if approved:
+            try:
+                commit = str(await asyncio.shield(asyncio.to_thread(self.workspace.approve, cid)))
+            except KernelpilotError as exc:
+                yield self._emit(ErrorEvent(message=f"Approving {cid} failed: {exc}", recoverable=True))  # type: ignore[attr-defined]
+                text = f"The engineer approved {cid}, but landing it failed: {exc}"
+                if result is not None:
+                    result.text, result.ok = text, False
+                else:
+                    self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
+                return
+            self.book.approved, self.book.approved_commit = cid, commit
+            yield self._emit(ProposalApproved(candidate_id=cid, commit=commit))  # type: ignore[attr-defined]
+            if result is not None:
+                result.text = f"The engineer approved {cid}; it is committed as {commit[:12]} in their repository. The session is complete."
+            self._finish("proposal_approved")  # type: ignore[attr-defined]
+            return
+        try:
+            await asyncio.shield(asyncio.to_thread(self.workspace.reject, cid, reason))
+        except KernelpilotError:
+            pass  # the rejection still reaches the model
+        yield self._emit(ProposalRejected(candidate_id=cid, reason=reason))  # type: ignore[attr-defined]
+        text = f"The engineer rejected {cid}: {reason}\nAct on this, benchmark again, and propose when it is better."
+        if result is not None:
+            result.text = text
+        else:
+            self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
+
+    async def _decide_unproposed(self, cid: str) -> AsyncIterator[Event]:
+        """The engineer approved or rejected a candidate the model did not propose (e.g. from the table)."""
+        decision = self._decisions.pop(cid)
+        if self.book.get(cid) is None and decision[0]:
+            yield self._emit(ErrorEvent(message=f"There is no benchmarked candidate {cid} to approve.", recoverable=True))  # type: ignore[attr-defined]
+            return
+        async for event in self._apply_decision(cid, decision, None):
+            yield event
+        if getattr(self, "done", None) is not None:
+            yield self._emit(self.done)  # type: ignore[attr-defined]

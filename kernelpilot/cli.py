@@ -1,0 +1,310 @@
+"""The ``kernelpilot`` command: argument parsing, up-front checks, lazy dispatch.
+
+Every argument of every subcommand is defined here, so ``--help`` is complete. The implementation
+of each subcommand lives elsewhere and is imported only when that subcommand runs; it receives the
+parsed ``argparse.Namespace`` with, in addition to the flags, these resolved attributes:
+``command`` (``pair``, ``run``, ``eval``, ``init``, ``skills``, ``hotspots``), ``config``
+(``ProjectConfig``, flags already applied, for pair/run/eval), ``problem`` (absolute ``Path``,
+checked by ``load_problem``), ``candidate`` (absolute ``Path`` or None) and ``project_root``.
+This module imports neither torch nor textual nor litellm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from kernelpilot import __version__
+from kernelpilot.errors import KernelpilotError, ModelConfigError, NoGPUError, ProblemError, WorkspaceError
+
+IMPLEMENTATIONS = {
+    "pair": "kernelpilot.tui.app:run_app",
+    "run": "kernelpilot.agent.headless:run_command",
+    "eval": "kernelpilot.evaluation.command:run_eval",
+    "init": "kernelpilot.starter:init_command",
+    "skills": "kernelpilot.skills:skills_command",
+    "hotspots": "kernelpilot.profiling.hotspots:hotspots_command",
+}
+SUBCOMMANDS = ("run", "eval", "init", "skills", "hotspots", "pair")
+
+DESCRIPTION = """\
+Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
+kernel gets a verdict: built, correct on fresh random inputs, honest, its speed against eager
+PyTorch and torch.compile, and its fraction of the GPU's speed of light.
+
+  kernelpilot [PATH]                     pair in the terminal UI (PATH: problem file or project dir)
+  kernelpilot run PROBLEM                headless agent session, events on stdout
+  kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
+  kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
+  kernelpilot skills [NAME]              list the kernel-writing skills, or print one
+  kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
+
+Run `kernelpilot COMMAND --help` for a command's options (`kernelpilot PATH --help` for the UI's)."""
+
+
+def _duration(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a number with s, m or h, e.g. 90s, 30m, 2h")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", metavar="MODEL", help="litellm model string, e.g. anthropic/claude-sonnet-4-5, openai/gpt-5, "
+                   "ollama_chat/qwen3-coder, hosted_vllm/NAME (default: `model` in the config or KERNELPILOT_MODEL)")
+    p.add_argument("--replay", metavar="FILE", help="replay the model's turns from a JSONL transcript instead of calling an LLM (demos, tests)")
+    p.add_argument("--resume", metavar="SESSION", help="continue session SESSION (its worktree, branch and transcript)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
+        usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
+              "       kernelpilot {run,eval,init,skills,hotspots} ...",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelpilot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,eval,init,skills,hotspots}")
+
+    run = sub.add_parser("run", prog="kernelpilot run", help="headless agent session", formatter_class=fmt, description=(
+        "Run an agent session without the UI: the agent edits candidate kernels in a git worktree of your\n"
+        "repository and every candidate is evaluated; events are printed as they happen. Needs a git\n"
+        "repository, a CUDA GPU (except with --replay) and a model (except with --replay or --watch)."))
+    run.add_argument("problem", metavar="PROBLEM", nargs="?", help="problem file in KernelBench format, or a directory with problem.py "
+                     "or a kernelpilot.toml (default: `problem` in the config)")
+    _add_model_args(run)
+    run.add_argument("--api-base", metavar="URL", help="base URL of a self-hosted model server (ollama, vLLM, OpenAI-compatible)")
+    run.add_argument("--max-turns", type=_positive_int, metavar="N", help="stop after N agent turns (default 40)")
+    run.add_argument("--max-tokens", type=_positive_int, metavar="N", help="stop after N prompt+completion tokens (default 2000000)")
+    run.add_argument("--budget-usd", type=_positive_float, metavar="USD", help="stop when the session has cost USD dollars (default 5)")
+    run.add_argument("--max-wall", type=_duration, metavar="DURATION", help="stop after this wall time: seconds, or 90s, 30m, 2h (default 1h)")
+    run.add_argument("--auto-approve", choices=("faster-than-compile", "never"), default="never",
+                     help="land the best candidate on your branch at the end if it is correct and faster than torch.compile "
+                          "(default: never; you approve with the UI or by hand)")
+    run.add_argument("--jsonl", action="store_true", help="print every event as one JSON line instead of a readable log")
+    run.add_argument("--watch", action="store_true", help="manual pairing, no LLM: re-evaluate the candidate each time you save a file")
+    run.add_argument("--candidate", metavar="DIR", help="candidate directory to start from (default: `candidate_dir` in the config)")
+
+    ev = sub.add_parser("eval", prog="kernelpilot eval", help="evaluate one candidate (no LLM)", formatter_class=fmt, description=(
+        "Build, verify and time one candidate against its problem and print the verdict. Modes:\n"
+        "build (compile only; works without a GPU), test (build + correctness + honesty checks),\n"
+        "benchmark (test + timing against eager and torch.compile + speed of light). Exit status 0\n"
+        "when the verdict is ok, 1 when it is not, 2 on a usage error."))
+    ev.add_argument("problem", metavar="PROBLEM", help="problem file in KernelBench format (or a directory with problem.py)")
+    ev.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
+    ev.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a readable report")
+    ev.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark", help="how far to go (default: benchmark)")
+    ev.add_argument("--trials", type=_positive_int, metavar="N", help="correctness trials with fresh random inputs (default 5)")
+    ev.add_argument("--compile-mode", choices=("default", "max-autotune"), help="torch.compile mode of the baseline (default: default)")
+    ev.add_argument("--cuda-graphs", action="store_const", const=True, help="also time everything captured in CUDA graphs")
+    ev.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for each build or evaluation step (default 300)")
+
+    init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
+        "Write a starter KernelBench problem (a row softmax in bfloat16) and a kernelpilot.toml that\n"
+        "names it, with every other key present and commented out. Existing files are kept unless --force."))
+    init.add_argument("dir", metavar="DIR", nargs="?", default=".", help="project directory (default: the current directory)")
+    init.add_argument("--problem", metavar="NAME", default="softmax", help="problem name; writes NAME.py (default: softmax)")
+    init.add_argument("--force", action="store_true", help="overwrite NAME.py and kernelpilot.toml if they exist")
+
+    sk = sub.add_parser("skills", prog="kernelpilot skills", help="list the skills, or print one", formatter_class=fmt, description=(
+        "Skills are short markdown guides (memory coalescing, warp reductions, TMA, ...) the agent reads\n"
+        "on demand. Project skills in .kernelpilot/skills/ are listed too."))
+    sk.add_argument("name", metavar="NAME", nargs="?", help="print this skill instead of the list")
+
+    hs = sub.add_parser("hotspots", prog="kernelpilot hotspots", help="find the slowest operators of a script", formatter_class=fmt, description=(
+        "Run a PyTorch script under the profiler for a few steps, rank the operators by GPU time and,\n"
+        "with --extract, write the top ones as KernelBench problem files to pair on.\n"
+        "Options go before SCRIPT; everything after SCRIPT is passed to it."))
+    hs.add_argument("--steps", type=_positive_int, metavar="N", default=10, help="profile N steps (calls of the profiled step) (default 10)")
+    hs.add_argument("--top", type=_positive_int, metavar="N", default=15, help="show the N most expensive operators (default 15)")
+    hs.add_argument("--extract", type=_positive_int, metavar="N", help="write the top N operators as problem files")
+    hs.add_argument("--out", metavar="DIR", default="problems", help="directory for extracted problem files (default: problems)")
+    hs.add_argument("script", metavar="SCRIPT", help="the Python script to profile")
+    hs.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+
+    pair = sub.add_parser("pair", formatter_class=fmt, prog="kernelpilot", usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]",
+                          description="Pair with the agent in the terminal UI. Needs a git repository (the agent works in a worktree of it).")
+    pair.add_argument("path", metavar="PATH", nargs="?", default=".", help="problem file, or a directory with problem.py or a kernelpilot.toml (default: .)")
+    _add_model_args(pair)
+    return parser
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+
+def gpu_count() -> int:
+    """Visible NVIDIA GPUs, via NVML (nvidia-ml-py) or `nvidia-smi -L`; honours CUDA_VISIBLE_DEVICES=''."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "NoDevFiles"):
+        return 0
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: try nvidia-smi
+        pass
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+
+
+def require_gpu(what: str, alternative: str) -> None:
+    if gpu_count() == 0:
+        raise NoGPUError(f"{what} needs a CUDA GPU and none is visible (checked NVML and nvidia-smi); run it on a machine with an NVIDIA GPU and driver, or {alternative}.")
+
+
+def _find_git_root(start: Path) -> Path | None:
+    from kernelpilot.config import find_git_root
+
+    return find_git_root(start.resolve())
+
+
+def require_git(where: Path) -> Path:
+    root = _find_git_root(where if where.is_dir() else where.parent)
+    if root is None:
+        directory = where if where.is_dir() else where.parent
+        raise WorkspaceError(f"{directory.resolve()} is not inside a git repository; kernelpilot works on a branch of your repository, so run `git init && git add -A && git commit -m initial` there first.")
+    return root
+
+
+def resolve_problem(path_arg: str | None, overrides: dict[str, Any]) -> tuple[Any, Path]:
+    """(config, problem path) from a problem file, a directory, or the config's ``problem``."""
+    from kernelpilot.config import load_config
+    from kernelpilot.problem import load_problem
+
+    target = Path(path_arg).expanduser() if path_arg else Path.cwd()
+    if not target.exists():
+        raise ProblemError(f"{target} does not exist; pass a problem file in KernelBench format or a project directory (see `kernelpilot init`).")
+    if target.is_file():
+        load_problem(target)
+        config = load_config(start=target.parent, overrides={**overrides, "problem": str(target.resolve())})
+        return config, target.resolve()
+    config = load_config(start=target, overrides=overrides)
+    if config.problem is None and (target / "problem.py").is_file():
+        config = load_config(start=target, overrides={**overrides, "problem": str((target / "problem.py").resolve())})
+    if config.problem is None:
+        raise ProblemError(f"no problem found in {target.resolve()}: pass a problem file, add `problem = \"...\"` to kernelpilot.toml, or run `kernelpilot init`.")
+    load_problem(config.problem)
+    return config, config.problem
+
+
+def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    names = {"model": "model", "api_base": "api_base", "max_turns": "max_turns", "max_tokens": "max_tokens",
+             "budget_usd": "max_cost_usd", "max_wall": "max_wall_s", "trials": "trials", "compile_mode": "compile_mode",
+             "cuda_graphs": "cuda_graphs", "timeout": "timeout_s"}
+    out = {key: getattr(args, flag) for flag, key in names.items() if getattr(args, flag, None) is not None}
+    if getattr(args, "candidate", None) and args.command == "run":
+        out["candidate_dir"] = str(Path(args.candidate).resolve())
+    return out
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """The checks that fail fast with one sentence, and the resolved attributes for implementations."""
+    command = args.command
+    if command in ("pair", "run"):
+        path = args.path if command == "pair" else args.problem
+        if getattr(args, "replay", None) and not Path(args.replay).is_file():
+            raise KernelpilotError(f"replay file {args.replay} does not exist; pass a JSONL transcript written by `kernelpilot run --jsonl` or the UI.")
+        if command == "run" and args.candidate and not Path(args.candidate).is_dir():
+            raise KernelpilotError(f"candidate directory {args.candidate} does not exist; create it or leave out --candidate.")
+        args.config, args.problem = resolve_problem(path, _flag_overrides(args))
+        args.project_root = args.config.root
+        args.candidate = args.config.candidate_dir
+        require_git(args.problem)
+        if command == "run":
+            if not args.replay and not args.watch and not args.config.model:
+                raise ModelConfigError("no model is configured; pass --model (e.g. anthropic/claude-sonnet-4-5), set KERNELPILOT_MODEL, or add `model = \"...\"` to kernelpilot.toml (or use --watch to pair without an LLM).")
+            if not args.replay:
+                require_gpu("`kernelpilot run`", "replay a transcript with --replay")
+    elif command == "eval":
+        candidate = Path(args.candidate).expanduser()
+        args.config, args.problem = resolve_problem(args.problem, _flag_overrides(args))
+        if not candidate.exists():
+            raise KernelpilotError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+        args.candidate = candidate.resolve()
+        args.project_root = args.config.root
+        if args.mode != "build":
+            require_gpu(f"`kernelpilot eval --mode {args.mode}`", "use `--mode build` to only compile")
+    elif command == "hotspots":
+        if not Path(args.script).is_file():
+            raise KernelpilotError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    target = IMPLEMENTATIONS[args.command]
+    module_name, func_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            print(f"kernelpilot: `{_shown(args.command)}` is not available in this installation ({module_name} is missing); reinstall kernelpilot.", file=sys.stderr)
+            return 2
+        print(f"kernelpilot: `{_shown(args.command)}` needs the Python package {exc.name!r}, which is not installed; install it (pip install {exc.name}).", file=sys.stderr)
+        return 2
+    func = getattr(module, func_name, None)
+    if func is None:
+        print(f"kernelpilot: `{_shown(args.command)}` is not available in this installation ({target} is missing); reinstall kernelpilot.", file=sys.stderr)
+        return 2
+    result = func(args)
+    return int(result or 0)
+
+
+def _shown(command: str) -> str:
+    return "kernelpilot" if command == "pair" else f"kernelpilot {command}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv = ["pair", *argv]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        prepare(args)
+        return dispatch(args)
+    except KernelpilotError as exc:
+        print(f"kernelpilot: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kernelpilot: interrupted.", file=sys.stderr)
+        return 130

@@ -1,0 +1,342 @@
+"""The evaluation engine: an honest verdict for one candidate kernel.
+
+``Evaluator(settings).evaluate(problem, candidate, mode)`` runs, in order: the static policy
+(policy.check_candidate), the build (build.build_candidate, in a subprocess), then one request to a
+worker process (worker.py) that verifies, audits and times the candidate on the GPU, and returns a
+:class:`~kernelpilot.verdict.Verdict`. This process never imports torch.cuda nor initialises CUDA.
+
+Tolerances (``EvalSettings.tolerances``, from the project config; defaults in kernelpilot.config):
+fp32 atol = rtol = 1e-4 (KernelBench's current value) with a normalised-error bound of 1e-5, which
+allows the ~1e-6 an fp32 kernel with another summation order shows but refuses bf16/TF32 arithmetic
+(~1e-3); bf16 1e-2 / 1e-2 with normalised 1e-2 (bf16 rounds at 2^-8 ~ 3.9e-3, so one or two ulps
+pass); fp16 1e-2 / 1e-2 with normalised 2e-3 (three more mantissa bits than bf16). The normalised
+bound is raised to twice the problem-dtype reference's own error against float64 when that is larger,
+so a kernel at least as accurate as PyTorch always passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.errors import KernelpilotError
+from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, Verdict
+
+MODES = ("build", "test", "benchmark")
+# variables of the build environment the worker needs to import the built candidate unchanged
+WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
+                    "PATH", "TORCH_CUDA_ARCH_LIST")
+
+
+def _default_tolerances() -> dict[str, tuple[float, float]]:
+    from kernelpilot.config import DEFAULT_TOLERANCES
+
+    return dict(DEFAULT_TOLERANCES)
+
+
+def _default_normalized() -> dict[str, float]:
+    from kernelpilot.config import DEFAULT_MAX_NORMALIZED_ERROR
+
+    return dict(DEFAULT_MAX_NORMALIZED_ERROR)
+
+
+@dataclass
+class EvalSettings:
+    trials: int = 5
+    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform", "scaled"])
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=_default_tolerances)
+    max_normalized_error: dict[str, float] = field(default_factory=_default_normalized)
+    extra_shapes: list[dict[str, Any]] = field(default_factory=list)
+    allowed_libraries: list[str] = field(default_factory=list)
+    relaxed_policy: list[str] = field(default_factory=list)
+    compile_mode: str = "default"
+    compile_baseline: bool = True
+    cuda_graphs: bool = False
+    seed: int = 42
+    # timing
+    warmup: int = 5
+    rounds: int = 5
+    samples_per_round: int = 20
+    input_pool: int = 4
+    replay_checks: int = 8
+    flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
+    host_gap_threshold: float = 0.2
+    small_numel: int = 4096  # torch compute ops on smaller tensors are warnings, not rejections
+    # limits (seconds)
+    build_timeout_s: float = 300.0
+    start_timeout_s: float = 180.0
+    test_timeout_s: float = 300.0
+    benchmark_timeout_s: float = 900.0
+    # process
+    device: str = "cuda"  # "cpu" only for tests of the engine itself
+    confine: bool = True
+    build_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise KernelpilotError(f"trials must be at least 1 (got {self.trials}); set trials = 5 in the config.")
+        bad = [d for d in self.distributions if d not in ("normal", "uniform", "scaled", "native")]
+        if bad or not self.distributions:
+            raise KernelpilotError(f"unknown input distribution {bad or '[]'}; use normal, uniform, scaled or native.")
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "EvalSettings":
+        values: dict[str, Any] = {}
+        for name in ("trials", "extra_shapes", "allowed_libraries", "relaxed_policy", "compile_mode", "cuda_graphs"):
+            if getattr(config, name, None) is not None:
+                values[name] = getattr(config, name)
+        tol = _default_tolerances()
+        tol.update({k: tuple(v) for k, v in (getattr(config, "tolerances", None) or {}).items()})
+        norm = _default_normalized()
+        norm.update(getattr(config, "max_normalized_error", None) or {})
+        values["tolerances"], values["max_normalized_error"] = tol, norm
+        timeout = getattr(config, "timeout_s", None)
+        if timeout:
+            values["build_timeout_s"] = values["test_timeout_s"] = float(timeout)
+            values["benchmark_timeout_s"] = max(float(timeout), 900.0)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalSettings":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _path_of(obj: Any) -> Path:
+    if isinstance(obj, (str, os.PathLike)):
+        return Path(obj)
+    for attr in ("path", "root", "directory"):
+        value = getattr(obj, attr, None)
+        if value is not None:
+            return Path(value)
+    return Path(obj)
+
+
+def model_file_of(candidate: Any, path: Path) -> Path:
+    for attr in ("model_file", "model_path", "module_file"):
+        value = getattr(candidate, attr, None)
+        if value:
+            p = Path(value)
+            return p if p.is_absolute() else path / p
+    return path / "model_new.py" if path.is_dir() else path
+
+
+class Evaluator:
+    """Evaluates candidates; keeps one warm worker between evaluations (``keep_warm``)."""
+
+    def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
+                 keep_warm: bool = True) -> None:
+        self.settings = settings or EvalSettings()
+        if workdir is None:
+            import platformdirs
+
+            workdir = Path(platformdirs.user_cache_dir("kernelpilot")) / "eval"
+        self.workdir = Path(workdir)
+        self.keep_warm = keep_warm
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._readable: list[Path] = []
+        self._writable: list[Path] = []
+
+    # ---- worker --------------------------------------------------------------------------------
+    def _cache_env(self) -> dict[str, str]:
+        import platformdirs
+
+        cache = Path(platformdirs.user_cache_dir("kernelpilot"))
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
+               "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings")}
+        if self.settings.build_dir:
+            env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
+        try:
+            from kernelpilot.toolkit import find_cuda_home
+
+            env["CUDA_HOME"] = str(find_cuda_home())
+        except Exception:
+            pass
+        return env
+
+    def _worker(self, readable: list[Path] | None = None, writable: list[Path] | None = None) -> Any:
+        from kernelpilot.evaluation.client import WorkerClient
+
+        readable = [p.resolve() for p in readable or []]
+        writable_needed = [p.resolve() for p in writable or []]
+        if self._client is not None and not self._client.covers(readable, writable_needed):
+            self._client.stop()  # Landlock is fixed at start: a worker for the new directories
+            self._client = None
+        self._readable = sorted(set(self._readable) | set(readable))
+        self._writable = sorted(set(self._writable) | set(writable_needed))
+        readable, writable_needed = self._readable, self._writable
+        if self._client is None:
+            env = self._cache_env()
+            writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+            writable.append(Path(env.get("KERNELPILOT_BUILD_DIR") or Path(env["TRITON_CACHE_DIR"]).parent / "builds"))
+            writable += [p for p in writable_needed if p not in writable]
+            writable.append(Path(env["KERNELPILOT_CEILINGS_DIR"]))
+            for p in writable:
+                p.mkdir(parents=True, exist_ok=True)
+            self._client = WorkerClient(self.workdir, device=self.settings.device, confine=self.settings.confine,
+                                        extra_env=env, writable=writable, readable=readable)
+        if not self._client.alive():
+            self._client.start(self.settings.start_timeout_s)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- evaluation ----------------------------------------------------------------------------
+    async def evaluate_async(self, problem: Any, candidate: Any, mode: str = "benchmark", **kw: Any) -> Verdict:
+        return await asyncio.to_thread(self.evaluate, problem, candidate, mode, **kw)
+
+    def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", *,
+                 own_kernels: list[str] | None = None) -> Verdict:
+        if mode not in MODES:
+            raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
+        with self._lock:
+            return self._evaluate(problem, candidate, mode, own_kernels)
+
+    def _evaluate(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None) -> Verdict:
+        from kernelpilot.evaluation.render import summary_line
+
+        t0 = time.monotonic()
+        s = self.settings
+        problem_path = _path_of(problem).resolve()
+        cand_path = _path_of(candidate).resolve()
+        v = Verdict(status="ok", problem=str(problem_path), candidate=str(cand_path), mode=mode, created_at=_now())
+        v.environment.relaxed_rules = list(s.relaxed_policy)
+
+        def done(status: str) -> Verdict:
+            v.status = status  # type: ignore[assignment]
+            v.seconds = round(time.monotonic() - t0, 3)
+            v.summary = summary_line(v)
+            return v
+
+        from kernelpilot.problem import load_problem
+
+        # a broken problem is the user's error (ProblemError, raised), not a verdict about the candidate
+        problem_path = Path(load_problem(problem_path).path).resolve()
+        v.problem = str(problem_path)
+        cand_obj: Any = candidate
+        try:
+            from kernelpilot.evaluation.candidate import load_candidate
+
+            if not hasattr(candidate, "kind"):
+                cand_obj = load_candidate(cand_path)
+        except KernelpilotError as exc:
+            v.build = BuildReport(ok=False, diagnostics=[Diagnostic("error", str(exc), tool="python")])
+            v.error = str(exc)
+            return done("build_error")
+        except ImportError:
+            v.flags.append("candidate loader unavailable; the directory was used as given")
+        model_file = model_file_of(cand_obj, cand_path)
+
+        # 1. static policy
+        try:
+            from kernelpilot.evaluation.policy import check_candidate
+
+            v.findings.extend(check_candidate(cand_path, relaxed=s.relaxed_policy))
+        except ImportError:
+            v.flags.append("static policy unavailable: candidate sources were not scanned")
+        if any(f.severity == "reject" for f in v.findings):
+            return done("rejected")
+
+        # 2. build, in a subprocess
+        kernels = list(own_kernels or [])
+        worker_env: dict[str, str] = {}
+        build_dirs: list[Path] = []
+        try:
+            from kernelpilot.evaluation.build import build_candidate, build_env
+
+            env = self._cache_env()
+            build_dir = Path(s.build_dir) if s.build_dir else None
+            benv = build_env(cand_obj, build_dir=build_dir, env=env)
+            worker_env = {k: benv[k] for k in WORKER_BUILD_ENV if k in benv}
+            build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
+            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env)
+            v.build = report
+            kernels += [k.kernel for k in report.kernels]
+            if not report.ok:
+                first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
+                v.error = first or report.log_tail[-2000:]
+                return done("build_error")
+        except ImportError:
+            v.flags.append("build step unavailable: the worker built the candidate on import")
+        if mode == "build":
+            return done("ok")
+
+        # 3. the worker: verify, audit, time
+        timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
+        message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
+                   "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
+                   "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env}
+        response = self._ask(message, timeout, v, build_dirs)
+        if response is None:
+            return done(v.status)
+        part = response.get("verdict") or {}
+        merged = Verdict.from_dict({"status": part.get("status", "runtime_error"), **part})
+        v.correctness, v.performance, v.speed_of_light = merged.correctness, merged.performance, merged.speed_of_light
+        v.findings.extend(merged.findings)
+        v.flags.extend(merged.flags)
+        v.error = merged.error
+        if not self.keep_warm and self._client is not None:
+            self._client.stop()
+        return done(merged.status)
+
+    def _ask(self, message: dict[str, Any], timeout: float, v: Verdict,
+             writable: list[Path] | None = None) -> dict[str, Any] | None:
+        """Send the request (retrying once on a fresh worker if the old one was unusable)."""
+        from kernelpilot.evaluation.client import WorkerDied, WorkerTimeout
+
+        for attempt in range(2):
+            try:
+                client = self._worker([Path(message["problem"]).parent, Path(message["candidate_model"]).parent],
+                                      writable)
+                self._environment(v, client)
+                response = client.request(message, timeout)
+            except WorkerTimeout as exc:
+                v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
+                v.status = "timeout"
+                return None
+            except WorkerDied as exc:
+                v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
+                v.status = "runtime_error"
+                return None
+            if response.get("ok"):
+                return response
+            if attempt == 0 and response.get("exit"):
+                continue  # the previous candidate left the worker unusable: start a fresh one
+            v.error, v.status = str(response.get("error", "the worker refused the request")), "runtime_error"
+            return None
+        return None
+
+    def _environment(self, v: Verdict, client: Any) -> None:
+        env = dict(client.environment)
+        confinement = list(client.confinement) + [c for c in env.get("confinement", []) if c not in client.confinement]
+        relaxed = v.environment.relaxed_rules
+        v.environment = Environment(**{k: env.get(k, "") for k in ("gpu", "sm", "driver", "torch", "cuda", "python",
+                                                                   "hostname_hash")})
+        v.environment.confinement, v.environment.relaxed_rules = confinement, relaxed
+
+
+__all__ = ["EvalSettings", "Evaluator", "Finding", "MODES"]

@@ -1,0 +1,352 @@
+"""Build a candidate in a subprocess and report what happened: diagnostics, rebuilt sources, ptxas figures.
+
+The build runs in its own session (process group) and is killed, compilers included, at the timeout.
+The caller never imports the candidate's extension. A directory candidate is built with
+``python -m kernelpilot.extension --build DIR`` (torch writes build.ninja, ninja builds, the library is
+test-loaded); once torch has written build.ninja for the same sources and flags, later builds run
+``ninja`` alone (no Python, no torch import: an edit costs about the nvcc time of the edited file).
+A single-file candidate is built by importing it (its
+``load_inline`` compiles at import) with TORCH_EXTENSIONS_DIR pointed at a stable directory, which
+runs the candidate's module code, so the subprocess gets a scrubbed environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+from kernelpilot.evaluation import diagnostics as diag
+from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
+from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
+from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
+
+RESOURCES_FILE = "kernelpilot-resources.json"
+# Variables a build may see when kernelpilot.evaluation.confine is not available.
+_ALLOWED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
+    "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+    "CC", "CXX", "CUDAHOSTCXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV", "PYTHONPATH", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR",
+    "XDG_CACHE_HOME", "XDG_DATA_HOME",
+)
+_ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
+
+_SINGLE_FILE_BUILDER = """
+import importlib.util, json, sys, traceback
+path = sys.argv[1]
+result = {"ok": False, "directory": path}
+try:
+    import torch.utils.cpp_extension as cpp
+    for fname in ("load_inline", "load"):
+        original = getattr(cpp, fname)
+        def verbose(*args, _original=original, **kwargs):
+            kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
+            return _original(*args, **kwargs)
+        setattr(cpp, fname, verbose)
+    spec = importlib.util.spec_from_file_location("kernelpilot_candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result["ok"] = True
+except BaseException as exc:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    result["error"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
+    if frames:
+        result["line"] = frames[-1].lineno
+    elif isinstance(exc, SyntaxError) and exc.filename == path:
+        result["line"] = exc.lineno
+sys.stdout.flush()
+print("KERNELPILOT_BUILD_RESULT " + json.dumps(result), flush=True)
+sys.exit(0 if result["ok"] else 1)
+"""
+
+
+def default_single_file_dir(candidate: Candidate) -> Path:
+    """TORCH_EXTENSIONS_DIR for a single-file candidate: stable per file location."""
+    import platformdirs
+
+    digest = hashlib.sha256(str(candidate.path.resolve()).encode()).hexdigest()[:10]
+    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"{candidate.path.stem}-{digest}"
+
+
+def candidate_build_dir(candidate: Candidate) -> Path:
+    return default_build_dir(candidate.path) if candidate.kind == "directory" else default_single_file_dir(candidate)
+
+
+def build_env(
+    candidate: Candidate,
+    *,
+    build_dir: Path | None = None,
+    arch: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment a build (and a worker that later imports the candidate) runs in.
+
+    Scrubbed of secrets, with the real CUDA toolkit first on PATH, the build directory fixed
+    (KERNELPILOT_BUILD_DIR for a directory candidate, TORCH_EXTENSIONS_DIR for a single file) and
+    kernelpilot importable. ``env`` adds variables; ``arch`` fixes KERNELPILOT_ARCH (else the
+    candidate's ``load_extension`` options and the visible GPU decide, as they will in the worker).
+    """
+    base = _scrubbed_env()
+    base.update(env or {})
+    if arch:
+        base["KERNELPILOT_ARCH"] = normalize_arch(arch)
+    target = normalize_arch(base["KERNELPILOT_ARCH"]) if base.get("KERNELPILOT_ARCH") else detect_arch(base)
+    base.update(toolchain_env(target, base))
+    variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
+    base[variable] = str(resolve_build_dir(candidate, build_dir, base))
+    package_root = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
+    base["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in paths if p != package_root]])
+    base.setdefault("PYTHONUNBUFFERED", "1")
+    return base
+
+
+def resolve_build_dir(candidate: Candidate, build_dir: Path | None, env: Mapping[str, str]) -> Path:
+    """``build_dir``, else the caller's KERNELPILOT_BUILD_DIR / TORCH_EXTENSIONS_DIR, else the stable default."""
+    if build_dir:
+        return Path(build_dir)
+    variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
+    if env.get(variable):
+        return Path(env[variable]).expanduser()
+    return candidate_build_dir(candidate)
+
+
+def _scrubbed_env() -> dict[str, str]:
+    try:
+        from kernelpilot.evaluation.confine import scrubbed_env  # the confinement part's policy
+    except ImportError:
+        scrubbed_env = None
+    if scrubbed_env is not None:
+        return dict(scrubbed_env())
+    return {
+        k: v for k, v in os.environ.items()
+        if k in _ALLOWED_ENV or k.startswith(_ALLOWED_PREFIXES)
+    }
+
+
+def build_candidate(
+    candidate: Candidate,
+    *,
+    build_dir: Path | None = None,
+    arch: str | None = None,
+    timeout_s: float = 300,
+    env: Mapping[str, str] | None = None,
+) -> BuildReport:
+    """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it."""
+    run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
+    directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
+    fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
+    if fast is not None:
+        argv, arch_of_fast = fast
+    elif candidate.kind == "directory":
+        argv = [sys.executable, "-m", "kernelpilot.extension", "--build", str(candidate.path),
+                "--build-dir", str(directory)]
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-c", _SINGLE_FILE_BUILDER, str(candidate.path)]
+    command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
+
+    start = time.monotonic()
+    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s)
+    seconds = time.monotonic() - start
+
+    result = {"ok": returncode == 0, "arch": arch_of_fast} if fast is not None else _result_line(output)
+    report = BuildReport(
+        ok=False, seconds=round(seconds, 3), command=command,
+        arch=result.get("arch") or run_env.get("KERNELPILOT_ARCH") or _arch_of(run_env), build_dir=str(directory),
+    )
+    report.diagnostics = diag.parse_diagnostics(output, root=candidate.root)
+    report.rebuilt = [_source_name(s, candidate) for s in diag.compiled_sources(output, root=candidate.root)]
+    if candidate.kind == "single_file":
+        _map_inline_locations(report.diagnostics, candidate, directory)
+    if timed_out:
+        _release_lock(directory, result)
+        message = f"build timed out after {timeout_s:g} s and was killed"
+        report.diagnostics.append(Diagnostic(severity="error", message=message, tool="build"))
+        report.timed_out = True
+    else:
+        report.ok = returncode == 0 and bool(result.get("ok"))
+        if not report.ok and not any(d.severity == "error" for d in report.diagnostics):
+            report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
+    report.kernels = _kernel_resources(output, directory, candidate)
+    report.log_tail = diag.tail(output)
+    return report
+
+
+def _ninja_fast_path(candidate: Candidate, directory: Path, env: Mapping[str, str]) -> tuple[list[str], str] | None:
+    """``ninja -v -C DIR`` (and the arch) when torch already wrote build.ninja for exactly this candidate.
+
+    Skips starting Python and importing torch (seconds) for the common edit: a change inside
+    existing sources. The library is then not test-loaded here; the worker's import reports an
+    undefined symbol. Any change of sources, options, arch, torch or toolkit takes the torch path.
+    """
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.extension import make_spec, ninja_is_current, options_from_source
+
+    try:
+        options = options_from_source(candidate.model_file)
+        spec = make_spec(candidate.path, build_dir=directory, env=env, **options)
+    except KernelpilotError:
+        return None
+    if not ninja_is_current(spec, env.get("CUDA_HOME", "")):
+        return None
+    ninja = shutil.which("ninja", path=env.get("PATH")) or shutil.which("ninja", path=str(Path(sys.executable).parent))
+    if ninja is None:
+        return None
+    argv = [ninja, "-v", "-C", str(directory)]
+    if env.get("MAX_JOBS", "").isdigit():
+        argv += ["-j", env["MAX_JOBS"]]
+    return argv, spec.arch
+
+
+def _arch_of(env: Mapping[str, str]) -> str:
+    return normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else ""
+
+
+def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float) -> tuple[str, bool, int]:
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        raw, _ = proc.communicate(timeout=timeout_s)
+        return raw.decode("utf-8", "replace"), False, proc.returncode
+    except subprocess.TimeoutExpired:
+        kill_session(proc.pid)
+        try:
+            raw, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            raw = b""
+        return raw.decode("utf-8", "replace"), True, proc.returncode if proc.returncode is not None else -9
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid``: the build, ninja, and the compilers ninja put in their own groups."""
+    for _ in range(20):
+        victims = [pid for pid in _session_members(sid)]
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not victims:
+            return
+        time.sleep(0.05)
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        # fields after the command: state ppid pgrp session ...; zombies are already dead
+        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def _release_lock(directory: Path, result: dict) -> None:
+    """A killed build leaves torch's lock file behind on torch versions that use a lock file."""
+    for build_dir in {directory, Path(result.get("build_dir", directory))}:
+        for lock in [build_dir / "lock", *build_dir.glob("*/lock")]:
+            try:
+                lock.unlink()
+            except OSError:
+                pass
+
+
+def _result_line(output: str) -> dict:
+    for line in reversed(output.splitlines()):
+        if line.startswith(BUILD_RESULT_MARKER):
+            try:
+                return json.loads(line[len(BUILD_RESULT_MARKER):])
+            except json.JSONDecodeError:
+                break
+    return {}
+
+
+def _result_diagnostic(result: dict, returncode: int, candidate: Candidate) -> Diagnostic:
+    if result.get("error"):
+        message = result["error"]
+        if result.get("cause") and result["cause"] not in message:
+            message += f" ({result['cause'].splitlines()[0][:300]})"
+        line = result.get("line")
+        file = candidate.relative(candidate.model_file) if line else None
+        return Diagnostic(severity="error", message=message, file=file, line=line, tool="python")
+    return Diagnostic(
+        severity="error", tool="build",
+        message=f"the build process exited with status {returncode} without a result (see the log)",
+    )
+
+
+def _source_name(source: str, candidate: Candidate) -> str:
+    path = Path(source)
+    return source if not path.is_absolute() else path.name
+
+
+def _map_inline_locations(diagnostics: list[Diagnostic], candidate: Candidate, directory: Path) -> None:
+    """Point errors in load_inline's generated sources at the same line of the candidate's .py file."""
+    try:
+        lines = candidate.model_file.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    for d in diagnostics:
+        if not d.file or d.line is None or not Path(d.file).is_absolute():
+            continue
+        try:
+            generated = Path(d.file).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+        if not (0 < d.line <= len(generated)) or not generated[d.line - 1].strip():
+            continue
+        text = generated[d.line - 1].strip()
+        hits = [i for i, line in enumerate(lines, 1) if line.strip() == text]
+        if len(hits) == 1:
+            d.file, d.line = candidate.relative(candidate.model_file), hits[0]
+
+
+def _kernel_resources(output: str, directory: Path, candidate: Candidate) -> list[KernelResources]:
+    """ptxas figures of every kernel: fresh ones for recompiled files, cached ones for the others."""
+    cache_file = directory / RESOURCES_FILE
+    try:
+        cached: dict[str, list[dict]] = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    fresh: dict[str, list[KernelResources]] = {}
+    for step in diag.ninja_steps(output):
+        if step.source and not step.failed and "ptxas" in step.output:
+            fresh[step.source] = diag.parse_kernel_resources(step.output)
+    if not fresh and not cached:
+        fresh = {"": diag.parse_kernel_resources(output)} if "ptxas info" in output else {}
+    for source, kernels in fresh.items():
+        cached[source] = [asdict(k) for k in diag.demangle_kernels(kernels)]
+    current = {str(s) for s in candidate.sources} if candidate.kind == "directory" else None
+    if current is not None:
+        cached = {s: k for s, k in cached.items() if s in current}
+    if fresh:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            cache_file.write_text(json.dumps(cached, indent=1))
+        except OSError:
+            pass
+    return [KernelResources(**k) for source in sorted(cached) for k in cached[source]]

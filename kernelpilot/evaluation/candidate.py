@@ -1,0 +1,166 @@
+"""A candidate implementation of a problem: a directory (model_new.py + binding.cpp + *.cu) or one .py file.
+
+Directory form: ``model_new.py`` defines ``class ModelNew`` and gets its kernels with
+``load_extension(__file__)``; ``binding.cpp`` holds the torch glue and every ``*.cu`` file is compiled.
+Single-file form: a KernelBench ``ModelNew`` module that compiles its kernels with ``load_inline``.
+Loading is static (ast): nothing of the candidate runs here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from kernelpilot.errors import KernelpilotError
+
+MODEL_FILE = "model_new.py"
+BINDING_FILE = "binding.cpp"
+KERNEL_SUFFIXES = (".cu", ".cuh")
+NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
+MODEL_CLASS = "ModelNew"
+
+CandidateKind = Literal["directory", "single_file"]
+
+
+class CandidateError(KernelpilotError):
+    """The candidate is missing files or is not in a format kernelpilot can build."""
+
+
+@dataclass
+class Candidate:
+    """Where a candidate's files are and which of them are compiled."""
+
+    path: Path  # the directory, or the .py file of a single-file candidate
+    kind: CandidateKind
+    model_file: Path  # the module that defines ModelNew
+    sources: list[Path] = field(default_factory=list)  # compiled sources: binding.cpp first, then *.cu
+    kernel_files: list[Path] = field(default_factory=list)  # *.cu and *.cuh (the files an edit usually touches)
+    files: list[Path] = field(default_factory=list)  # every candidate file (python + native), sorted
+
+    @property
+    def root(self) -> Path:
+        """The directory diagnostics are relative to."""
+        return self.path if self.kind == "directory" else self.path.parent
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.kind == "directory" else self.path.stem
+
+    def relative(self, file: Path) -> str:
+        try:
+            return str(file.resolve().relative_to(self.root.resolve()))
+        except ValueError:
+            return str(file)
+
+
+def load_candidate(path: str | Path) -> Candidate:
+    """Check a candidate's layout statically and describe it; CandidateError says what is missing."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CandidateError(f"Candidate {p} does not exist: pass a candidate directory or a ModelNew .py file.")
+    p = p.resolve()
+    if p.is_dir():
+        return _load_directory(p)
+    if p.suffix != ".py":
+        raise CandidateError(
+            f"Candidate {p.name} is neither a directory nor a .py file: pass the directory that holds "
+            f"{MODEL_FILE}, or a single-file ModelNew module."
+        )
+    if p.name == MODEL_FILE and _has_directory_layout(p.parent):
+        return _load_directory(p.parent)
+    return _load_single_file(p)
+
+
+def _has_directory_layout(directory: Path) -> bool:
+    return (directory / BINDING_FILE).is_file() or any(directory.glob("*.cu"))
+
+
+def _load_directory(directory: Path) -> Candidate:
+    model = directory / MODEL_FILE
+    if not model.is_file():
+        raise CandidateError(
+            f"Candidate directory {directory} has no {MODEL_FILE}: add one that defines class {MODEL_CLASS} "
+            "and calls load_extension(__file__)."
+        )
+    tree = _parse(model)
+    _require_model_class(tree, model)
+    kernels = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in KERNEL_SUFFIXES)
+    cu_files = [p for p in kernels if p.suffix == ".cu"]
+    binding = directory / BINDING_FILE
+    if not cu_files:
+        if _calls(tree, "load_inline"):  # a KernelBench module that happens to be named model_new.py
+            return _single_file(model, tree)
+        raise CandidateError(
+            f"Candidate directory {directory} has no .cu files and {MODEL_FILE} does not call load_inline: "
+            "put the kernels in kernel.cu (with extern \"C\" launchers) next to binding.cpp."
+        )
+    if not binding.is_file():
+        raise CandidateError(
+            f"Candidate directory {directory} has .cu files but no {BINDING_FILE}: add one that includes "
+            "torch/extension.h, calls the launchers and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
+        )
+    if not _calls(tree, "load_extension"):
+        raise CandidateError(
+            f"{MODEL_FILE} in {directory} never calls load_extension: add "
+            "`from kernelpilot.extension import load_extension; _ext = load_extension(__file__)`."
+        )
+    files = sorted(p for p in directory.iterdir() if p.is_file() and (p.suffix in NATIVE_SUFFIXES or p.suffix == ".py"))
+    return Candidate(
+        path=directory,
+        kind="directory",
+        model_file=model,
+        sources=[binding, *cu_files],
+        kernel_files=kernels,
+        files=files,
+    )
+
+
+def _load_single_file(file: Path) -> Candidate:
+    return _single_file(file, _parse(file))
+
+
+def _single_file(file: Path, tree: ast.Module) -> Candidate:
+    _require_model_class(tree, file)
+    if not _calls(tree, "load_inline"):
+        raise CandidateError(
+            f"{file.name} compiles no kernels (no load_inline call): build them with "
+            "torch.utils.cpp_extension.load_inline, or use the directory form with kernel.cu."
+        )
+    return Candidate(path=file, kind="single_file", model_file=file, sources=[], kernel_files=[], files=[file])
+
+
+def _parse(file: Path) -> ast.Module:
+    try:
+        return ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+    except SyntaxError as exc:
+        raise CandidateError(
+            f"{file.name} line {exc.lineno}: Python syntax error ({exc.msg}): fix the source."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise CandidateError(f"{file.name} is not UTF-8 text: save it as UTF-8.") from exc
+
+
+def _require_model_class(tree: ast.Module, file: Path) -> None:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == MODEL_CLASS:
+            if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in node.body):
+                raise CandidateError(
+                    f"{file.name} line {node.lineno}: class {MODEL_CLASS} has no forward method: define "
+                    "forward(self, *inputs) returning the output tensor."
+                )
+            return
+    raise CandidateError(
+        f"{file.name} defines no class {MODEL_CLASS}: add `class {MODEL_CLASS}(nn.Module)` with the same "
+        "constructor arguments as the problem's Model."
+    )
+
+
+def _calls(tree: ast.Module, function: str) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == function) or (isinstance(f, ast.Attribute) and f.attr == function):
+                return True
+    return False

@@ -1,0 +1,182 @@
+"""Measured ceilings of this GPU: copy bandwidth and dense matmul throughput (worker side).
+
+Measured once per GPU and driver and cached as JSON in ``<user cache>/kernelpilot/ceilings/``:
+
+- ``copy_tbps``: a 1 GiB device-to-device ``copy_``, read + write bytes over the median time;
+- ``tflops["bfloat16"]`` (also used for float16): an 8192^3 bf16 ``torch.mm``;
+- ``tflops["float32"]``: a 4096^3 fp32 ``torch.mm`` with TF32 off (what an fp32-exact kernel can reach).
+
+Each is the median of 20 CUDA-event timed calls after 5 warm-ups. The file records GPU name, driver,
+SM and memory clocks (NVML, when available), torch version and the date.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class Ceilings:
+    gpu: str
+    driver: str
+    copy_tbps: float
+    tflops: dict[str, float] = field(default_factory=dict)
+    clocks: dict[str, int] = field(default_factory=dict)
+    torch: str = ""
+    measured_at: str = ""
+    version: int = CACHE_VERSION
+
+    def flops_rate(self, dtype: str) -> float | None:
+        """TFLOP/s for a dtype name ("bfloat16", "float32", ...)."""
+        if dtype in self.tflops:
+            return self.tflops[dtype]
+        if dtype == "float16":
+            return self.tflops.get("bfloat16")
+        return None
+
+    def source(self) -> str:
+        return f"measured {self.measured_at[:10]} on {self.gpu}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Ceilings":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def cache_dir() -> Path:
+    """$KERNELPILOT_CEILINGS_DIR (set by the caller for its sandboxed worker), else the user cache."""
+    import os
+
+    if os.environ.get("KERNELPILOT_CEILINGS_DIR"):
+        return Path(os.environ["KERNELPILOT_CEILINGS_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kernelpilot")) / "ceilings"
+
+
+def cache_path(gpu: str, driver: str, base: Path | None = None) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{gpu}-{driver}").strip("-")
+    return (base or cache_dir()) / f"{slug}.json"
+
+
+def load_cached(gpu: str, driver: str, base: Path | None = None) -> Ceilings | None:
+    path = cache_path(gpu, driver, base)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        ceilings = Ceilings.from_dict(data)
+    except (OSError, ValueError, TypeError):
+        return None
+    if ceilings.version != CACHE_VERSION or ceilings.gpu != gpu or ceilings.driver != driver:
+        return None
+    return ceilings
+
+
+def save(ceilings: Ceilings, base: Path | None = None) -> Path:
+    path = cache_path(ceilings.gpu, ceilings.driver, base)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(ceilings), indent=2), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def gpu_identity(device_index: int = 0) -> tuple[str, str, dict[str, int]]:
+    """(name, driver version, clocks) from NVML, falling back to torch for the name."""
+    name, driver, clocks = "", "", {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        raw = pynvml.nvmlDeviceGetName(handle)
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        driver = drv.decode() if isinstance(drv, bytes) else str(drv)
+        for label, kind in (("sm_max_mhz", pynvml.NVML_CLOCK_SM), ("mem_max_mhz", pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[label] = int(pynvml.nvmlDeviceGetMaxClockInfo(handle, kind))
+            except Exception:
+                pass
+        for label, kind in (("sm_mhz", pynvml.NVML_CLOCK_SM), ("mem_mhz", pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[label] = int(pynvml.nvmlDeviceGetClockInfo(handle, kind))
+            except Exception:
+                pass
+    except Exception:
+        pass
+    if not name:
+        import torch
+
+        name = torch.cuda.get_device_name(device_index)
+    return name, driver or "unknown", clocks
+
+
+def _median_ms(fn: Callable[[], Any], reps: int = 20, warmup: int = 5) -> float:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def measure(device: str = "cuda") -> Ceilings:
+    import torch
+
+    index = torch.device(device).index or 0
+    name, driver, clocks = gpu_identity(index)
+    nbytes = 1 << 30
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    copy_ms = _median_ms(lambda: dst.copy_(src))
+    tflops: dict[str, float] = {}
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    tflops["bfloat16"] = 2 * n**3 / (_median_ms(lambda: torch.mm(a, b)) * 1e-3) / 1e12
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        m = 4096
+        a32 = torch.randn(m, m, device=device)
+        b32 = torch.randn(m, m, device=device)
+        tflops["float32"] = 2 * m**3 / (_median_ms(lambda: torch.mm(a32, b32)) * 1e-3) / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    torch.cuda.empty_cache()
+    return Ceilings(gpu=name, driver=driver, copy_tbps=2 * nbytes / (copy_ms * 1e-3) / 1e12, tflops=tflops,
+                    clocks=clocks, torch=torch.__version__,
+                    measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def get(device: str = "cuda", base: Path | None = None, refresh: bool = False) -> Ceilings:
+    """The cached ceilings of this GPU, measuring them (about a second) the first time."""
+    import torch
+
+    index = torch.device(device).index or 0
+    name, driver, _ = gpu_identity(index)
+    if not refresh:
+        cached = load_cached(name, driver, base)
+        if cached is not None:
+            return cached
+    ceilings = measure(device)
+    try:
+        save(ceilings, base)
+    except OSError:
+        pass
+    return ceilings

@@ -1,0 +1,259 @@
+"""The caller's handle on one evaluation worker process (no torch, no CUDA in this process).
+
+The worker runs ``python -m kernelpilot.evaluation.worker`` in its own process group (session), with
+a scrubbed environment, the confinement part's command prefix (network/PID namespaces) and pre-exec
+limits when available, and its fd 1/2 redirected to a log file. Each request has a wall-clock limit;
+past it the whole process group is killed and the caller gets ``WorkerTimeout``. A worker that dies
+(segfault, abort, CUDA error exit) raises ``WorkerDied`` with the signal and the log tail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.evaluation import protocol
+
+LOG_TAIL_LINES = 40
+
+
+class WorkerFailure(Exception):
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class WorkerTimeout(WorkerFailure):
+    """The request ran past its limit; the process group was killed."""
+
+
+class WorkerDied(WorkerFailure):
+    """The worker exited (signal, abort, CUDA error) before answering."""
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "the worker stopped answering"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the worker was killed by {name}"
+    return f"the worker exited with status {returncode}"
+
+
+class WorkerClient:
+    def __init__(self, workdir: Path, *, device: str = "cuda", confine: bool = True,
+                 extra_env: dict[str, str] | None = None, writable: list[Path] | None = None,
+                 readable: list[Path] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.device = device
+        self.confine = confine
+        self.extra_env = dict(extra_env or {})
+        self.writable = [Path(p) for p in (writable or [])]
+        self.readable = [Path(p).resolve() for p in (readable or [])]
+        self._sb: Any = None
+        self._marker: str | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.environment: dict[str, Any] = {}
+        self.confinement: list[str] = []
+        self.log_path = self.workdir / "worker.log"
+        self._to_worker: int | None = None
+        self._from_worker: int | None = None
+        self._log_offset = 0
+        self.starts = 0
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _sandbox(self, env: dict[str, str]) -> tuple[list[str], dict[str, str], Any, list[str]]:
+        """(command prefix, env, preexec_fn, description) from confine.py, or plain fallbacks."""
+        if not self.confine:
+            return [], env, None, ["unconfined (confinement turned off)"]
+        try:
+            from kernelpilot.evaluation import confine
+
+            self._sb = confine.WorkerSandbox(
+                writable=[self.workdir, *self.writable], readable=[Path(_package_root()), *self.readable],
+                private_tmp=self.workdir / "private", base_env=env,
+                # a warm worker lives for many evaluations: each request has a wall-clock limit instead
+                limits=confine.ResourceLimits(cpu_s=None),
+                extra_env={k: v for k, v in env.items() if k in self.extra_env})
+            merged = self._sb.env()
+            for key in ("KERNELPILOT_EVAL_DEVICE", "PYTHONUNBUFFERED"):
+                merged[key] = env[key]
+            self._marker = merged.get(getattr(confine, "MARKER_ENV", ""), None)
+            return list(self._sb.command_prefix()), merged, self._sb.preexec(), list(self._sb.description())
+        except Exception as exc:  # confinement part missing or failing: run, and say so in the verdict
+            return [], env, None, [f"unconfined (sandbox unavailable: {type(exc).__name__}: {exc})"]
+
+    def covers(self, readable: list[Path], writable: list[Path] = ()) -> bool:  # type: ignore[assignment]
+        """Whether the running worker may read / write these paths (Landlock is fixed when it starts)."""
+        if not self.confine:
+            return True
+
+        def inside(p: Path, roots: list[Path]) -> bool:
+            return any(p == r or r in p.parents for r in roots)
+
+        write_roots = [self.workdir.resolve(), *[w.resolve() for w in self.writable]]
+        return (all(inside(p, self.readable + write_roots) for p in readable)
+                and all(inside(p, write_roots) for p in writable))
+
+    def _env(self) -> dict[str, str]:
+        try:
+            from kernelpilot.evaluation.confine import scrubbed_env
+
+            env = scrubbed_env()
+        except Exception:
+            from kernelpilot.redact import is_secret_name
+
+            env = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+        env.update(self.extra_env)
+        env["KERNELPILOT_EVAL_DEVICE"] = self.device
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        return env
+
+    def start(self, timeout: float = 180.0) -> None:
+        self.stop()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "tmp").mkdir(exist_ok=True)
+        prefix, env, preexec, self.confinement = self._sandbox(self._env())
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        cmd = [*prefix, sys.executable, "-m", "kernelpilot.evaluation.worker",
+               "--in-fd", str(req_r), "--out-fd", str(resp_w), "--device", self.device]
+        if self.log_path.exists() and self.log_path.stat().st_size > 16 << 20:
+            self.log_path.unlink()  # candidates may print a lot; only the tail of the latest run matters
+        log = open(self.log_path, "ab")
+        self._log_offset = self.log_path.stat().st_size
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         pass_fds=(req_r, resp_w), env=env, cwd=str(self.workdir),
+                                         start_new_session=preexec is None, preexec_fn=preexec)
+        finally:
+            log.close()
+            os.close(req_r)
+            os.close(resp_w)
+        self._to_worker, self._from_worker = req_w, resp_r
+        self.starts += 1
+        try:
+            ready = self._receive(timeout)
+        except WorkerFailure as exc:
+            raise WorkerDied(f"the evaluation worker did not start: {exc}", exc.log_tail) from None
+        if not ready.get("ok"):
+            tail = self.log_tail()
+            self.stop()
+            raise WorkerDied(f"the evaluation worker did not start: {ready.get('error', 'unknown error')}", tail)
+        self.environment = dict(ready.get("environment") or {})
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                if self._to_worker is not None:
+                    protocol.send(self._to_worker, {"op": "shutdown"})
+                proc.wait(timeout=5)
+            except Exception:
+                self._kill(proc)
+        for fd in (self._to_worker, self._from_worker):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._to_worker = self._from_worker = None
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        try:
+            from kernelpilot.evaluation.confine import kill_process_group
+
+            kill_process_group(proc, marker=self._marker)
+        except Exception:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    # ---- requests ------------------------------------------------------------------------------
+    def log_tail(self, since_request: bool = True) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                if since_request:
+                    fh.seek(self._log_offset)
+                data = fh.read()[-64 * 1024:]
+        except OSError:
+            return ""
+        text = data.decode("utf-8", errors="replace")
+        tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+        try:
+            from kernelpilot.redact import redact
+
+            tail = redact(tail)
+        except Exception:
+            pass
+        return tail
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        assert self._from_worker is not None
+        try:
+            return protocol.recv(self._from_worker, timeout=timeout)
+        except protocol.FrameTimeout:
+            proc = self.proc
+            if proc is not None:
+                self._kill(proc)
+            tail = self.log_tail()
+            self.stop()
+            raise WorkerTimeout(f"no answer within {timeout:.0f} s; the worker was killed", tail) from None
+        except protocol.ProtocolError:
+            proc = self.proc
+            code = None
+            if proc is not None:
+                try:
+                    code = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._kill(proc)
+            tail = self.log_tail()
+            self.stop()
+            raise WorkerDied(describe_exit(code), tail) from None
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if not self.alive():
+            raise WorkerDied("the worker is not running")
+        assert self._to_worker is not None
+        try:
+            self._log_offset = self.log_path.stat().st_size
+        except OSError:
+            self._log_offset = 0
+        started = time.monotonic()
+        try:
+            protocol.send(self._to_worker, message)
+        except OSError:
+            return self._receive(1.0)
+        response = self._receive(timeout)
+        response.setdefault("seconds", time.monotonic() - started)
+        if response.get("exit"):
+            proc = self.proc
+            if proc is not None:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self._kill(proc)
+            self.stop()
+        return response

@@ -1,0 +1,421 @@
+"""Static policy on candidate code, checked before anything of the candidate runs.
+
+Python sources are parsed with :mod:`ast` (never imported). A finding names a stable rule id, the
+file, the line and the offending source line. Rules a project lists in ``relaxed_policy`` still
+produce findings, with severity ``"warn"``, so every verdict shows what was relaxed.
+
+Native sources (``.cu``, ``.cpp``, ``.cuh``, ``.h``, and the CUDA/C++ strings of single-file
+``load_inline`` candidates) are scanned for calls that reach outside the kernel (processes,
+sockets, environment, files, side streams). Those are warnings shown at review: native code can
+call anything libc offers, and only the OS-level confinement (confine.py) contains it.
+
+Rule ids (see ``RULES``): ``import-<module>`` for each refused or unlisted module, and the fixed
+ids below. Relaxed entries may be exact ids or shell-style patterns (``import-*``).
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections.abc import Iterable
+from pathlib import Path
+
+from kernelpilot.evaluation.native_scan import check_native
+from kernelpilot.verdict import Finding
+
+__all__ = ["ALLOWED_MODULES", "RULES", "blocking", "check_candidate", "check_native", "check_python", "is_relaxed",
+           "unknown_rules"]
+
+ALLOWED_MODULES: frozenset[str] = frozenset({
+    "torch", "math", "typing", "typing_extensions", "functools", "dataclasses", "pathlib",
+    "kernelpilot.extension", "__future__", "numbers", "itertools", "operator", "enum",
+    "collections", "abc", "contextlib",
+})
+# Submodules of allowed packages that are refused anyway (processes, network, pickles).
+DENIED_SUBMODULES: frozenset[str] = frozenset({
+    "torch.multiprocessing", "torch.hub", "torch.distributed", "torch.utils.data",
+    "torch.utils.benchmark", "torch._C", "torch.package", "torch.serialization",
+})
+# Modules with a specific reason; anything else outside ALLOWED_MODULES is "not on the allow-list".
+_MODULE_REASONS: dict[str, str] = {
+    "os": "gives access to processes, files and the environment",
+    "sys": "lets code change the interpreter (modules, hooks, paths)",
+    "subprocess": "runs other programs", "pty": "runs other programs",
+    "socket": "opens network connections", "ssl": "opens network connections",
+    "http": "opens network connections", "urllib": "opens network connections",
+    "requests": "opens network connections",
+    "ctypes": "calls arbitrary native code", "cffi": "calls arbitrary native code",
+    "importlib": "imports code dynamically", "builtins": "replaces built-in functions",
+    "threading": "runs work in background threads the timer cannot see",
+    "_thread": "runs work in background threads the timer cannot see",
+    "multiprocessing": "runs work in other processes the timer cannot see",
+    "concurrent": "runs work in background threads the timer cannot see",
+    "asyncio": "runs work outside the timed call", "signal": "changes signal handling",
+    "shutil": "copies and deletes files", "pickle": "runs code while loading data",
+    "marshal": "loads code objects", "inspect": "reaches into frames and other modules",
+    "gc": "reaches objects of other modules", "time": "can patch or read the timers",
+    "tempfile": "creates files outside the candidate directory", "io": "opens files",
+}
+
+RULES: dict[str, str] = {
+    "import-<module>": "import of a module that is refused or not on the allow-list",
+    "reference-model": "imports, subclasses or calls the reference Model",
+    "dunder-import": "calls __import__",
+    "dynamic-code": "exec / eval / compile of code built at run time",
+    "introspection": "globals() / vars() / locals() / dunder attributes that reach other modules",
+    "dynamic-attr": "getattr / setattr / delattr with a computed name on a module",
+    "module-patch": "assigns to or deletes an attribute of a module (timer or torch patching)",
+    "open-outside": "opens or reads a path not built from __file__ (outside the candidate)",
+    "path-write": "writes, deletes or renames files from Python",
+    "lazy-tensor": "a torch.Tensor subclass or _make_subclass (outputs computed on inspection)",
+    "try-fallback": "try/except in ModelNew.forward (silent fallback to PyTorch)",
+    "bare-except": "a bare `except:` that hides every error",
+    "side-stream": "work on a non-default CUDA stream the timer does not see",
+    "torch-escape": "torch.load / torch.save / load_library / hub (files, pickles, native code)",
+    "syntax-error": "the file does not parse",
+    "binary-file": "a prebuilt binary or bytecode file in the candidate directory",
+    "native-process": "native code runs programs (system, popen, fork, exec*)",
+    "native-dlopen": "native code loads libraries at run time",
+    "native-network": "native code opens sockets",
+    "native-env": "native code reads the environment",
+    "native-thread": "native code starts threads",
+    "native-file": "native code opens files",
+    "native-side-stream": "native code creates or binds its own CUDA stream",
+    "native-include-outside": "native code includes or embeds a file outside the candidate (#include \"/...\", .incbin)",
+}
+
+NATIVE_SUFFIXES = frozenset({".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp"})
+_BINARY_SUFFIXES = frozenset({".so", ".o", ".a", ".pyc", ".pth", ".dll", ".dylib", ".cubin", ".fatbin"})
+_SKIP_DIRS = frozenset({"__pycache__", "build", ".git"})
+
+
+def is_relaxed(rule: str, relaxed: Iterable[str]) -> bool:
+    return any(rule == r or fnmatch.fnmatchcase(rule, r) for r in relaxed)
+
+
+def unknown_rules(relaxed: Iterable[str]) -> list[str]:
+    """Entries of a ``relaxed_policy`` list that match no rule id (likely typos)."""
+    known = [k for k in RULES if "<" not in k]
+    return [r for r in relaxed if not r.startswith("import-") and not any(fnmatch.fnmatchcase(k, r) for k in known)]
+
+
+def blocking(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that reject the candidate."""
+    return [f for f in findings if f.severity == "reject"]
+
+
+# --------------------------------------------------------------------------------------------
+# Python
+
+_DYNAMIC_CODE = frozenset({"exec", "eval", "compile"})
+_INTROSPECTION_CALLS = frozenset({"globals", "vars", "locals", "breakpoint"})
+_ESCAPE_ATTRS = frozenset({
+    "__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__dict__",
+    "__bases__", "__base__", "__mro__", "__loader__", "__spec__", "__import__", "__getattribute__",
+    "f_globals", "f_locals", "f_back", "f_builtins", "gi_frame", "tb_frame", "cr_frame", "__self__",
+})
+_STREAM_ATTRS = frozenset({"Stream", "stream", "ExternalStream", "set_stream", "wait_stream", "record_stream"})
+_TORCH_ESCAPES = frozenset({"load", "save", "load_library", "hub", "from_file"})
+_PATH_WRITES = frozenset({
+    "write_text", "write_bytes", "unlink", "rmdir", "mkdir", "touch", "rename", "replace",
+    "symlink_to", "hardlink_to", "chmod", "lchmod", "link_to",
+})
+_PATH_READS = frozenset({"read_text", "read_bytes", "open", "iterdir", "glob", "rglob"})
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _module_verdict(module: str) -> str | None:
+    """None when the module may be imported, else the reason."""
+    for denied in DENIED_SUBMODULES:
+        if module == denied or module.startswith(denied + "."):
+            return "reaches processes, the network or pickled code"
+    for allowed in ALLOWED_MODULES:
+        if module == allowed or module.startswith(allowed + "."):
+            return None
+    return _MODULE_REASONS.get(_top(module), "is not on the allow-list of candidate imports")
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, source: str, filename: str) -> None:
+        self.lines = source.splitlines()
+        self.filename = filename
+        self.findings: list[Finding] = []
+        self.imported: set[str] = set()  # names bound by imports (modules, classes, functions)
+        self.file_names: set[str] = {"__file__"}  # names whose value derives from __file__
+        self.path_names: set[str] = set()  # names holding other paths
+        self.class_stack: list[str] = []
+        self.func_stack: list[str] = []
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def add(self, rule: str, message: str, node: ast.AST) -> None:
+        line = getattr(node, "lineno", None)
+        evidence = self.lines[line - 1].strip() if line and 0 < line <= len(self.lines) else ""
+        self.findings.append(Finding(rule=rule, message=message, file=self.filename, line=line, evidence=evidence))
+
+    def _from_file(self, node: ast.AST | None) -> bool:
+        """True for a path expression built from __file__ that stays in the candidate's directory."""
+        if node is None:
+            return False
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        escapes = any(isinstance(n, ast.Constant) and isinstance(n.value, str) and
+                      (".." in n.value or n.value.startswith(("/", "~"))) or
+                      isinstance(n, ast.Attribute) and n.attr in ("parents", "home", "expanduser") or
+                      isinstance(n, ast.Attribute) and n.attr == "parent" and isinstance(n.value, ast.Attribute)
+                      and n.value.attr == "parent" for n in ast.walk(node))
+        return bool(names & self.file_names) and not escapes
+
+    def _track(self, name: str, value: ast.AST) -> None:
+        if self._from_file(value):
+            self.file_names.add(name)
+        elif self._is_pathlike(value):
+            self.path_names.add(name)
+
+    def _root_name(self, node: ast.AST) -> str | None:
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    def _dotted(self, node: ast.AST) -> str:
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            parts.append(node.id)
+        return ".".join(reversed(parts))
+
+    def _check_module(self, module: str, node: ast.AST) -> None:
+        reason = _module_verdict(module)
+        if reason is not None:
+            self.add(f"import-{_top(module)}", f"Importing {module} is refused: it {reason}.", node)
+
+    # ---- imports ------------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_module(alias.name, node)
+            self.imported.add(alias.asname or _top(alias.name))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            self.add("import-relative", "Relative imports are refused: a candidate imports only allowed modules.", node)
+            return
+        module = node.module or ""
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            if alias.name == "Model":
+                self.add("reference-model", "Importing the reference Model is refused: write the kernel instead.", node)
+                continue
+            if _module_verdict(full) is not None and (full in DENIED_SUBMODULES or _module_verdict(module) is not None):
+                self._check_module(full if full in DENIED_SUBMODULES else module, node)
+                continue
+            if module == "torch" and alias.name in _TORCH_ESCAPES:
+                self.add("torch-escape", f"torch.{alias.name} reads or writes files or loads native code: refused.", node)
+            if alias.name != "*":
+                self.imported.add(alias.asname or alias.name)
+
+    # ---- classes and functions ------------------------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            dotted = self._dotted(base)
+            if dotted.split(".")[-1] == "Tensor":
+                self.add("lazy-tensor", f"Class {node.name} subclasses torch.Tensor: outputs must be plain tensors.", node)
+            if dotted.split(".")[-1] == "Model":
+                self.add("reference-model", f"Class {node.name} subclasses the reference Model: write the kernel instead.", node)
+        self.class_stack.append(node.name)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def _visit_func(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name in ("__torch_function__", "__torch_dispatch__"):
+            self.add("lazy-tensor", f"Defining {node.name} intercepts torch operations: refused.", node)
+        self.func_stack.append(node.name)
+        self.generic_visit(node)
+        self.func_stack.pop()
+
+    visit_FunctionDef = _visit_func
+    visit_AsyncFunctionDef = _visit_func
+
+    def _in_forward(self) -> bool:
+        return "ModelNew" in self.class_stack and "forward" in self.func_stack
+
+    def visit_Try(self, node: ast.Try) -> None:
+        if node.handlers:
+            where = "in ModelNew.forward " if self._in_forward() else ""
+            self.add("try-fallback", f"try/except {where}is refused: a failing kernel must fail, not fall back "
+                     "to PyTorch.", node)
+        for handler in node.handlers:
+            if handler.type is None:
+                self.add("bare-except", "A bare `except:` hides every error: name the exception you expect.", handler)
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    # ---- assignments (taint for __file__, module patching) -------------------------------------
+    def _check_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._check_target(elt, node)
+        elif isinstance(target, ast.Name) and target.id == "__file__":
+            self.add("open-outside", "Reassigning __file__ is refused: paths must stay inside the candidate.", node)
+        elif isinstance(target, ast.Attribute):
+            root = self._root_name(target)
+            if root in self.imported:
+                self.add("module-patch", f"Assigning to {self._dotted(target) or 'a module attribute'} patches a "
+                         "module (timers, torch functions): refused.", node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_target(target, node)
+            if isinstance(target, ast.Name):
+                self._track(target.id, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_target(node.target, node)
+        if isinstance(node.target, ast.Name) and node.value is not None:
+            self._track(node.target.id, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_target(target, node)
+        self.generic_visit(node)
+
+    # ---- names and attributes -----------------------------------------------------------------
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id == "__import__":
+            self.add("dunder-import", "__import__ is refused: import only allowed modules, at the top of the file.", node)
+        elif node.id in _DYNAMIC_CODE:
+            self.add("dynamic-code", f"{node.id}() runs code built at run time: refused.", node)
+        elif node.id in _INTROSPECTION_CALLS or node.id == "__builtins__":
+            self.add("introspection", f"{node.id} reaches other modules' namespaces: refused.", node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in _ESCAPE_ATTRS:
+            self.add("introspection", f"Attribute {node.attr} reaches into other modules or frames: refused.", node)
+        elif node.attr == "_make_subclass":
+            self.add("lazy-tensor", "_make_subclass builds tensor subclasses: outputs must be plain tensors.", node)
+        root = self._root_name(node)
+        dotted = self._dotted(node)
+        if node.attr in _STREAM_ATTRS and root in self.imported | {"torch"} or node.attr in (
+                "wait_stream", "record_stream"):
+            self.add("side-stream", f"{dotted or node.attr} puts work on another CUDA stream, which the timer "
+                     "does not see: use the current stream.", node)
+        if (root == "torch" and dotted.split(".")[1:2] and dotted.split(".")[-1] in _TORCH_ESCAPES
+                and not dotted.startswith("torch.utils.cpp_extension")):
+            self.add("torch-escape", f"{dotted} reads or writes files or loads native code: refused.", node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else None
+        if name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+            target, attr = node.args[0], node.args[1]
+            constant = isinstance(attr, ast.Constant) and isinstance(attr.value, str)
+            on_module = self._root_name(target) in self.imported
+            if constant and attr.value in _ESCAPE_ATTRS | {"__import__"}:
+                self.add("introspection", f"{name}(..., {attr.value!r}) reaches into other modules: refused.", node)
+            elif name in ("setattr", "delattr") and on_module:
+                self.add("module-patch", f"{name} on a module patches it (timers, torch functions): refused.", node)
+            elif not constant and on_module:
+                self.add("dynamic-attr", f"{name} with a computed name on a module hides what is called: refused.", node)
+        elif name == "open":
+            if not self._from_file(node.args[0] if node.args else None):
+                self.add("open-outside", "open() of a path not built from __file__ is refused: a candidate reads "
+                         "only its own files.", node)
+        elif isinstance(func, ast.Attribute):
+            path_specific = func.attr not in ("replace", "rename")
+            if func.attr in _PATH_WRITES and (path_specific or self._is_pathlike(func.value)) and \
+                    self._root_name(func) not in ("self", "torch"):
+                self.add("path-write", f".{func.attr}() changes files from Python: refused.", node)
+            elif func.attr in _PATH_READS and self._is_pathlike(func.value) and not self._from_file(func.value):
+                self.add("open-outside", f".{func.attr}() of a path not built from __file__ is refused: a candidate "
+                         "reads only its own files.", node)
+        self.generic_visit(node)
+
+    def _is_pathlike(self, node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in ("Path", "PurePath", "PosixPath") or
+                   isinstance(n, ast.Attribute) and n.attr in ("Path", "PosixPath") or
+                   isinstance(n, ast.Name) and n.id in self.file_names | self.path_names for n in ast.walk(node))
+
+
+def check_python(source: str, filename: str = "<candidate>", relaxed: Iterable[str] = ()) -> list[Finding]:
+    """Findings for one Python source (parsed, never executed)."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as err:
+        line = (err.text or "").strip()
+        return [Finding(rule="syntax-error", message=f"The file does not parse: {err.msg}.", file=filename,
+                        line=err.lineno, evidence=line)]
+    checker = _Checker(source, filename)
+    checker.visit(tree)
+    findings = _dedupe(checker.findings)
+    findings += _embedded_native(tree, filename)
+    return _apply_relaxed(findings, relaxed)
+
+
+def _embedded_native(tree: ast.AST, filename: str) -> list[Finding]:
+    """Native findings for C/C++/CUDA source held in string constants (load_inline candidates)."""
+    out: list[Finding] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _looks_native(node.value):
+            for f in check_native(node.value, filename):
+                if f.line is not None:
+                    f.line += node.lineno - 1
+                out.append(f)
+    return out
+
+
+def _looks_native(text: str) -> bool:
+    return "\n" in text and any(k in text for k in ("#include", "__global__", "torch::", "extern \"C\"", "PYBIND11"))
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, int | None]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def _apply_relaxed(findings: list[Finding], relaxed: Iterable[str]) -> list[Finding]:
+    relaxed = list(relaxed)
+    for f in findings:
+        if f.severity == "reject" and is_relaxed(f.rule, relaxed):
+            f.severity = "warn"
+            f.message = f"(relaxed by project policy) {f.message}"
+    return findings
+
+
+# --------------------------------------------------------------------------------------------
+# Whole candidates
+
+def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = ()) -> list[Finding]:
+    """Check a candidate directory (every .py and native source) or a single-file .py candidate."""
+    path = Path(candidate_path)
+    relaxed = list(relaxed)
+    if path.is_file():
+        return check_python(path.read_text(encoding="utf-8", errors="replace"), str(path), relaxed)
+    findings: list[Finding] = []
+    for file in sorted(path.rglob("*")):
+        if not file.is_file() or _SKIP_DIRS & set(file.relative_to(path).parts[:-1]):
+            continue
+        rel = str(file.relative_to(path))
+        if file.suffix == ".py":
+            findings += check_python(file.read_text(encoding="utf-8", errors="replace"), rel, relaxed)
+        elif file.suffix in NATIVE_SUFFIXES:
+            findings += check_native(file.read_text(encoding="utf-8", errors="replace"), rel)
+        elif file.suffix in _BINARY_SUFFIXES:
+            findings.append(Finding(rule="binary-file", file=rel, evidence=file.name, message=(
+                "A prebuilt binary or bytecode file sits in the candidate: candidates ship sources only, delete it.")))
+    return _apply_relaxed(findings, relaxed)

@@ -1,0 +1,85 @@
+"""The wire protocol between the caller and the evaluation worker.
+
+Frames are a 4-byte big-endian length followed by that many bytes of UTF-8 JSON. They travel over two
+dedicated pipes (one per direction), never over stdout/stderr: candidate code may print anything, and
+the worker's fd 1 and 2 go to a log file whose tail ends up in the verdict when something breaks.
+
+Requests are ``{"op": ..., ...}``; responses are ``{"ok": bool, ...}``. Ops:
+
+- ``ready`` (sent once by the worker, unprompted): environment and confinement facts.
+- ``ping`` -> ``{"ok": true, "pid": ...}``.
+- ``evaluate`` -> ``{"ok": true, "verdict": {...partial Verdict dict...}, "exit": bool}``; ``exit``
+  means the worker is about to leave (poisoned CUDA context, patched functions, stray threads).
+- ``shutdown`` -> the worker exits without answering.
+
+This module imports nothing heavy and is used on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+MAX_FRAME = 256 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """The other side closed the pipe or sent something that is not a frame."""
+
+
+class FrameTimeout(ProtocolError):
+    """No complete frame arrived within the time allowed."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    body = json.dumps(message, allow_nan=True, default=str).encode("utf-8")
+    if len(body) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def send(fd: int, message: dict[str, Any]) -> None:
+    data = memoryview(encode(message))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = n
+    while remaining:
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                raise FrameTimeout("timed out waiting for the worker")
+            ready, _, _ = select.select([fd], [], [], min(wait, 1.0))
+            if not ready:
+                continue
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise ProtocolError("pipe closed")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(fd: int, timeout: float | None = None) -> dict[str, Any]:
+    """Read one frame; ``timeout`` seconds (None waits forever)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    if length > MAX_FRAME:
+        raise ProtocolError(f"frame length {length} exceeds the limit")
+    body = _read_exact(fd, length, deadline)
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"bad frame: {exc}") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return message

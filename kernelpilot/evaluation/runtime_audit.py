@@ -1,0 +1,350 @@
+"""Runtime audit: what actually ran inside ``ModelNew.forward`` (worker side; torch imported lazily).
+
+Checks (each failure is a Finding with a stable rule id):
+
+- ``torch-compute-op``: aten operators recorded with a TorchDispatchMode while forward runs (this also
+  sees ops a C++ binding calls through ATen). Classification:
+  * fine (memory, never a finding): allocation (empty*, zeros*, ones*, full*, new_*), fill_/zero_,
+    copies and casts (copy_, clone, _to_copy, contiguous, cat/stack, constant_pad_nd), views and
+    shape ops (view, reshape, as_strided, transpose, permute, expand, squeeze, slice, select, split,
+    unbind, ...), and metadata (size, stride, item, ...);
+  * everything else is compute: matmul/conv/softmax/norms/attention/reductions/sort/indexing and
+    elementwise math. Elementwise math counts too: a forward that does ``x * 2`` in torch has not
+    written a kernel. A compute op whose tensors all have fewer than ``small_numel`` elements (a
+    scale computed on a scalar, say) is a ``warn``; on larger tensors it is a ``reject``, unless
+    ``allowed_libraries`` names it (library names below, or the aten op name itself).
+  * ops outside the aten/prims namespaces (the candidate's own TORCH_LIBRARY ops) are fine.
+- ``no-custom-kernel``: torch.profiler (CUDA activity) must show at least one kernel of the candidate's
+  own (a name from the build report's ptxas list, else one not from torch/cuBLAS/cuDNN/Triton).
+- ``library-kernel``: cuBLAS/cuDNN kernels launched without an aten op (raw library calls), unless allowed.
+- ``side-stream``: a kernel/copy on a stream other than the one the caller's marker kernel ran on.
+- ``background-thread``: Python threads that appear across candidate calls (``native-thread`` warn for
+  OS threads, which drivers may also start).
+- ``patched-function``/``timer-patch``: identity of timers, torch.cuda and checker functions
+  compared with the objects captured when the worker started, before any candidate code.
+- ``lazy-tensor``: an output that is a torch.Tensor subclass (also refused by verify's type check).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kernelpilot.verdict import Finding
+
+MEMORY_OPS: frozenset[str] = frozenset("""
+empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full full_like
+new_zeros new_ones new_full scalar_tensor fill fill_ zero_ copy_ copy clone _to_copy to _copy_from
+_copy_from_and_resize contiguous view view_as _unsafe_view reshape _reshape_alias as_strided as_strided_
+t transpose transpose_ permute expand expand_as squeeze squeeze_ unsqueeze unsqueeze_ flatten unflatten
+slice select narrow split split_with_sizes chunk unbind cat stack detach detach_ alias lift_fresh
+lift_fresh_copy resize_ set_ _local_scalar_dense item is_nonzero is_same_size sym_size sym_stride
+sym_numel sym_storage_offset size stride dim numel record_stream constant_pad_nd arange movedim
+_has_compatible_shallow_copy_type empty_permuted view_as_real view_as_complex _conj _neg_view
+""".split())
+
+LIBRARY_OPS: dict[str, frozenset[str]] = {
+    "cublas": frozenset("mm bmm addmm addmv mv dot matmul linear baddbmm addbmm _scaled_mm _addmm_activation".split()),
+    "cudnn": frozenset("convolution _convolution cudnn_convolution conv1d conv2d conv3d conv_transpose1d "
+                       "conv_transpose2d conv_transpose3d cudnn_batch_norm _cudnn_rnn".split()),
+    "attention": frozenset("scaled_dot_product_attention _scaled_dot_product_flash_attention "
+                           "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention".split()),
+}
+LIBRARY_OPS["torch.matmul"] = LIBRARY_OPS["cublas"]
+
+_LIBRARY_KERNEL = re.compile(r"(nvjet|sm\d+_xmma|xmma_|cublas|cudnn|gemv2|gemmk1|gemmSN|ampere_|turing_|volta_|"
+                             r"cutlass_\d+_|cutlass3x_|implicit_convolve|splitKreduce)", re.I)
+_TORCH_KERNEL = re.compile(r"(at::|at_cuda_detail|c10::|triton_|^triton|cub::|thrust::|Memcpy|Memset|"
+                           r"elementwise_kernel|reduce_kernel|softmax_warp|cunn_)")
+
+
+def allowed_op_names(allowed_libraries: list[str]) -> set[str]:
+    names: set[str] = set()
+    for lib in allowed_libraries:
+        key = lib.strip().lower()
+        if key in LIBRARY_OPS:
+            names |= LIBRARY_OPS[key]
+        else:  # "aten.softmax", "torch.softmax", "softmax"
+            names.add(key.split(".")[-1])
+    return {n.strip("_") for n in names}
+
+
+# ---- dispatch recording -------------------------------------------------------------------------
+@dataclass
+class OpUse:
+    name: str
+    namespace: str
+    max_numel: int
+    count: int = 1
+
+
+def record_ops(fn: Callable[..., Any], inputs: list[Any]) -> tuple[dict[str, OpUse], Any]:
+    """Run ``fn(*inputs)`` once under a TorchDispatchMode and return the aten ops it executed."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    ops: dict[str, OpUse] = {}
+
+    class _Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            packet = getattr(func, "_overloadpacket", func)
+            name = getattr(packet, "__name__", str(func)).split(".")[-1]
+            namespace = getattr(func, "namespace", "aten")
+            leaves = tree_flatten((args, kwargs, out))[0]
+            numel = max((t.numel() for t in leaves if isinstance(t, torch.Tensor)), default=0)
+            use = ops.get(name)
+            if use is None:
+                ops[name] = OpUse(name, namespace, numel)
+            else:
+                use.count += 1
+                use.max_numel = max(use.max_numel, numel)
+            return out
+
+    with torch.no_grad(), _Recorder():
+        out = fn(*inputs)
+    return ops, out
+
+
+def op_findings(ops: dict[str, OpUse], allowed_libraries: list[str], small_numel: int) -> list[Finding]:
+    allowed = allowed_op_names(allowed_libraries)
+    findings = []
+    for use in ops.values():
+        base = use.name.rstrip("_") if use.name not in MEMORY_OPS else use.name
+        if use.namespace not in ("aten", "prims") or use.name in MEMORY_OPS or base in MEMORY_OPS:
+            continue
+        if use.name.strip("_") in allowed or base.strip("_") in allowed:  # "softmax" allows aten._softmax
+            continue
+        small = use.max_numel < small_numel
+        findings.append(Finding(
+            rule="torch-compute-op", severity="warn" if small else "reject", evidence=f"aten.{use.name}",
+            message=(f"ModelNew.forward ran the PyTorch operator aten.{use.name} ({use.count}x, up to "
+                     f"{use.max_numel} elements); "
+                     + ("it only touches small tensors, so it is a warning." if small else
+                        "write it as a kernel, or allow it with allowed_libraries in the project config."))))
+    return findings
+
+
+# ---- profiler -----------------------------------------------------------------------------------
+@dataclass
+class KernelTrace:
+    kernels: list[tuple[str, int]] = field(default_factory=list)  # (name, stream), time order
+    home_stream: int | None = None
+
+
+def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> KernelTrace:
+    """Profile one call; a one-element fill on the caller's stream marks the home stream."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    marker = torch.empty(1, device=device)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        marker.fill_(1.0)
+        with torch.no_grad():
+            fn(*inputs)
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="kp-trace-")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as fh:
+            trace = json.load(fh)
+    finally:
+        os.unlink(path)
+    gpu = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)
+           and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
+    gpu.sort(key=lambda e: float(e.get("ts", 0)))
+    result = KernelTrace()
+    for e in gpu:
+        stream = (e.get("args") or {}).get("stream", e.get("tid", -1))
+        try:
+            stream = int(stream)
+        except (TypeError, ValueError):
+            stream = -1
+        result.kernels.append((str(e.get("name", "")), stream))
+    if result.kernels:
+        result.home_stream = result.kernels[0][1]
+        result.kernels = result.kernels[1:]  # drop the marker
+    return result
+
+
+def _base_name(kernel: str) -> str:
+    name = re.sub(r"^void\s+", "", kernel.strip())
+    name = name.split("(")[0].split("<")[0]
+    return name.split("::")[-1].strip()
+
+
+def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_libraries: list[str]) -> list[Finding]:
+    findings: list[Finding] = []
+    if trace.home_stream is None:  # not even the marker kernel: the profiler saw no GPU activity
+        return [Finding(rule="profiler-unavailable", severity="warn",
+                        message="torch.profiler recorded no GPU activity; kernel and stream checks were skipped.")]
+    own_bases = {_base_name(k) for k in own_kernels if k}
+    names = [k for k, _ in trace.kernels]
+    # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton
+    own = [k for k in names if _base_name(k) in own_bases or any(len(b) > 3 and b in k for b in own_bases)
+           or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
+    if not own:
+        shown = ", ".join(sorted({_base_name(k) for k in names})[:6]) or "no GPU work at all"
+        findings.append(Finding(
+            rule="no-custom-kernel", evidence=shown,
+            message=f"None of the candidate's own kernels ran during forward (seen: {shown}); call the extension."))
+    libs = {lib.lower() for lib in allowed_libraries}
+    lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
+    if lib_kernels and not ({"cublas", "cudnn", "torch.matmul"} & libs):
+        findings.append(Finding(
+            rule="library-kernel", evidence=_base_name(lib_kernels[0]),
+            message=f"forward ran library kernel {_base_name(lib_kernels[0])} (cuBLAS/cuDNN); "
+                    "write the kernel or allow the library in the project config."))
+    if trace.home_stream is not None:
+        other = sorted({(s, k) for k, s in trace.kernels if s != trace.home_stream})
+        if other:
+            stream, kernel = other[0]
+            findings.append(Finding(
+                rule="side-stream", evidence=f"{_base_name(kernel)} on stream {stream}",
+                message=f"kernel {_base_name(kernel)} ran on stream {stream}, not the caller's stream "
+                        f"{trace.home_stream}; launch on torch's current stream so the timer sees it."))
+    return findings
+
+
+# ---- threads and identities ---------------------------------------------------------------------
+@dataclass
+class ThreadSnapshot:
+    python: frozenset[int]
+    native: int
+
+    @classmethod
+    def take(cls) -> "ThreadSnapshot":
+        try:
+            native = len(os.listdir("/proc/self/task"))
+        except OSError:
+            native = 0
+        return cls(frozenset(t.ident or 0 for t in threading.enumerate()), native)
+
+
+def thread_findings(before: ThreadSnapshot, after: ThreadSnapshot, native: bool = True) -> list[Finding]:
+    findings = []
+    new = after.python - before.python
+    if new:
+        names = [t.name for t in threading.enumerate() if t.ident in new]
+        findings.append(Finding(rule="background-thread", evidence=", ".join(names),
+                                message=f"the candidate started {len(new)} Python thread(s) ({', '.join(names)}); "
+                                        "work must finish inside forward."))
+    elif native and after.native > before.native:
+        findings.append(Finding(rule="native-thread", severity="warn", evidence=f"{before.native} -> {after.native}",
+                                message=f"the process gained {after.native - before.native} OS thread(s) while "
+                                        "the candidate ran (drivers may do this too)."))
+    return findings
+
+
+class ThreadWatch:
+    """Names of Python threads started while active (threading.settrace fires in each new thread)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self._old: Any = None
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        import sys
+
+        self.started.append(threading.current_thread().name)
+        sys.settrace(None)  # one record per thread, no tracing cost after that
+
+    def __enter__(self) -> "ThreadWatch":
+        self._old = threading.gettrace() if hasattr(threading, "gettrace") else None
+        threading.settrace(self._hook)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        threading.settrace(self._old)  # type: ignore[arg-type]
+
+    def findings(self) -> list[Finding]:
+        if not self.started:
+            return []
+        names = ", ".join(sorted(set(self.started)))
+        return [Finding(rule="background-thread", evidence=names,
+                        message=f"the candidate started {len(self.started)} Python thread(s) ({names}); "
+                                "work must be done inside forward, on the caller's stream.")]
+
+
+_WATCHED = (
+    "time.perf_counter", "time.perf_counter_ns", "time.time", "time.monotonic", "time.process_time",
+    "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda.current_stream",
+    "torch.cuda.Stream", "torch.cuda.empty_cache", "torch.cuda.mem_get_info", "torch.allclose", "torch.equal",
+    "torch.isnan", "torch.isfinite", "torch.where", "torch.linalg.vector_norm", "torch.manual_seed",
+    "torch.randn", "torch.rand", "torch.full", "torch.Tensor.clone", "torch.Tensor.copy_",
+    "torch.Tensor.double", "torch.Tensor.__eq__", "torch.Tensor.__sub__", "torch.Tensor.abs",
+    "torch.Tensor.all", "torch.Tensor.sum", "torch.nn.Module.__call__", "torch.profiler.profile",
+    "threading.enumerate", "threading.active_count", "select.select", "os.write", "json.dumps",
+    "kernelpilot.evaluation.verify.compare", "kernelpilot.evaluation.verify.compare_all",
+    "kernelpilot.evaluation.verify.verify", "kernelpilot.evaluation.verify.poison_allocator",
+    "kernelpilot.evaluation.verify.inputs_equal", "kernelpilot.evaluation.timing.measure",
+    "kernelpilot.evaluation.protocol.send", "kernelpilot.evaluation.engine.run_candidate", "kernelpilot.evaluation.runtime_audit.op_findings",
+    "kernelpilot.evaluation.runtime_audit.kernel_findings", "kernelpilot.evaluation.runtime_audit.thread_findings",
+)
+_TIMERS = ("time.", "torch.cuda.Event", "torch.cuda.synchronize")
+
+
+def _resolve(dotted: str) -> Any:
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+class Identities:
+    """The objects behind timers and checker functions, captured before any candidate code runs."""
+
+    def __init__(self) -> None:
+        self.original: dict[str, Any] = {}
+        for name in _WATCHED:
+            try:
+                self.original[name] = _resolve(name)
+            except Exception:  # not present in this torch version
+                continue
+
+    def changed(self) -> list[str]:
+        out = []
+        for name, obj in self.original.items():
+            try:
+                now = _resolve(name)
+            except Exception:
+                out.append(name)
+                continue
+            if now is not obj:
+                out.append(name)
+        return out
+
+    def findings(self, when: str) -> list[Finding]:
+        return [Finding(rule="timer-patch" if name.startswith(_TIMERS) else "patched-function", evidence=name,
+                        message=f"{name} was replaced {when}; the harness functions must not be patched.")
+                for name in self.changed()]
+
+
+def output_type_findings(out: Any) -> list[Finding]:
+    import torch
+
+    from kernelpilot.evaluation.verify import flatten_outputs
+
+    bad = [type(o) for o in flatten_outputs(out) if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor]
+    if not bad:
+        return []
+    return [Finding(rule="lazy-tensor", evidence=bad[0].__qualname__,
+                    message=f"forward returned a {bad[0].__qualname__} (a torch.Tensor subclass); return plain tensors.")]

@@ -1,0 +1,302 @@
+"""The evaluation worker: ``python -m kernelpilot.evaluation.worker --in-fd R --out-fd W``.
+
+Everything that touches CUDA runs here, never in the caller. Requests and responses travel as JSON
+frames on two dedicated pipes (protocol.py); fd 1 and 2 point at a log file, so candidate prints never
+corrupt the protocol. Start-up order: first apply the confinement the caller described in
+``KERNELPILOT_SANDBOX`` (Landlock and seccomp on itself) — before torch is imported, because Landlock
+binds only the calling thread and the threads it starts later: CUDA's driver threads (which run host
+callbacks a candidate could enqueue) must be born confined. Then import torch, initialise the device,
+capture the timer and checker functions (the integrity baseline), and announce ``ready``. Candidate
+code is only imported after that. The reference model, its float64 copy and the torch.compile baseline are cached per
+problem while the worker stays warm. A CUDA error, OOM, patched harness function or stray thread makes
+the worker answer with ``exit: true`` and leave; the caller starts a fresh one next time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import importlib.util
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.evaluation import protocol
+
+_CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
+                 "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
+                 "cudaErrorLaunch", "an illegal memory")
+
+
+class CandidateError(Exception):
+    """The candidate cannot be evaluated (no ModelNew, parameters that do not match Model)."""
+
+
+@dataclass
+class ProblemState:
+    key: str
+    module: Any
+    init_inputs: list[Any]
+    reference: Any  # verify.Reference
+    dtype: Any
+    compiled: Any = None
+    compile_note: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _sandbox() -> list[str]:
+    """Apply the confinement the caller described in $KERNELPILOT_SANDBOX (Landlock, seccomp) to itself."""
+    if not os.environ.get("KERNELPILOT_SANDBOX"):
+        return []
+    from kernelpilot.evaluation.confine import apply_from_env
+
+    return [f"worker applied: {', '.join(apply_from_env()) or 'nothing'}"]  # raises when it cannot: no candidate runs
+
+
+class Worker:
+    def __init__(self, device: str, confinement: list[str] | None = None) -> None:
+        import torch
+
+        self.device = device
+        if device.startswith("cuda"):
+            torch.cuda.init()
+            torch.empty(1, device=device).fill_(0)
+            torch.cuda.synchronize()
+        # import everything the harness uses first: some imports rebind torch functions (torch._dynamo
+        # wraps torch.manual_seed), and the integrity baseline must be the settled objects
+        import torch._dynamo  # noqa: F401
+        import torch.profiler  # noqa: F401
+        import torch.utils._python_dispatch  # noqa: F401
+        import torch.utils.flop_counter  # noqa: F401
+
+        import kernelpilot.problem  # noqa: F401
+        from kernelpilot.evaluation import engine, runtime_audit, timing, verify  # noqa: F401 - captured below
+
+        self.identities = runtime_audit.Identities()
+        self.pristine = timing.Pristine.capture() if device.startswith("cuda") else None
+        self.ceilings: Any = None
+        self.ceilings_note = ""
+        if device.startswith("cuda"):  # measured (first time on this GPU) before any candidate code is loaded
+            try:
+                from kernelpilot.evaluation.ceilings import get as get_ceilings
+
+                self.ceilings = get_ceilings(device)
+            except Exception as exc:
+                self.ceilings_note = f"ceilings unavailable ({type(exc).__name__}: {exc})"
+        self.confinement = list(confinement or [])
+        self.problems: dict[str, ProblemState] = {}
+        self.count = 0
+        self.dynamo_reset = False
+
+    # ---- environment ---------------------------------------------------------------------------
+    def environment(self) -> dict[str, Any]:
+        import torch
+
+        env = {"torch": torch.__version__, "cuda": str(torch.version.cuda or ""), "python": platform.python_version(),
+               "hostname_hash": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12],
+               "confinement": self.confinement}
+        if self.device.startswith("cuda"):
+            from kernelpilot.evaluation.ceilings import gpu_identity
+
+            major, minor = torch.cuda.get_device_capability()
+            name, driver, _ = gpu_identity(torch.device(self.device).index or 0)
+            env.update(gpu=name, driver=driver, sm=f"sm_{major}{minor}")
+        else:
+            env.update(gpu="cpu (test mode)", sm="")
+        return env
+
+    # ---- problem cache -------------------------------------------------------------------------
+    def problem_state(self, path: str, seed: int) -> ProblemState:
+        import torch
+
+        from kernelpilot.evaluation.verify import Reference, draw_inputs, problem_dtype
+
+        p = Path(path).resolve()
+        key = f"{p}:{p.stat().st_mtime_ns}:{self.device}"
+        if key in self.problems:
+            return self.problems[key]
+        while len(self.problems) >= 2:
+            self.problems.pop(next(iter(self.problems)))
+        from kernelpilot.problem import load_problem
+
+        module = load_problem(p).load_module()
+        torch.manual_seed(seed)
+        init_inputs = list(module.get_init_inputs())
+        torch.manual_seed(seed)
+        model = module.Model(*init_inputs).to(self.device).eval()
+        model64: Any = None
+        try:
+            model64 = copy.deepcopy(model).double().eval()
+        except Exception:
+            model64 = None
+        sample = draw_inputs(module, seed, "native", self.device)
+        state = ProblemState(key, module, init_inputs, Reference(model, model64, module),
+                             problem_dtype(sample, model))
+        try:
+            from kernelpilot.problem import analyse
+
+            info = analyse(load_problem(p), device="meta")
+            state.info = {"bytes_moved": info.bytes_moved, "flops": info.flops}
+        except Exception as exc:
+            state.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
+        self.problems[key] = state
+        return state
+
+    def compiled(self, state: ProblemState, mode: str, sample: list[Any]) -> Any:
+        import torch
+
+        if state.compiled is None and not state.compile_note:
+            if not self.dynamo_reset:
+                torch._dynamo.reset()
+                self.dynamo_reset = True
+            try:
+                fn = torch.compile(state.reference.model, mode=mode)
+                with torch.no_grad():
+                    fn(*sample)  # compile now, before any candidate code is in the process
+                torch.cuda.synchronize()
+                state.compiled = fn
+            except Exception as exc:
+                state.compile_note = f"torch.compile baseline failed ({type(exc).__name__}: {str(exc)[:200]})"
+        return state.compiled
+
+    # ---- candidate -----------------------------------------------------------------------------
+    def import_candidate(self, model_file: str) -> Any:
+        self.count += 1
+        path = Path(model_file).resolve()
+        name = f"kp_candidate_{self.count}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise CandidateError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.parent))
+        if not hasattr(module, "ModelNew"):
+            raise CandidateError(f"{path.name} defines no class ModelNew")
+        return module
+
+    def build_model(self, module: Any, state: ProblemState, seed: int) -> Any:
+        import torch
+
+        torch.manual_seed(seed)
+        model = module.ModelNew(*state.init_inputs)
+        want, have = state.reference.model.state_dict(), model.state_dict()
+        missing, unexpected = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+        shapes = [k for k in set(want) & set(have) if tuple(want[k].shape) != tuple(have[k].shape)]
+        if missing or unexpected or shapes:
+            parts = [f"missing {missing}" if missing else "", f"unexpected {unexpected}" if unexpected else "",
+                     f"shape differs for {sorted(shapes)}" if shapes else ""]
+            raise CandidateError("ModelNew's parameters do not match Model's (" + "; ".join(p for p in parts if p)
+                                 + "); register the same parameters and buffers, with the same names, as Model")
+        model.load_state_dict(want, strict=True)
+        return model.to(self.device).eval()
+
+    # ---- one evaluation ------------------------------------------------------------------------
+    def evaluate(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from kernelpilot.evaluation.engine import run_candidate  # heavy steps live in engine.py
+
+        tainted = self.identities.findings("by an earlier candidate")
+        if tainted:
+            return {"ok": False, "exit": True, "error": "worker integrity check failed; restarting"}
+        for key, value in (msg.get("env") or {}).items():
+            os.environ[str(key)] = str(value)
+        result: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
+        exit_after = False
+        try:
+            result.update(run_candidate(self, msg))
+            exit_after = bool(result.pop("exit", False))
+        except BaseException as exc:  # the candidate's failure becomes the verdict
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            message, fatal = self.classify(exc)
+            build_failed = type(exc).__name__ == "ExtensionBuildError"  # built on import, without the build step
+            result.update(status="build_error" if build_failed else "runtime_error", error=message)
+            exit_after = fatal
+        finally:
+            for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
+                sys.modules.pop(name, None)
+            if self.device.startswith("cuda") and not exit_after:
+                try:
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                except Exception:
+                    exit_after = True
+        if self.identities.changed():
+            exit_after = True
+        return {"ok": True, "verdict": result, "exit": exit_after}
+
+    def classify(self, exc: BaseException) -> tuple[str, bool]:
+        import torch
+
+        text = f"{type(exc).__name__}: {exc}"
+        tb = "".join(traceback.format_exception(exc)[-8:])
+        if isinstance(exc, CandidateError) or type(exc).__name__ == "ExtensionBuildError":
+            return str(exc), False
+        if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
+            return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
+        if any(m in text for m in _CUDA_MARKERS):
+            return f"CUDA error (the context is poisoned): {text[:600]}", True
+        return f"{text[:600]}\n{tb[-2000:]}", not self.cuda_healthy()
+
+    def cuda_healthy(self) -> bool:
+        if not self.device.startswith("cuda"):
+            return True
+        import torch
+
+        try:
+            torch.empty(1, device=self.device).fill_(1)
+            torch.cuda.synchronize()
+            return True
+        except Exception:
+            return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelpilot.evaluation.worker")
+    parser.add_argument("--in-fd", type=int, required=True)
+    parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
+    args = parser.parse_args(argv)
+    try:
+        confinement = _sandbox()  # before torch exists in this process: see the module docstring
+        worker = Worker(args.device, confinement)
+        protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment()})
+    except Exception as exc:
+        traceback.print_exc()
+        protocol.send(args.out_fd, {"op": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 3
+    while True:
+        try:
+            msg = protocol.recv(args.in_fd)
+        except protocol.ProtocolError:
+            return 0
+        op = msg.get("op")
+        if op == "shutdown":
+            return 0
+        if op == "ping":
+            protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
+        elif op == "evaluate":
+            response = worker.evaluate(msg)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            protocol.send(args.out_fd, response)
+            if response.get("exit"):
+                os._exit(0)  # a poisoned CUDA context may hang a normal interpreter shutdown
+        else:
+            protocol.send(args.out_fd, {"ok": False, "error": f"unknown op {op!r}"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The engineer's own edits: the watcher loop, evaluation workers, and telling the agent (app mixin)."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.worker import get_current_worker
+
+from kernelpilot.agent import events as ev
+from kernelpilot.tui.messages import AgentEvent, EditEvaluated, FilesEdited
+from kernelpilot.tui.pairing import CandidateWatcher, edit_message
+
+if TYPE_CHECKING:
+    from kernelpilot.tui.session import SessionRunner
+    from kernelpilot.tui.startup import Startup
+
+
+class EngineerEdits:
+    """Mixed into KernelpilotApp."""
+
+    startup: Startup | None
+    runner: SessionRunner | None
+    watcher: CandidateWatcher | None
+    done_reason: str
+    busy: Any
+    _stopping: threading.Event
+    _eval_lock: threading.Lock
+    _eval_count: int
+    _watch_interval: float
+    _tool_args: dict[str, dict[str, Any]]
+    run_worker: Any
+    post_message: Any
+    send_to_agent: Any
+    show_event: Any
+
+    def _from_session(self, event: ev.Event) -> None:
+        """On the session's thread, before the loop takes its next step: keep the agent's own file
+        writes out of the edit watcher (synchronously, so no poll can fall in between)."""
+        if self.watcher is not None:
+            if isinstance(event, ev.ToolCallStarted):
+                self._tool_args[event.call_id] = event.arguments
+                self.watcher.pause()
+            elif isinstance(event, ev.ToolCallFinished):
+                self._resume_watcher(event.name, self._tool_args.pop(event.call_id, {}))
+        self.post_message(AgentEvent(event))
+
+    def _watch_loop(self) -> None:
+        worker = get_current_worker()
+        while not worker.is_cancelled and not self._stopping.is_set() and self.watcher is not None:
+            changed = self.watcher.poll()
+            if changed:
+                self.post_message(FilesEdited(changed))
+            self._stopping.wait(self._watch_interval)
+
+    # ---- the engineer's edits --------------------------------------------------------------
+    def on_files_edited(self, message: FilesEdited) -> None:
+        self._eval_count += 1
+        name = f"evaluate-{self._eval_count}"
+        files = ", ".join(p.name for p in message.paths)
+        self.busy.start(name, f"evaluating your edit ({files})")
+        evaluator = self.startup.edit_evaluator if self.startup else None
+        if hasattr(evaluator, "evaluate_edit_async") and self.runner is not None:
+            self.run_worker(self._evaluate_edit_async(message.paths), group="evaluate", name=name,
+                            exit_on_error=False)
+        else:
+            self.run_worker(partial(self._evaluate_edit, message.paths), thread=True, group="evaluate",
+                            name=name, exit_on_error=False)
+
+    async def _evaluate_edit_async(self, paths: list[Path]) -> None:
+        assert self.startup is not None and self.runner is not None
+        evaluator: Any = self.startup.edit_evaluator
+        event = await self.runner.submit(evaluator.evaluate_edit_async, paths)
+        self.post_message(EditEvaluated(event, paths))
+
+    def _evaluate_edit(self, paths: list[Path]) -> None:
+        assert self.startup is not None and self.startup.edit_evaluator is not None
+        with self._eval_lock:  # one evaluation at a time, in the order of the saves
+            event = self.startup.edit_evaluator.evaluate_edit(paths)
+        self.post_message(EditEvaluated(event, paths))
+
+    async def on_edit_evaluated(self, message: EditEvaluated) -> None:
+        await self.show_event(message.event)
+        s = self.startup
+        if s is None or s.manual or self.runner is None or self.done_reason:
+            return
+        from kernelpilot.tui.diffview import diff_summary
+        from kernelpilot.tui.verdict_view import verdict_of
+
+        v = verdict_of(message.event.verdict)
+        text = edit_message(message.paths, s.worktree or Path("."), diff_summary(message.event.diff),
+                            v.summary or v.status)
+        await self.send_to_agent(text, echo=False)
+
+    def _resume_watcher(self, tool: str, arguments: dict[str, Any]) -> None:
+        """After an agent tool call: what it wrote is the agent's, not an edit of the engineer's."""
+        assert self.watcher is not None
+        root = self.startup.worktree if self.startup and self.startup.worktree else Path(".")
+        path = arguments.get("path")
+        if tool in ("write_file", "edit_file") and isinstance(path, str):
+            self.watcher.resume(accept=[(root / path).resolve(), root / path])
+        else:
+            self.watcher.resume(accept_all=tool in ("revert", "restore"))
+

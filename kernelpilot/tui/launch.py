@@ -1,0 +1,124 @@
+"""``run_app(args)``: build the real session (off the UI thread) and run the app.
+
+Agent mode (a model, or ``--replay FILE``): an ``AgentSession`` over a new or resumed worktree,
+the engine's Evaluator and a litellm or scripted client; the engineer's edits become candidates
+of that session. Manual mode (no model): a worktree, the Evaluator, and every save evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.tui.startup import ResumeOffer, Startup
+
+
+def launch(args: Any) -> int:
+    from kernelpilot.tui.app import KernelpilotApp
+
+    config = _config(args)
+    finder = None
+    if not getattr(args, "resume", None) and not getattr(args, "replay", None):
+        finder = partial(find_resume, config.root, Path(args.problem) if getattr(args, "problem", None) else None)
+    app = KernelpilotApp(partial(build_startup, args), resume_finder=finder, keys=dict(config.keys or {}))
+    result = app.run()
+    return int(result or 0)
+
+
+def _config(args: Any) -> Any:
+    config = getattr(args, "config", None)
+    if config is None:
+        from kernelpilot.cli import resolve_problem
+
+        overrides = {"model": args.model} if getattr(args, "model", None) else {}
+        config, args.problem = resolve_problem(getattr(args, "path", None), overrides)
+        args.config = config
+    return config
+
+
+def build_startup(args: Any, resume_id: str | None) -> Startup:
+    """Runs in a thread worker: imports the agent, the engine and git here, never at app import."""
+    from kernelpilot.agent.headless import make_evaluator
+    from kernelpilot.agent.loop import candidate_rel
+    from kernelpilot.problem import load_problem
+    from kernelpilot.workspace import Workspace
+
+    config = _config(args)
+    problem = load_problem(args.problem)
+    model = getattr(args, "model", None) or config.model
+    replay = getattr(args, "replay", None)
+    resume = resume_id or getattr(args, "resume", None)
+    transcript = None
+    session_id = None
+    if resume:
+        from kernelpilot.agent.transcript import Transcript, find_transcript
+
+        path = find_transcript(resume)
+        transcript = Transcript(path)
+        session_id = str(transcript.load().header.get("session_id") or path.stem)
+    workspace = Workspace.open(config.root, session_id, candidate_dir=config.candidate_dir, problem=problem.path)
+    watch_dir = workspace.path / candidate_rel(problem, workspace, config)
+    evaluator = make_evaluator(config)
+    common: dict[str, Any] = dict(project=str(config.root), session_id=workspace.session_id,
+                                  worktree=workspace.path, watch_dir=watch_dir, workspace=workspace,
+                                  budgets=dict(config.budgets), notes=list(workspace.notes))
+    if model or replay:
+        from kernelpilot.agent.headless import make_client
+        from kernelpilot.agent.loop import AgentSession, Budgets
+        from kernelpilot.agent.transcript import Transcript
+        from kernelpilot.tui.pairing import AgentEditEvaluator
+
+        client = make_client(args, config)
+        session = AgentSession(problem, workspace, evaluator, client, Budgets.from_config(config), config,
+                               transcript=transcript or Transcript.for_session(workspace.session_id),
+                               auto_approve=None, session_id=workspace.session_id)
+        return Startup(session=session, model=str(client.label), replay=bool(replay),
+                       edit_evaluator=AgentEditEvaluator(session), **common)
+
+    from kernelpilot.agent.events import SessionStarted
+    from kernelpilot.tui.pairing import WorkspaceEditEvaluator
+    from kernelpilot.tui.session import EventStreamSession
+
+    started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
+                             worktree=str(workspace.path), branch=workspace.branch)
+    session = EventStreamSession([started], on_approve=workspace.approve, on_reject=workspace.reject)
+    edit = WorkspaceEditEvaluator(workspace, watch_dir,
+                                  lambda d: evaluator.evaluate(problem, d, mode="benchmark"),
+                                  close=evaluator.close)
+    return Startup(session=session, model="", edit_evaluator=edit, **common)
+
+
+def find_resume(project_root: Path, problem: Path | None) -> ResumeOffer | None:
+    """The latest unfinished session of this project (and problem), from the transcript dir."""
+    from kernelpilot.agent.transcript import Transcript, sessions_dir
+
+    folder = sessions_dir()
+    if not folder.is_dir():
+        return None
+    files = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in files[:100]:
+        try:
+            with path.open(encoding="utf-8") as fh:
+                header = json.loads(fh.readline() or "{}")
+        except (OSError, ValueError):
+            continue
+        if header.get("type") != "header" or Path(header.get("project_root") or "/nonexistent") != Path(project_root):
+            continue
+        if problem is not None and Path(header.get("problem", "")).resolve() != Path(problem).resolve():
+            continue
+        try:
+            state = Transcript(path).load()
+        except Exception:  # a damaged transcript is not offered
+            return None
+        done = [e for e in state.events if e.kind == "done"]
+        reason = getattr(done[-1], "reason", "") if done else "interrupted"
+        if reason in ("proposal_approved", "finished"):
+            return None
+        turns = sum(1 for e in state.events if e.kind == "assistant_message")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(header.get("created") or path.stat().st_mtime)))
+        sid = str(header.get("session_id") or path.stem)
+        return sid, f"session {sid} from {when} ({turns} turns, {len(state.candidates)} candidates, {reason})"
+    return None

@@ -1,0 +1,64 @@
+"""Messages workers post to the app: the only way work off the UI path changes the screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from kernelpilot.agent.events import CandidateEvaluated, Event
+    from kernelpilot.tui.gpu import GpuReading
+    from kernelpilot.tui.startup import Startup
+
+
+class AgentEvent(Message):
+    """One Event from the session (agent loop, replay, or manual pairing)."""
+
+    def __init__(self, event: Event) -> None:
+        super().__init__()
+        self.event = event
+
+
+class StartupReady(Message):
+    """The session was built off the UI thread and can be started."""
+
+    def __init__(self, startup: Startup) -> None:
+        super().__init__()
+        self.startup = startup
+
+
+class ResumeOffered(Message):
+    """A previous session of this project can be resumed: ask the engineer."""
+
+    def __init__(self, session_id: str, description: str) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.description = description
+
+
+class GpuUpdated(Message):
+    def __init__(self, reading: GpuReading | None) -> None:
+        super().__init__()
+        self.reading = reading
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, GpuUpdated)
+
+
+class FilesEdited(Message):
+    """The engineer saved candidate files (seen by the pairing watcher)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        super().__init__()
+        self.paths = paths
+
+
+class EditEvaluated(Message):
+    """The engineer's edit was checkpointed and evaluated."""
+
+    def __init__(self, event: CandidateEvaluated, paths: list[Path]) -> None:
+        super().__init__()
+        self.event = event
+        self.paths = paths

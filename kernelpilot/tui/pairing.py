@@ -1,0 +1,196 @@
+"""Pairing: notice when the engineer saves a candidate file, and evaluate the edit.
+
+``CandidateWatcher`` polls the candidate directory (content hashes, so a bare ``touch`` is not an
+edit) and reports a change once it has been stable for one poll, so half-written saves are not
+evaluated. The app pauses it while an agent tool call runs and re-baselines it afterwards, so the
+agent's own writes are not mistaken for the engineer's.
+
+``WorkspaceEditEvaluator`` turns an edit into a ``CandidateEvaluated`` event: checkpoint in the
+worktree, diff against the original, evaluate with the engine. It blocks: run it in a thread worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from kernelpilot.agent.events import CandidateEvaluated
+
+CANDIDATE_PATTERNS = ("*.cu", "*.cuh", "*.cpp", "*.h", "*.hpp", "*.py")
+_IGNORED_PARTS = {"__pycache__", ".git", "build", ".kp"}
+
+State = dict[Path, str]
+
+
+class CandidateWatcher:
+    def __init__(self, root: Path, patterns: Iterable[str] = CANDIDATE_PATTERNS) -> None:
+        self.root = Path(root)
+        self.patterns = tuple(patterns)
+        self._lock = threading.Lock()
+        self._baseline: State = self.scan()
+        self._pending: State | None = None
+        self._paused = 0
+
+    def scan(self) -> State:
+        state: State = {}
+        if not self.root.is_dir():
+            return state
+        for pattern in self.patterns:
+            for path in self.root.rglob(pattern):
+                if not path.is_file() or _IGNORED_PARTS.intersection(path.relative_to(self.root).parts):
+                    continue
+                try:
+                    state[path] = hashlib.sha1(path.read_bytes()).hexdigest()
+                except OSError:
+                    continue
+        return state
+
+    def pause(self) -> None:
+        with self._lock:
+            self._paused += 1
+
+    def resume(self, accept: Iterable[Path] = (), accept_all: bool = False) -> None:
+        """Un-pause; the files in ``accept`` (or all, with ``accept_all``) are taken as the agent's
+        writes, so only other changes are reported as the engineer's."""
+        with self._lock:
+            self._paused = max(0, self._paused - 1)
+            current = self.scan()
+            if accept_all:
+                self._baseline = current
+            for path in accept:
+                path = Path(path)
+                if path in current:
+                    self._baseline[path] = current[path]
+                else:
+                    self._baseline.pop(path, None)
+            self._pending = None
+
+    def rebaseline(self) -> None:
+        with self._lock:
+            self._baseline = self.scan()
+            self._pending = None
+
+    def poll(self) -> list[Path]:
+        """Files changed (added, modified, removed) since the baseline and stable since last poll."""
+        with self._lock:
+            if self._paused:
+                return []
+            current = self.scan()
+            if current == self._baseline:
+                self._pending = None
+                return []
+            if current != self._pending:
+                self._pending = current  # changed: wait one more poll for the save to settle
+                return []
+            changed = sorted(
+                p for p in set(current) | set(self._baseline) if current.get(p) != self._baseline.get(p)
+            )
+            self._baseline = current
+            self._pending = None
+            return changed
+
+
+class EditEvaluator(Protocol):
+    def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
+        """Checkpoint and evaluate the engineer's edit (blocking)."""
+
+    def close(self) -> None: ...
+
+
+class WorkspaceEditEvaluator:
+    """The real thing: Workspace checkpoint + diff, then the evaluation engine.
+
+    ``evaluate`` is ``(candidate_dir: Path) -> Verdict`` (by default the engine's Evaluator, built
+    lazily on first use so torch is never imported on the UI path).
+    """
+
+    def __init__(
+        self,
+        workspace: Any,
+        candidate_dir: Path,
+        evaluate: Callable[[Path], Any],
+        *,
+        close: Callable[[], None] | None = None,
+        prefix: str = "e",
+    ) -> None:
+        self.workspace = workspace
+        self.candidate_dir = Path(candidate_dir)
+        self._evaluate = evaluate
+        self._close = close
+        self._prefix = prefix
+        self._count = 0
+
+    def _next_id(self) -> str:
+        self._count += 1
+        return f"{self._prefix}{self._count}"
+
+    def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
+        from kernelpilot.verdict import Verdict
+
+        candidate_id = self._next_id()
+        names = ", ".join(_rel(p, Path(self.workspace.path)) for p in paths)
+        commit = self.workspace.checkpoint(candidate_id, f"engineer edit: {names}")
+        diff = self.workspace.diff(candidate_id, against="original")
+        try:
+            verdict = self._evaluate(self.candidate_dir)
+        except Exception as err:  # the edit is recorded either way; say why it was not measured
+            verdict = Verdict(status="runtime_error", candidate=str(self.candidate_dir),
+                              error=f"{type(err).__name__}: {err}",
+                              summary=f"evaluation failed: {err}")
+        data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
+        return CandidateEvaluated(candidate_id=candidate_id, verdict=data, diff=diff, commit=commit,
+                                  source="engineer")
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
+class AgentEditEvaluator:
+    """Agent mode: the edit becomes one of the session's own candidates (same ids, same book).
+
+    ``evaluate_edit_async`` must run on the session's loop (``SessionRunner.submit``): it uses the
+    agent's benchmark tool, so the agent can later propose or revert to the engineer's version.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def evaluate_edit_async(self, paths: list[Path]) -> CandidateEvaluated:
+        from kernelpilot.agent.evaltools import benchmark
+
+        result = await benchmark(self.session.ctx, {})
+        event = next(e for e in result.events if isinstance(e, CandidateEvaluated))
+        event.source = "engineer"
+        transcript = getattr(self.session, "transcript", None)
+        if transcript is not None:
+            transcript.write_event(event)
+            record = self.session.book.get(event.candidate_id)
+            if record is not None:
+                transcript.write_candidate(record)
+        return event
+
+    def close(self) -> None:
+        """On quit: stop the session's evaluation worker (an evaluation in flight is killed)."""
+        closer = getattr(getattr(self.session, "evaluator", None), "close", None)
+        if callable(closer):
+            closer()
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def edit_message(paths: list[Path], root: Path, diff_summary: str, verdict_summary: str) -> str:
+    """What the agent is told after the engineer's edit was evaluated."""
+    files = ", ".join(_rel(p, root) for p in paths)
+    return (
+        f"The engineer edited {files}: {diff_summary}; verdict: {verdict_summary}. "
+        "Build on this version from now on."
+    )

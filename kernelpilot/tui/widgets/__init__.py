@@ -1,0 +1,1 @@
+"""Widgets of the main screen: conversation, candidates, status bar, busy line."""

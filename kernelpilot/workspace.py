@@ -1,0 +1,455 @@
+"""A pairing session's git worktree: guarded writes, a commit per candidate, approve/reject/restore.
+
+The worktree lives outside the user's tree (``$KERNELPILOT_DATA_DIR`` or the platform's user data
+dir, ``worktrees/<session>``) on branch ``kernelpilot/<session>``, created from the user's HEAD.
+Uncommitted changes in the user's tree are not in it. Each evaluated candidate becomes one commit
+on that branch (built from the candidate files only, with git plumbing, so nothing else the
+engineer staged sneaks in). The candidate id -> commit map is kept as JSON in the repository's
+git dir (``.git/kernelpilot/sessions/<session>.json``) and in a ``Kernelpilot-Candidate`` trailer
+of each commit, so a session survives a restart and even ``cleanup``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kernelpilot.errors import GuardError, WorkspaceError
+from kernelpilot.guard import PathRules, default_globs, normalize
+
+BOT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "kernelpilot", "GIT_AUTHOR_EMAIL": "kernelpilot@localhost",
+    "GIT_COMMITTER_NAME": "kernelpilot", "GIT_COMMITTER_EMAIL": "kernelpilot@localhost",
+}
+NOTES_REF = "refs/notes/kernelpilot"
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def data_dir() -> Path:
+    """Where worktrees live: ``$KERNELPILOT_DATA_DIR``, else platformdirs' user data dir."""
+    override = os.environ.get("KERNELPILOT_DATA_DIR")
+    if override:
+        return Path(override).expanduser().resolve()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("kernelpilot")).resolve()
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+def _git(repo: Any, *args: str, env: dict[str, str] | None = None, raw: bool = False, stdin: bytes | None = None) -> Any:
+    """Run git in ``repo``; GitCommandError becomes a WorkspaceError quoting git's own words."""
+    import git
+
+    try:
+        return repo.git.execute(
+            ["git", *args], env=env, stdout_as_string=not raw, strip_newline_in_stdout=not raw,
+            istream=None if stdin is None else _stdin(stdin),
+        )
+    except git.GitCommandError as exc:
+        detail = (exc.stderr or "").strip().splitlines()
+        said = detail[-1].removeprefix("stderr: ").strip(" '") if detail else f"exit status {exc.status}"
+        if "tell me who you are" in (exc.stderr or "") or "empty ident" in (exc.stderr or ""):
+            raise WorkspaceError("git does not know who you are; run `git config user.name \"Your Name\"` and `git config user.email you@example.com`, then try again.") from None
+        raise WorkspaceError(f"`git {args[0]}` failed in {repo.working_dir}: {said}; fix that and try again.") from None
+
+
+def _stdin(data: bytes) -> Any:
+    handle = tempfile.TemporaryFile()
+    handle.write(data)
+    handle.seek(0)
+    return handle
+
+
+def _project_rel(path: str | Path, project_root: Path) -> str:
+    """``path`` (absolute, or relative to the project root) relative to the project root."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        try:
+            return p.resolve().relative_to(project_root).as_posix()
+        except ValueError:
+            raise WorkspaceError(f"{p} is outside the project {project_root}; keep the problem and candidates inside it.") from None
+    return normalize(p).as_posix()
+
+
+def _nul_list(text: str) -> list[str]:
+    return [item for item in text.split("\0") if item]
+
+
+@dataclass
+class CandidateRecord:
+    sha: str
+    message: str
+    status: str = "checkpoint"  # checkpoint | approved | rejected
+    reason: str = ""
+    approved_sha: str = ""
+
+
+@dataclass
+class Workspace:
+    """One session's worktree. Paths given to its methods are relative to the project root."""
+
+    user_repo: Any
+    repo: Any
+    session_id: str
+    path: Path  # the project root inside the worktree (the worktree root for a top-level project)
+    worktree_root: Path
+    prefix: PurePosixPath  # project root relative to the repository's top level
+    base_sha: str
+    rules: PathRules
+    candidates: dict[str, CandidateRecord] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    # ---- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        project_root: str | Path,
+        session_id: str | None = None,
+        *,
+        candidate_dir: str | Path | None = None,
+        candidate_files: list[str] | None = None,
+        problem: str | Path | None = None,
+    ) -> Workspace:
+        """Create (or reopen, for an existing session id) the worktree for ``project_root``."""
+        import git
+
+        project_root = Path(project_root).resolve()
+        try:
+            user_repo = git.Repo(project_root, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise WorkspaceError(
+                f"{project_root} is not inside a git repository; kernelpilot works on a branch of your repository, "
+                f"so run `git init && git add -A && git commit -m initial` there first (kernelpilot never does this for you)."
+            ) from None
+        if user_repo.bare:
+            raise WorkspaceError(f"{user_repo.git_dir} is a bare repository; run kernelpilot in a checkout with a working tree.")
+        top = Path(user_repo.working_tree_dir).resolve()
+        try:
+            head_sha = user_repo.head.commit.hexsha
+        except ValueError:
+            raise WorkspaceError(f"the repository at {top} has no commits yet; commit your files first (`git add -A && git commit -m initial`).") from None
+        prefix = PurePosixPath(project_root.relative_to(top).as_posix())
+        session_id = session_id or new_session_id()
+        if not _SESSION_RE.match(session_id) or ".." in session_id or session_id.endswith((".lock", ".")):
+            raise WorkspaceError(f"session id {session_id!r} is not usable as a branch name; use letters, digits, '.', '_' and '-'.")
+        worktree = data_dir() / "worktrees" / session_id
+        if worktree == top or top in worktree.parents:
+            raise WorkspaceError(f"the worktree directory {worktree} would be inside your repository; point KERNELPILOT_DATA_DIR outside {top}.")
+        branch = f"kernelpilot/{session_id}"
+        state = cls._state_path(user_repo, session_id)
+        saved = json.loads(state.read_text()) if state.is_file() else {}
+        notes: list[str] = []
+        registered = [
+            Path(line[len("worktree "):]).resolve()
+            for line in _git(user_repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")
+        ]
+        branch_exists = bool(_git(user_repo, "branch", "--list", branch))
+        if worktree in registered:
+            pass  # reopening a live session
+        elif branch_exists:
+            if worktree.exists():
+                raise WorkspaceError(f"{worktree} exists but is not a worktree of {top}; remove that directory and try again.")
+            _git(user_repo, "worktree", "prune")
+            _git(user_repo, "worktree", "add", str(worktree), branch)
+            notes.append(f"Reopened session {session_id} from branch {branch}.")
+        else:
+            worktree.parent.mkdir(parents=True, exist_ok=True)
+            _git(user_repo, "worktree", "add", "-b", branch, str(worktree), head_sha)
+            saved = {"session": session_id, "base_sha": head_sha, "project_root": str(project_root), "candidates": {}}
+        if user_repo.is_dirty(untracked_files=True):
+            notes.append(f"Your uncommitted changes and untracked files are not in the worktree: it starts from your HEAD ({head_sha[:12]}).")
+        repo = git.Repo(worktree)
+        path = worktree / prefix if str(prefix) != "." else worktree
+        if candidate_files is None:
+            candidate_files = default_globs(_project_rel(candidate_dir, project_root) if candidate_dir else "kernels")
+        protected: list[str] = []
+        if problem:
+            try:
+                protected.append(_project_rel(problem, project_root))
+            except WorkspaceError:
+                pass  # a problem outside the project cannot be written from the worktree anyway
+        ws = cls(
+            user_repo=user_repo, repo=repo, session_id=session_id, path=path, worktree_root=worktree,
+            prefix=prefix, base_sha=saved.get("base_sha") or head_sha,
+            rules=PathRules(candidate_files, protected), notes=notes,
+            candidates={k: CandidateRecord(**v) for k, v in saved.get("candidates", {}).items()},
+        )
+        ws._save()
+        return ws
+
+    @property
+    def branch(self) -> str:
+        return f"kernelpilot/{self.session_id}"
+
+    @property
+    def candidate_files(self) -> list[str]:
+        return self.rules.globs
+
+    @staticmethod
+    def _state_path(user_repo: Any, session_id: str) -> Path:
+        return Path(user_repo.common_dir).resolve() / "kernelpilot" / "sessions" / f"{session_id}.json"
+
+    def _save(self) -> None:
+        state = self._state_path(self.user_repo, self.session_id)
+        state.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "session": self.session_id, "base_sha": self.base_sha, "worktree": str(self.worktree_root),
+            "candidates": {k: vars(v) for k, v in self.candidates.items()},
+        }
+        tmp = state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(state)
+
+    # ---- guarded file access -------------------------------------------------------------------
+
+    def _repo_rel(self, rel: PurePosixPath) -> str:
+        return (self.prefix / rel).as_posix() if str(self.prefix) != "." else rel.as_posix()
+
+    def _no_symlinks(self, rel: PurePosixPath) -> Path:
+        current = self.path
+        for part in rel.parts:
+            current = current / part
+            if current.is_symlink():
+                target = os.readlink(current)
+                inside = (current.parent / target).resolve().is_relative_to(self.worktree_root.resolve())
+                where = "inside" if inside else "outside"
+                raise GuardError(f"{rel.as_posix()} goes through the symlink {current.relative_to(self.path)} -> {target} (pointing {where} the worktree); candidate paths may not contain symlinks.")
+        return current
+
+    def guard(self, rel_path: str | Path) -> Path:
+        """The absolute worktree path for a candidate file, or GuardError saying why it is refused."""
+        rel = self.rules.check(rel_path)
+        return self._no_symlinks(rel)
+
+    def write_file(self, rel: str | Path, text: str) -> Path:
+        target = self.guard(rel)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._no_symlinks(normalize(rel))  # nothing was swapped in while creating the directories
+            target.write_text(text, encoding="utf-8")
+        except (NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
+            raise WorkspaceError(f"cannot write {normalize(rel).as_posix()}: {exc.strerror} ({exc.filename}); pick a file path that does not collide with an existing file or directory.") from None
+        return target
+
+    def read_file(self, rel: str | Path) -> str:
+        """Any file inside the worktree may be read (no ``..``, no absolute paths, no symlinks out)."""
+        clean = normalize(rel)
+        target = (self.path / clean).resolve()
+        if not target.is_relative_to(self.worktree_root.resolve()):
+            raise GuardError(f"{clean.as_posix()} resolves outside the worktree; read only files of the project.")
+        if not target.is_file():
+            raise WorkspaceError(f"{clean.as_posix()} does not exist in the worktree; list the files to see what is there.")
+        return target.read_text(encoding="utf-8", errors="replace")
+
+    # ---- commits -------------------------------------------------------------------------------
+
+    def _changed_candidate_paths(self) -> list[PurePosixPath]:
+        out = _git(self.repo, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all")
+        paths: list[PurePosixPath] = []
+        for entry in _nul_list(out):
+            repo_rel = PurePosixPath(entry[3:])
+            if str(self.prefix) != "." and not repo_rel.is_relative_to(self.prefix):
+                continue
+            rel = repo_rel.relative_to(self.prefix) if str(self.prefix) != "." else repo_rel
+            if self.rules.allows(rel) and not (self.path / rel).is_symlink():
+                paths.append(rel)
+        return paths
+
+    def _tree(self, repo: Any, parent: str, updates: dict[str, tuple[str, str] | None]) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            _git(repo, "read-tree", parent, env=env)
+            lines = [f"{e[0]} {e[1]}\t{p}" if e else f"0 {'0' * 40}\t{p}" for p, e in updates.items()]
+            if lines:
+                _git(repo, "update-index", "-z", "--index-info", env=env, stdin=("\0".join(lines) + "\0").encode())
+            return _git(repo, "write-tree", env=env)
+
+    def checkpoint(self, candidate_id: str, message: str) -> str:
+        """Commit the current candidate files as ``candidate_id``; ``message`` should name its verdict."""
+        if not candidate_id or not re.match(r"^[\w.-]+$", candidate_id):
+            raise WorkspaceError(f"candidate id {candidate_id!r} must be letters, digits, '.', '_' or '-'.")
+        head = _git(self.repo, "rev-parse", "HEAD")
+        updates: dict[str, tuple[str, str] | None] = {}
+        changed = self._changed_candidate_paths()
+        for rel in changed:
+            file = self.path / rel
+            if file.is_file():
+                blob = _git(self.repo, "hash-object", "-w", "--", self._repo_rel(rel))
+                updates[self._repo_rel(rel)] = ("100755" if os.access(file, os.X_OK) else "100644", blob)
+            else:
+                updates[self._repo_rel(rel)] = None
+        tree = self._tree(self.repo, head, updates)
+        body = f"kernelpilot {candidate_id}: {message.strip() or 'checkpoint'}\n\nKernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {self.session_id}\n"
+        sha = _git(self.repo, "commit-tree", tree, "-p", head, env=BOT_IDENTITY, stdin=body.encode())
+        _git(self.repo, "update-ref", "-m", f"kernelpilot checkpoint {candidate_id}", f"refs/heads/{self.branch}", sha, head)
+        if changed:
+            _git(self.repo, "reset", "-q", sha, "--", *[self._repo_rel(p) for p in changed])
+        self.candidates[candidate_id] = CandidateRecord(sha=sha, message=message)
+        self._save()
+        return sha
+
+    def resolve(self, candidate: str) -> str:
+        """The commit of a candidate id (or a commit sha of this session)."""
+        if candidate in self.candidates:
+            return self.candidates[candidate].sha
+        found = _git(self.repo, "log", "--format=%H", "--fixed-strings", f"--grep=Kernelpilot-Candidate: {candidate}", self.branch)
+        for sha in found.splitlines():
+            trailer = _git(self.repo, "log", "-1", "--format=%(trailers:key=Kernelpilot-Candidate,valueonly)", sha)
+            if trailer.strip() == candidate:
+                return sha
+        if re.fullmatch(r"[0-9a-f]{7,40}", candidate):
+            try:
+                return _git(self.repo, "rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}")
+            except WorkspaceError:
+                pass
+        known = ", ".join(self.candidates) or "none yet"
+        raise WorkspaceError(f"unknown candidate {candidate!r} in session {self.session_id}; known candidates: {known}.")
+
+    def diff(self, candidate: str, against: str = "original") -> str:
+        """Unified diff of a candidate against ``original`` (session start), ``previous``, or another candidate."""
+        sha = self.resolve(candidate)
+        if against == "original":
+            base = self.base_sha
+        elif against == "previous":
+            base = _git(self.repo, "rev-parse", f"{sha}^")
+        else:
+            base = self.resolve(against)
+        return _git(self.repo, "diff", "--no-color", "--no-ext-diff", base, sha)
+
+    def changed_files(self, candidate: str) -> list[str]:
+        """Repository-relative paths the candidate changes relative to the session start."""
+        return _nul_list(_git(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base_sha, self.resolve(candidate)))
+
+    def approve(self, candidate_id: str, *, overwrite_committed: bool = False) -> str:
+        """Land the candidate's files on the user's current branch as one commit; returns its sha.
+
+        Only the files the candidate changed (relative to the session start) are written, on top of
+        the branch's current commit, so the user may have committed meanwhile. Refused, with nothing
+        changed, on a detached HEAD, when the user has uncommitted changes to any of those files, or
+        (unless ``overwrite_committed``) when the branch changed them since the session started. The
+        commit is made with git plumbing under the user's identity; commit hooks do not run.
+        """
+        sha = self.resolve(candidate_id)
+        paths = self.changed_files(candidate_id)
+        if not paths:
+            raise WorkspaceError(f"candidate {candidate_id} changes no files compared with the session start; there is nothing to approve.")
+        for path in paths:
+            rel = PurePosixPath(path)
+            self.rules.check(rel.relative_to(self.prefix) if str(self.prefix) != "." else rel)
+        user = self.user_repo
+        if user.head.is_detached:
+            raise WorkspaceError(
+                f"your repository is on a detached HEAD (at {user.head.commit.hexsha[:12]}), so there is no branch to add the commit to; "
+                f"check out a branch (e.g. `git switch -c kernelpilot-result`) and approve again."
+            )
+        branch = user.active_branch.name
+        literal = {"GIT_LITERAL_PATHSPECS": "1"}
+        dirty = [e[3:] for e in _nul_list(_git(user, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *paths, env=literal))]
+        if dirty:
+            raise WorkspaceError(
+                f"you have uncommitted changes to {', '.join(dirty)}, which candidate {candidate_id} also changes; "
+                f"commit or stash them and approve again (nothing was changed)."
+            )
+        try:
+            head = user.head.commit.hexsha
+        except ValueError:
+            raise WorkspaceError(f"branch {branch} has no commits; commit something first, then approve again.") from None
+
+        def blob(commit: str, path: str) -> tuple[str, str] | None:
+            out = _git(user, "ls-tree", "-z", commit, "--", path, env=literal)
+            if not out:
+                return None
+            meta = out.split("\t", 1)[0].split()
+            return meta[0], meta[2]
+
+        updates = {p: blob(sha, p) for p in paths}
+        moved = [p for p in paths if blob(head, p) not in (blob(self.base_sha, p), updates[p])]
+        if moved and not overwrite_committed:
+            raise WorkspaceError(
+                f"{', '.join(moved)} changed on {branch} since the session started; approving would overwrite those commits, "
+                f"so restore the candidate and re-evaluate it on top of them, or approve with overwrite (nothing was changed)."
+            )
+        tree = self._tree(user, head, updates)
+        if tree == _git(user, "rev-parse", f"{head}^{{tree}}"):
+            raise WorkspaceError(f"{branch} already contains candidate {candidate_id}'s files; there is nothing to approve.")
+        record = self.candidates.get(candidate_id)
+        title = record.message.strip().splitlines()[0] if record and record.message.strip() else f"candidate {candidate_id}"
+        body = (
+            f"kernelpilot: {title}\n\nApproved candidate {candidate_id} of session {self.session_id} ({sha[:12]}).\n\n"
+            f"Kernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {self.session_id}\n"
+        )
+        new = _git(user, "commit-tree", tree, "-p", head, stdin=body.encode())
+        _git(user, "update-ref", "-m", f"kernelpilot: approve {candidate_id}", f"refs/heads/{branch}", new, head)
+        present = [p for p in paths if updates[p]]
+        if present:
+            _git(user, "checkout", new, "--", *present, env=literal)
+        for path in (p for p in paths if not updates[p]):
+            _git(user, "rm", "-q", "--cached", "--ignore-unmatch", "--", path, env=literal)
+            (Path(user.working_tree_dir) / path).unlink(missing_ok=True)
+        self.candidates.setdefault(candidate_id, CandidateRecord(sha=sha, message=""))
+        self.candidates[candidate_id].status = "approved"
+        self.candidates[candidate_id].approved_sha = new
+        self._save()
+        return new
+
+    def reject(self, candidate_id: str, reason: str) -> None:
+        """Keep the candidate on the session branch, marked rejected with ``reason`` (JSON + git note)."""
+        sha = self.resolve(candidate_id)
+        _git(self.repo, "notes", f"--ref={NOTES_REF}", "add", "-f", "-m", f"rejected: {reason.strip() or 'no reason given'}", sha, env=BOT_IDENTITY)
+        record = self.candidates.setdefault(candidate_id, CandidateRecord(sha=sha, message=""))
+        record.status, record.reason = "rejected", reason
+        self._save()
+
+    def note(self, candidate_id: str) -> str:
+        """The git note on a candidate's commit ("" if none)."""
+        try:
+            return _git(self.repo, "notes", f"--ref={NOTES_REF}", "show", self.resolve(candidate_id))
+        except WorkspaceError:
+            return ""
+
+    def restore(self, candidate_id: str) -> None:
+        """Make the worktree's candidate files exactly those of ``candidate_id`` (the branch is not moved)."""
+        sha = self.resolve(candidate_id)
+        listing = _nul_list(_git(self.repo, "ls-tree", "-r", "-z", "--name-only", sha))
+        tracked = _nul_list(_git(self.repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard"))
+
+        def project_rel(repo_rel: str) -> PurePosixPath | None:
+            p = PurePosixPath(repo_rel)
+            if str(self.prefix) != ".":
+                if not p.is_relative_to(self.prefix):
+                    return None
+                p = p.relative_to(self.prefix)
+            return p if self.rules.allows(p) else None
+
+        wanted = {r: p for r in listing if (p := project_rel(r)) is not None}
+        for repo_rel in tracked:
+            rel = project_rel(repo_rel)
+            if rel is not None and repo_rel not in wanted and (self.path / rel).is_file():
+                self.guard(rel).unlink()
+        for repo_rel, rel in wanted.items():
+            data = _git(self.repo, "cat-file", "blob", f"{sha}:{repo_rel}", raw=True)
+            target = self.guard(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+    def cleanup(self, keep_branch: bool = True) -> None:
+        """Remove the worktree; keep the branch (and the candidate map) unless ``keep_branch`` is False."""
+        if self.worktree_root.exists():
+            _git(self.user_repo, "worktree", "remove", "--force", str(self.worktree_root))
+        _git(self.user_repo, "worktree", "prune")
+        if not keep_branch:
+            if _git(self.user_repo, "branch", "--list", self.branch):
+                _git(self.user_repo, "branch", "-D", self.branch)
+            self._state_path(self.user_repo, self.session_id).unlink(missing_ok=True)

@@ -1,0 +1,20 @@
+"""Cheat (lazy tensor subclass): the output is a torch.Tensor subclass."""
+import torch
+from torch import nn
+
+from kernelpilot.extension import load_extension
+
+_ext = load_extension(__file__)
+
+
+class LazyResult(torch.Tensor):
+    pass
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return _ext.scale_add(x, y, self.alpha, 0).as_subclass(LazyResult)

@@ -1,0 +1,11 @@
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        return torch.add(y, x, alpha=self.scale)

@@ -1,0 +1,15 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.shape[0]
+
+
+def get_inputs():
+    return [torch.rand(4)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,14 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+get_inputs = [torch.rand(4)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,82 @@
+"""GPU parts of the engine, in-process (this test process is not the product's caller): allocator
+poisoning, the interleaved timer, the profiler trace, and the measured ceilings."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_poisoned_allocator_hands_out_nan() -> None:
+    import torch
+
+    from kernelpilot.evaluation.verify import poison_allocator
+
+    for n in (1000, 300_000, 16 << 20):  # small pool, medium, large pool
+        poison_allocator(256 << 20, "cuda")
+        x = torch.empty(n, device="cuda")
+        assert bool(torch.isnan(x).all()), n
+        del x
+
+
+def test_interleaved_timing_is_sane() -> None:
+    import torch
+
+    from kernelpilot.evaluation import timing as tm
+
+    pool = [[torch.randn(4096, 4096, device="cuda")] for _ in range(3)]
+
+    def refill(inputs: list) -> None:
+        inputs[0].normal_()
+
+    def slow(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * 2 + 1  # three passes
+
+    impls = {"eager": slow, "candidate": lambda x: x * 2}
+    settings = tm.TimingSettings(warmup=3, rounds=3, samples_per_round=10)
+    run = tm.measure(impls, pool, refill, settings, tm.Pristine.capture(), "cuda",
+                     check=lambda a, b: "" if a.shape == b.shape else "shape")
+    cand, eager = run.timings["candidate"], run.timings["eager"]
+    assert cand.samples == 30 and len(cand.round_medians_ms) == 3
+    assert 0 < cand.min_ms <= cand.q1_ms <= cand.median_ms <= cand.q3_ms
+    assert eager.median_ms > cand.median_ms  # more memory traffic
+    assert cand.host_median_ms is not None and cand.host_median_ms >= cand.median_ms * 0.9
+    assert run.replay_checked > 0 and run.replay_failures == []
+    # the timed call sees fresh data: a cache of the first output must fail the re-check
+    first: dict = {}
+
+    def cached(x: torch.Tensor) -> torch.Tensor:
+        return first.setdefault("out", x * 2)
+
+    run = tm.measure({"eager": lambda x: x * 2, "candidate": cached}, pool, refill, settings, tm.Pristine.capture(),
+                     "cuda", check=lambda c, e: "" if torch.equal(c, e) else "differs")
+    assert run.replay_failures
+
+
+def test_profiler_sees_streams_and_kernel_names() -> None:
+    import torch
+
+    from kernelpilot.evaluation import runtime_audit as ra
+
+    x = torch.randn(1 << 20, device="cuda")
+    trace = ra.profile_call(lambda t: t * 2, [x], "cuda")
+    assert trace.home_stream is not None and trace.kernels
+    assert all(s == trace.home_stream for _, s in trace.kernels)
+    side = torch.cuda.Stream()
+
+    def on_side(t: torch.Tensor) -> torch.Tensor:
+        with torch.cuda.stream(side):
+            return t * 3
+
+    trace = ra.profile_call(on_side, [x], "cuda")
+    assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel", "side-stream"]
+
+
+def test_ceilings_are_plausible(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kernelpilot.evaluation.ceilings import get
+
+    c = get("cuda", base=tmp_path)
+    assert 0.5 < c.copy_tbps < 10 and c.tflops["bfloat16"] > 50 and c.tflops["float32"] > 5
+    assert get("cuda", base=tmp_path) == c  # cached: not measured again
+    print(f"\n{c}")

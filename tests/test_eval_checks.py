@@ -1,0 +1,261 @@
+"""The engine's checks as functions, on CPU tensors: comparison, poison detection, discrimination,
+operator classification, kernel-trace rules, timing statistics, speed of light, ceilings cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernelpilot.evaluation import runtime_audit as ra  # noqa: E402
+from kernelpilot.evaluation import speed_of_light as sol  # noqa: E402
+from kernelpilot.evaluation import timing as tm  # noqa: E402
+from kernelpilot.evaluation import verify as vf  # noqa: E402
+from kernelpilot.evaluation.ceilings import Ceilings, load_cached, save  # noqa: E402
+
+FP32 = vf.Tolerance(1e-4, 1e-4, 1e-5)
+BF16 = vf.Tolerance(1e-2, 1e-2, 1e-2)
+
+
+def _ref(n: int = 4096, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    t64 = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    return t64.to(dtype), t64
+
+
+def test_compare_accepts_rounding_and_refuses_wrong_values() -> None:
+    ref, ref64 = _ref()
+    assert vf.compare(ref.clone(), ref, ref64, FP32)["passed"]
+    wrong = ref.clone()
+    wrong[17] += 1.0
+    res = vf.compare(wrong, ref, ref64, FP32)
+    assert not res["passed"] and res["mismatched"] == 1
+
+
+def test_compare_refuses_precision_downgrade() -> None:
+    ref, ref64 = _ref()
+    downgraded = ref.to(torch.bfloat16).to(torch.float32)  # bf16 arithmetic on an fp32 problem
+    res = vf.compare(downgraded, ref, ref64, FP32)
+    assert not res["passed"]
+    assert res["normalized_error"] > 1e-4
+
+
+def test_compare_finds_unwritten_poison_and_type_shape_dtype() -> None:
+    ref, ref64 = _ref()
+    partial = ref.clone()
+    partial[2048:] = float("nan")
+    res = vf.compare(partial, ref, ref64, FP32)
+    assert not res["passed"] and res["unwritten"] == 2048 and "never written" in res["message"]
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert "not a plain torch.Tensor" in vf.compare(ref.as_subclass(Sub), ref, ref64, FP32)["message"]
+    assert "shape" in vf.compare(ref[:-1], ref, ref64, FP32)["message"]
+    assert "dtype" in vf.compare(ref.double(), ref, ref64, FP32)["message"]
+
+
+def test_compare_matches_overflow_like_the_reference() -> None:
+    ref64 = torch.tensor([1.0, 1e6, -1e6], dtype=torch.float64)
+    ref = ref64.to(torch.float16)  # 1e6 overflows to +-inf in fp16
+    assert vf.compare(ref.clone(), ref, ref64, vf.Tolerance(1e-2, 1e-2, 2e-3))["passed"]
+
+
+def test_reference_error_raises_the_normalised_threshold() -> None:
+    ref64 = torch.randn(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    ref = (ref64 * (1 + 3e-3)).to(torch.bfloat16)  # a reference that is itself off by 3e-3
+    res = vf.compare(ref.clone(), ref, ref64, BF16)
+    assert res["passed"] and res["reference_normalized_error"] > 2e-3
+
+
+def test_zero_and_constant_outputs_fail_or_the_problem_cannot_discriminate() -> None:
+    ref, ref64 = _ref()
+    zeros, consts = vf.trivial_outputs(ref)
+    assert not vf.compare_all(zeros, ref, ref64, FP32)["passed"]
+    assert not vf.compare_all(consts, ref, ref64, FP32)["passed"]
+    flat64 = torch.full((4096,), 1 / 4096, dtype=torch.float64)  # mean(softmax(x)): always 1/N
+    flat = flat64.float()
+    zeros, consts = vf.trivial_outputs(flat)
+    assert vf.compare_all(consts, flat, flat64, FP32)["passed"]  # a constant passes: cannot discriminate
+
+
+def test_draw_inputs_keeps_domains_and_integers(tmp_path: Path) -> None:
+    problem = tmp_path / "p.py"
+    problem.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x, idx, y):\n        return x\n"
+        "def get_inputs():\n    return [torch.rand(64, 64), torch.randint(0, 10, (64,)), torch.randn(64, 64)]\n"
+        "def get_init_inputs():\n    return []\n", encoding="utf-8")
+    from kernelpilot.problem import load_problem
+
+    module = load_problem(problem).load_module()
+    seen = []
+    for dist in ("normal", "uniform", "scaled"):
+        x, idx, y = vf.draw_inputs(module, 7, dist, "cpu")
+        assert bool((x >= 0).all()), dist  # get_inputs drew x non-negative: keep its domain
+        assert bool((y < 0).any()), dist
+        assert idx.dtype == torch.int64 and int(idx.max()) < 10
+        seen.append(x)
+    assert not torch.equal(seen[0], seen[1])
+    again = vf.draw_inputs(module, 7, "normal", "cpu")
+    assert torch.equal(again[0], seen[0]) and torch.equal(again[1], vf.draw_inputs(module, 7, "scaled", "cpu")[1])
+    assert vf.inputs_equal(again, vf.clone_inputs(again))
+    mutated = vf.clone_inputs(again)
+    mutated[2][0, 0] += 1
+    assert not vf.inputs_equal(again, mutated)
+
+
+def test_torch_ops_in_forward_are_classified() -> None:
+    x = torch.randn(128, 128)
+
+    def honest_glue(a: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(a)
+        out.copy_(a.t().contiguous().view(-1).reshape(128, 128))
+        return out
+
+    ops, _ = ra.record_ops(honest_glue, [x])
+    assert ra.op_findings(ops, [], 4096) == []
+
+    ops, _ = ra.record_ops(lambda a: torch.softmax(a, dim=1) * 2, [x])
+    found = {f.evidence: f.severity for f in ra.op_findings(ops, [], 4096)}
+    assert found == {"aten._softmax": "reject", "aten.mul": "reject"}
+    assert {f.evidence for f in ra.op_findings(ops, ["softmax", "mul"], 4096)} == set()
+
+    ops, _ = ra.record_ops(lambda a: a @ a, [x])
+    assert ra.op_findings(ops, ["cublas"], 4096) == []
+    assert [f.evidence for f in ra.op_findings(ops, [], 4096)] == ["aten.mm"]
+
+    ops, _ = ra.record_ops(lambda a: a.sum() * 0.5, [torch.randn(16)])  # a scalar: warn only
+    assert {f.severity for f in ra.op_findings(ops, [], 4096)} == {"warn"}
+
+
+def test_kernel_trace_rules() -> None:
+    own = ["void scale_kernel<float>(float const*, float*, int)"]
+    honest = ra.KernelTrace(kernels=[("void scale_kernel<float>(float const*, float*, int)", 7)], home_stream=7)
+    assert ra.kernel_findings(honest, own, []) == []
+    assert ra.kernel_findings(honest, [], []) == []  # heuristic: not a torch/library kernel
+    unused = ra.KernelTrace(kernels=[("void at::native::vectorized_elementwise_kernel<4, ...>", 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(unused, own, [])] == ["no-custom-kernel"]
+    side = ra.KernelTrace(kernels=[("void scale_kernel<float>(float const*, float*, int)", 13)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(side, own, [])] == ["side-stream"]
+    cublas = ra.KernelTrace(kernels=[("void scale_kernel<float>(float const*, float*, int)", 7),
+                                     ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(cublas, own, [])] == ["library-kernel"]
+    assert ra.kernel_findings(cublas, own, ["cublas"]) == []
+    blind = ra.kernel_findings(ra.KernelTrace(), own, [])  # the profiler saw nothing: say so, do not reject
+    assert [(f.rule, f.severity) for f in blind] == [("profiler-unavailable", "warn")]
+
+
+def test_identities_notice_patched_timers() -> None:
+    import time
+
+    ids = ra.Identities()
+    assert ids.changed() == []
+    original = time.perf_counter
+    try:
+        time.perf_counter = lambda: 0.0  # type: ignore[assignment]
+        found = ids.findings("during the test")
+        assert [(f.rule, f.evidence) for f in found] == [("timer-patch", "time.perf_counter")]
+    finally:
+        time.perf_counter = original
+    assert ids.changed() == []
+
+
+def test_thread_snapshot_sees_new_python_threads() -> None:
+    import threading
+
+    before = ra.ThreadSnapshot.take()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="sneaky-worker")
+    t.start()
+    try:
+        found = ra.thread_findings(before, ra.ThreadSnapshot.take())
+        assert [f.rule for f in found] == ["background-thread"] and "sneaky-worker" in found[0].evidence
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_timing_statistics_and_host_gap() -> None:
+    t = tm.summarise([1.0, 2.0, 3.0, 4.0, 100.0], [1.1, 2.1, 3.1, 4.1, 100.1], [[1.0, 2.0], [3.0, 4.0]])
+    assert t.median_ms == 3.0 and t.min_ms == 1.0 and t.samples == 5 and t.q1_ms <= 3.0 <= t.q3_ms
+    assert t.round_medians_ms == [1.5, 3.5]
+    assert tm.noise_pct(t) == pytest.approx(100 * 2.0 / 6.0)
+    from kernelpilot.verdict import Timing
+
+    honest = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03), "candidate": Timing(0.5, 0.5, 0.5, 0.5, 10, host_median_ms=0.53)}
+    assert tm.host_gap_flag(honest, 0.2) is None
+    hidden = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03), "candidate": Timing(0.01, 0.01, 0.01, 0.01, 10, host_median_ms=0.9)}
+    assert "outside the timed stream" in (tm.host_gap_flag(hidden, 0.2) or "")
+
+
+def test_speed_of_light_and_flags() -> None:
+    # 1 GiB read + 1 GiB written at 4 TB/s: floor ~0.537 ms, memory-bound
+    s = sol.speed_of_light(bytes_moved=2 << 30, flops=2 << 30, copy_tbps=4.0, tflops=700.0, candidate_ms=0.6,
+                           compiled_ms=1.2, source="measured")
+    assert s.bound == "memory" and s.floor_ms == pytest.approx(0.5369, rel=1e-3)
+    assert s.pct_of_ceiling == pytest.approx(100 * s.floor_ms / 0.6)
+    assert s.achieved_tbps == pytest.approx((2 << 30) / 0.6e-3 / 1e12)
+    assert sol.suspicion_flags(s, 0.6, 2.0) == []
+    fast = sol.suspicion_flags(s, 0.3, 12.0)
+    assert len(fast) == 2 and "roofline" in fast[0] and "10x" in fast[1]
+    mm = sol.speed_of_light(bytes_moved=3 * 8192 * 8192 * 2, flops=2 * 8192**3, copy_tbps=4.0, tflops=700.0,
+                            candidate_ms=2.0, compiled_ms=None)
+    assert mm.bound == "compute" and mm.compiled_pct_of_ceiling is None
+    assert sol.roofline(None, None, 4.0, 700.0) == (None, "unknown")
+
+
+def test_ceilings_cache_round_trip(tmp_path: Path) -> None:
+    c = Ceilings(gpu="NVIDIA H200", driver="580.1", copy_tbps=4.25, tflops={"bfloat16": 700.0, "float32": 50.0},
+                 measured_at="2026-11-30T10:00:00+00:00")
+    path = save(c, tmp_path)
+    assert json.loads(path.read_text())["gpu"] == "NVIDIA H200"
+    assert load_cached("NVIDIA H200", "580.1", tmp_path) == c
+    assert load_cached("NVIDIA H200", "581.0", tmp_path) is None  # another driver: measure again
+    assert c.flops_rate("float16") == 700.0 and c.flops_rate("int8") is None
+
+
+class _HostEvent:
+    """A host-clock stand-in for torch.cuda.Event, to run the timing loop on CPU tensors."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.t = 0.0
+
+    def record(self) -> None:
+        import time
+
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: "_HostEvent") -> float:
+        return (end.t - self.t) * 1000.0
+
+
+def test_measure_interleaves_rotates_inputs_and_catches_replay() -> None:
+    import time
+
+    pristine = tm.Pristine(time.perf_counter, _HostEvent, _HostEvent.record, _HostEvent.elapsed_time, lambda: None)
+    pool = [[torch.randn(256, 256)] for _ in range(3)]
+    seen: list[tuple[str, int]] = []
+
+    def refill(inputs: list) -> None:
+        inputs[0].normal_()
+
+    def tracking(name: str):  # type: ignore[no-untyped-def]
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            seen.append((name, x.data_ptr()))
+            return x * 2
+        return fn
+
+    settings = tm.TimingSettings(warmup=2, rounds=2, samples_per_round=6, replay_checks=4, flush_bytes=1 << 20)
+    run = tm.measure({"eager": tracking("eager"), "candidate": tracking("candidate")}, pool, refill, settings,
+                     pristine, "cpu", check=lambda c, e: "" if torch.equal(c, e) else "differs")
+    assert run.timings["candidate"].samples == 12 and len(run.timings["eager"].round_medians_ms) == 2
+    timed = seen[4:]  # after the warm-up calls
+    assert len({p for _, p in timed}) == 3  # every input set of the pool was used
+    assert [n for n, _ in timed[:4]] == ["eager", "candidate", "candidate", "eager"]  # order rotates
+    assert run.replay_checked == 4 and run.replay_failures == []
+    stale: dict = {}
+    run = tm.measure({"eager": lambda x: x * 2, "candidate": lambda x: stale.setdefault(x.data_ptr(), x * 2)},
+                     pool, refill, settings, pristine, "cpu", check=lambda c, e: "" if torch.equal(c, e) else "differs")
+    assert run.replay_failures  # a pointer-keyed cache returns stale results on refilled inputs

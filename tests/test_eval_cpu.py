@@ -1,0 +1,212 @@
+"""The evaluation engine without a GPU: settings, checks, audit classification, and the real worker
+process in its CPU test mode (device="cpu"), including crash and hang recovery."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.evaluation import EvalSettings, Evaluator
+from kernelpilot.evaluation import protocol
+from kernelpilot.verdict import Verdict
+
+DATA = Path(__file__).parent / "data" / "cpu"
+PROBLEM = DATA / "scaled_add.py"
+
+
+# ---- settings ------------------------------------------------------------------------------------
+def test_settings_from_config(tmp_path: Path) -> None:
+    from kernelpilot.config import load_config
+
+    (tmp_path / "kernelpilot.toml").write_text(
+        'trials = 7\ncompile_mode = "max-autotune"\nallowed_libraries = ["cublas"]\n'
+        'relaxed_policy = ["import-time"]\n[tolerances]\nbf16 = [0.02, 0.03]\n'
+        '[max_normalized_error]\nfp32 = 2e-5\n', encoding="utf-8")
+    config = load_config(tmp_path, env={})
+    s = EvalSettings.from_config(config)
+    assert s.trials == 7 and s.compile_mode == "max-autotune"
+    assert s.allowed_libraries == ["cublas"] and s.relaxed_policy == ["import-time"]
+    assert s.tolerances["bfloat16"] == (0.02, 0.03)
+    assert s.tolerances["float32"] == (1e-4, 1e-4)  # untouched defaults stay
+    assert s.max_normalized_error["float32"] == 2e-5
+    assert EvalSettings.from_dict(s.to_dict()) == s
+    assert EvalSettings.from_config(config, trials=3).trials == 3
+
+
+def test_settings_refuse_nonsense() -> None:
+    from kernelpilot.errors import KernelpilotError
+
+    with pytest.raises(KernelpilotError, match="trials"):
+        EvalSettings(trials=0)
+    with pytest.raises(KernelpilotError, match="distribution"):
+        EvalSettings(distributions=["gaussian"])
+
+
+def test_importing_the_engine_does_not_import_torch() -> None:
+    import subprocess
+
+    code = ("import sys, kernelpilot.evaluation, kernelpilot.evaluation.command, kernelpilot.evaluation.client;"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---- protocol ------------------------------------------------------------------------------------
+def test_protocol_round_trip_and_timeout() -> None:
+    r, w = os.pipe()
+    try:
+        message = {"op": "evaluate", "values": [1.5, float("inf")], "text": "é" * 10}
+        protocol.send(w, message)
+        got = protocol.recv(r, timeout=5)
+        assert got["op"] == "evaluate" and got["text"] == message["text"] and got["values"][1] == float("inf")
+        with pytest.raises(protocol.FrameTimeout):
+            protocol.recv(r, timeout=0.2)
+    finally:
+        os.close(w)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.recv(r, timeout=1)
+    os.close(r)
+
+
+# ---- the Evaluator without a GPU ---------------------------------------------------------------
+def _candidate_dir(tmp_path: Path, kernel: str) -> Path:
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "kernel.cu").write_text(kernel, encoding="utf-8")
+    (d / "binding.cpp").write_text(
+        '#include <torch/extension.h>\n'
+        'extern "C" void launch_scale(const float* x, float* y, int n, cudaStream_t s);\n'
+        'torch::Tensor scale(torch::Tensor x) { auto y = torch::empty_like(x);\n'
+        '  launch_scale(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), nullptr); return y; }\n'
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }\n', encoding="utf-8")
+    (d / "model_new.py").write_text(
+        "import torch.nn as nn\nfrom kernelpilot.extension import load_extension\n\n_ext = load_extension(__file__)\n\n\n"
+        "class ModelNew(nn.Module):\n    def __init__(self, scale):\n        super().__init__()\n\n"
+        "    def forward(self, x, y):\n        return _ext.scale(x)\n", encoding="utf-8")
+    return d
+
+
+@pytest.mark.slow
+def test_evaluator_reports_build_error_without_gpu(tmp_path: Path) -> None:
+    broken = ('#include <cuda_runtime.h>\n__global__ void k(const float* x, float* y, int n) {\n'
+              '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] * undefined_name;\n}\n'
+              'extern "C" void launch_scale(const float* x, float* y, int n, cudaStream_t s) {\n'
+              '  k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);\n}\n')
+    cand = _candidate_dir(tmp_path, broken)
+    settings = EvalSettings(device="cpu", build_dir=str(tmp_path / "build"), build_timeout_s=600)
+    with Evaluator(settings, workdir=tmp_path / "work") as ev:
+        v = ev.evaluate(PROBLEM, cand, mode="test")
+    assert v.status == "build_error", v.error
+    assert v.build is not None and not v.build.ok
+    errors = [d for d in v.build.diagnostics if d.severity == "error"]
+    assert any("undefined_name" in d.message for d in errors)
+    assert any(d.file and d.file.endswith("kernel.cu") and d.line == 4 for d in errors)
+    assert v.summary.startswith("build error")
+    assert Verdict.from_json(v.to_json()).status == "build_error"
+
+
+def test_evaluator_rejects_by_static_policy_before_building(tmp_path: Path) -> None:
+    cand = _candidate_dir(tmp_path, "#include <cuda_runtime.h>\n")
+    model = cand / "model_new.py"
+    model.write_text("import threading\n" + model.read_text(encoding="utf-8"), encoding="utf-8")
+    with Evaluator(EvalSettings(device="cpu"), workdir=tmp_path / "work") as ev:
+        v = ev.evaluate(PROBLEM, cand, mode="test")
+    assert v.status == "rejected"
+    assert any(f.rule == "import-threading" and f.severity == "reject" for f in v.findings)
+    assert v.build is None  # nothing of the candidate ran, not even the compiler
+
+
+# ---- the worker process in CPU test mode --------------------------------------------------------
+@pytest.fixture(scope="module")
+def cpu_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
+    work = tmp_path_factory.mktemp("worker")
+    settings = EvalSettings(device="cpu", confine=False, allowed_libraries=["add", "softmax"],
+                            start_timeout_s=300, test_timeout_s=60)
+    ev = Evaluator(settings, workdir=work)
+    yield ev
+    ev.close()
+
+
+def _ask(ev: Evaluator, candidate: str, problem: Path = PROBLEM, timeout: float = 120) -> Verdict:
+    """The worker step of Evaluator.evaluate (policy and build skipped: these candidates are plain Python)."""
+    v = Verdict(status="ok")
+    message = {"op": "evaluate", "problem": str(problem), "candidate_model": str(DATA / candidate), "mode": "test",
+               "settings": ev.settings.to_dict()}
+    response = ev._ask(message, timeout, v)
+    if response is None:
+        return v
+    return Verdict.from_dict(response["verdict"])
+
+
+def test_worker_ok_and_incorrect(cpu_evaluator: Evaluator) -> None:
+    v = _ask(cpu_evaluator, "good.py")
+    assert v.status == "ok", v.error
+    c = v.correctness
+    assert c is not None and c.passed and len(c.trials) == 5
+    assert {t.distribution for t in c.trials} == {"normal", "uniform", "scaled"}
+    assert {t.order for t in c.trials} == {"candidate_first", "reference_first"}
+    assert len({t.seed for t in c.trials}) == 5
+    assert c.deterministic and c.inputs_unmodified and c.discriminates
+    assert all(t.normalized_error is not None and t.normalized_error < 1e-6 for t in c.trials)
+    bad = _ask(cpu_evaluator, "off_by_a_bit.py")
+    assert bad.status == "incorrect"
+    assert bad.correctness is not None and not bad.correctness.passed
+    assert "outside atol" in bad.correctness.trials[0].message
+
+
+def test_worker_refuses_input_mutation_and_subclasses(cpu_evaluator: Evaluator) -> None:
+    v = _ask(cpu_evaluator, "mutates_input.py")
+    assert v.status == "incorrect" and v.correctness is not None
+    assert v.correctness.inputs_unmodified is False
+    lazy = _ask(cpu_evaluator, "lazy_subclass.py")
+    assert lazy.status == "rejected"
+    assert any(f.rule == "lazy-tensor" for f in lazy.findings)
+    assert lazy.correctness is not None and "not a plain torch.Tensor" in lazy.correctness.trials[0].message
+
+
+def test_worker_catches_a_result_cache(cpu_evaluator: Evaluator) -> None:
+    v = _ask(cpu_evaluator, "cached.py")
+    assert v.status == "rejected", v.summary
+    assert [f.rule for f in v.findings if f.severity == "reject"] == ["result-replay"]
+    assert v.correctness is not None and v.correctness.passed  # right values: only the replay gives it away
+
+
+def test_worker_audits_torch_ops(cpu_evaluator: Evaluator) -> None:
+    strict = EvalSettings(device="cpu", confine=False)
+    v = Verdict(status="ok")
+    message = {"op": "evaluate", "problem": str(PROBLEM), "candidate_model": str(DATA / "good.py"), "mode": "test",
+               "settings": strict.to_dict()}
+    response = cpu_evaluator._ask(message, 120, v)
+    assert response is not None
+    got = Verdict.from_dict(response["verdict"])
+    assert got.status == "rejected"
+    assert [f.evidence for f in got.findings if f.rule == "torch-compute-op"] == ["aten.add"]
+
+
+def test_worker_zero_output_fails_low_magnitude_problem(cpu_evaluator: Evaluator) -> None:
+    v = _ask(cpu_evaluator, "zeros_softmax.py", problem=DATA / "tiny_softmax.py")
+    assert v.status == "incorrect"
+    assert v.correctness is not None and v.correctness.discriminates is True
+    assert all(t.normalized_error == pytest.approx(1.0) for t in v.correctness.trials)
+
+
+def test_worker_reports_exceptions_and_parameter_mismatch(cpu_evaluator: Evaluator) -> None:
+    v = _ask(cpu_evaluator, "raises.py")
+    assert v.status == "runtime_error" and "kernel launch config is wrong" in v.error
+    w = _ask(cpu_evaluator, "wrong_params.py")
+    assert w.status == "runtime_error" and "unexpected ['weight']" in w.error
+
+
+@pytest.mark.slow
+def test_worker_crash_and_hang_do_not_break_the_next_evaluation(cpu_evaluator: Evaluator) -> None:
+    crash = _ask(cpu_evaluator, "segfault.py")
+    assert crash.status == "runtime_error"
+    assert "SIGSEGV" in crash.error and "about to crash" in crash.error
+    assert _ask(cpu_evaluator, "good.py").status == "ok"
+    hang = _ask(cpu_evaluator, "hangs.py", timeout=20)
+    assert hang.status == "timeout" and "killed" in hang.error
+    after = _ask(cpu_evaluator, "good.py")
+    assert after.status == "ok", after.error

@@ -1,0 +1,97 @@
+"""The real program in a real terminal: `python -m kernelpilot` in tmux, keys sent, screen read back.
+
+Manual mode on a temporary project (no model): the banner says how to configure a model, /help
+answers, ctrl+o suspends the app for $EDITOR (a script that edits the kernel), the save is noticed
+and evaluated by the real engine (on a machine without a GPU the verdict is a runtime error, which
+still makes a row), and /quit leaves with status 0. Skipped when tmux is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent_support import candidate_files, git, make_project
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def capture(session: str) -> str:
+    return tmux("capture-pane", "-p", "-t", session)
+
+
+def wait_screen(session: str, cond: Callable[[str], bool], timeout: float, what: str) -> str:
+    deadline = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = capture(session)
+        if cond(screen):
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; screen was:\n{screen}")
+
+
+def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
+    problem = make_project(tmp_path / "proj")
+    kernels = problem.parent / "kernels" / "vector_scale"
+    kernels.mkdir(parents=True)
+    for name, text in candidate_files().items():
+        (kernels / name).write_text(text)
+    git(problem.parent, "add", "-A")
+    git(problem.parent, "commit", "-q", "-m", "candidate")
+    marker = tmp_path / "editor-ran"
+    editor = tmp_path / "editor.sh"
+    editor.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {marker}\n'
+                      'for f in "$@"; do case "$f" in *.cu) echo "// edited in the editor" >> "$f";; esac; done\n')
+    editor.chmod(0o755)
+    data = tmp_path / "data"
+    env = {"KERNELPILOT_DATA_DIR": str(data), "TERM": "xterm-256color", "EDITOR": str(editor),
+           "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(tmp_path))}
+    command = " ".join([
+        "env", "-i", *(f"{k}={shlex.quote(v)}" for k, v in env.items()),
+        shlex.quote(sys.executable), "-m", "kernelpilot", shlex.quote(str(problem)),
+        "; echo KP_EXIT=$?; sleep 60",
+    ])
+    session = f"kp-tui-test-{os.getpid()}"
+    started = time.monotonic()
+    tmux("new-session", "-d", "-s", session, "-x", "140", "-y", "40", command)
+    try:
+        first = wait_screen(session, lambda s: "Message the agent" in s, 30, "first paint")
+        first_paint_s = time.monotonic() - started
+        screen = wait_screen(session, lambda s: "Manual mode" in s, 60, "manual-mode banner")
+        assert "--model anthropic/claude-sonnet-4-5" in screen.replace("\n", "")
+        assert "manual (no model)" in screen
+        assert "^q Quit" in screen or "Quit" in screen
+
+        tmux("send-keys", "-t", session, "/help", "Enter")
+        screen = wait_screen(session, lambda s: "Anything else you type is sent to the agent" in s, 30, "/help")
+        assert "ctrl+q" in screen and "review: Approve" in screen
+
+        tmux("send-keys", "-t", session, "C-o")  # open the candidate in $EDITOR
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        opened = marker.read_text().split()
+        assert any(p.endswith("kernels/vector_scale/kernel.cu") for p in opened), opened
+        assert all(str(data / "worktrees") in p for p in opened)  # the worktree's copy, not the repo's
+        screen = wait_screen(session, lambda s: "e1 ✎" in s, 240, "the edit evaluated as e1")
+        assert "your edit e1" in screen
+
+        tmux("send-keys", "-t", session, "/quit", "Enter")
+        screen = wait_screen(session, lambda s: "KP_EXIT=" in s, 60, "exit")
+        assert "KP_EXIT=0" in screen
+        print(f"first paint after {first_paint_s:.2f} s (including interpreter start)\n{first}")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
