@@ -39,6 +39,9 @@ BUILD_OPTIONS = ("name", "arch", "arch_specific", "extra_cuda_cflags", "extra_cf
 
 # name -> (library fingerprint, module) of the extensions this process has imported
 _LOADED: dict[str, tuple[str, ModuleType]] = {}
+# (name, library fingerprint) -> module, for every build this process has imported: going back to an
+# earlier build (an edit reverted) reuses that module instead of loading the same library again
+_BY_FINGERPRINT: dict[tuple[str, str], ModuleType] = {}
 
 
 @dataclass
@@ -266,7 +269,10 @@ def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
     previous = _LOADED.get(spec.name)
     if previous is not None and previous[0] == fingerprint:
         return previous[1]  # unchanged: the module this process already uses (maybe a reloaded copy)
-    if previous is not None or module is None:
+    if (spec.name, fingerprint) in _BY_FINGERPRINT:
+        module = _BY_FINGERPRINT[(spec.name, fingerprint)]
+        sys.modules[spec.name] = module
+    elif previous is not None or module is None:
         # Python, pybind11 and the dynamic loader all hand back the old module for the same name
         # and path: import a copy under a content-addressed file name instead.
         import importlib.util
@@ -284,6 +290,7 @@ def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
         import_spec.loader.exec_module(module)
         sys.modules[spec.name] = module
     _LOADED[spec.name] = (fingerprint, module)
+    _BY_FINGERPRINT[(spec.name, fingerprint)] = module
     return module
 
 

@@ -45,8 +45,15 @@ def sandbox(worktree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     sb.cleanup()
 
 
-def run_confined(sb: WorkerSandbox, payload: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    code = "from kernelpilot.evaluation.confine import apply_from_env\napply_from_env()\n" + textwrap.dedent(payload)
+# The worker starts CUDA, then confines itself: CUDA cannot initialise under Landlock or the seccomp
+# socket filter (error 304 on our H200, 2026-11-30), so GPU payloads follow the same order.
+CUDA_FIRST = "import torch\ntorch.cuda.init()\ntorch.ones(1, device='cuda')\n"
+
+
+def run_confined(sb: WorkerSandbox, payload: str, cwd: Path, timeout: float = 180,
+                 cuda_first: bool = False) -> subprocess.CompletedProcess[str]:
+    code = ((CUDA_FIRST if cuda_first else "") + "from kernelpilot.evaluation.confine import apply_from_env\n"
+            "apply_from_env()\n" + textwrap.dedent(payload))
     return subprocess.run(sb.command_prefix() + [sys.executable, "-c", code], env=sb.env(), preexec_fn=sb.preexec(),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
@@ -280,12 +287,12 @@ def test_gpu_works_under_confinement_and_costs_little(sandbox: WorkerSandbox, wo
         torch.cuda.synchronize()
         print("gpu", torch.cuda.get_device_name())
     """
-    code = "from kernelpilot.evaluation.confine import apply_from_env\napply_from_env()\n" + textwrap.dedent(payload)
+    code = CUDA_FIRST + textwrap.dedent(payload)
     plain_env = {**os.environ, "PYTHONPATH": str(Path(confine.__file__).parents[2])}
     confined, plain = [], []
     for _ in range(3):
         t0 = time.perf_counter()
-        r = run_confined(sandbox, payload, worktree)
+        r = run_confined(sandbox, payload, worktree, cuda_first=True)
         confined.append(time.perf_counter() - t0)
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("gpu"), r.stdout
@@ -306,7 +313,7 @@ def test_torch_compile_on_gpu_works_under_confinement(sandbox: WorkerSandbox, wo
         f = torch.compile(lambda x: torch.relu(x) * 2 + 1)
         x = torch.randn(1 << 20, device="cuda")
         print("compiled", bool(torch.allclose(f(x), torch.relu(x) * 2 + 1)))
-    """, worktree, timeout=560)
+    """, worktree, timeout=560, cuda_first=True)
     assert r.returncode == 0, r.stderr[-4000:]
     assert r.stdout.strip() == "compiled True", r.stdout
 

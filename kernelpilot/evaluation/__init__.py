@@ -291,6 +291,12 @@ class Evaluator:
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
                    "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env}
         response = self._ask(message, timeout, v, build_dirs)
+        if response is not None and self._reload_failed(response):
+            # A warm worker that already imported another build of this extension failed to load the
+            # new one: that says nothing about the candidate. Judge it in a fresh worker.
+            self.close()
+            response = self._ask(message, timeout, v, build_dirs)
+            v.flags.append("the warm worker could not load this build; it was evaluated in a fresh worker")
         if response is None:
             return done(v.status)
         part = response.get("verdict") or {}
@@ -329,6 +335,14 @@ class Evaluator:
             v.error, v.status = str(response.get("error", "the worker refused the request")), "runtime_error"
             return None
         return None
+
+    def _reload_failed(self, response: dict[str, Any]) -> bool:
+        part = response.get("verdict") or {}
+        if part.get("status") != "runtime_error" or self._client is None or self._client.served < 2:
+            return False
+        error = str(part.get("error", ""))
+        return any(m in error for m in ("ExtensionBuildError", "ImportError", "undefined symbol",
+                                         "already registered", "generic_type"))
 
     def _environment(self, v: Verdict, client: Any) -> None:
         env = dict(client.environment)

@@ -72,6 +72,7 @@ class WorkerClient:
         self._from_worker: int | None = None
         self._log_offset = 0
         self.starts = 0
+        self.served = 0  # requests sent to the current worker process
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def alive(self) -> bool:
@@ -128,6 +129,7 @@ class WorkerClient:
 
     def start(self, timeout: float = 180.0) -> None:
         self.stop()
+        self.served = 0
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "tmp").mkdir(exist_ok=True)
         prefix, env, preexec, self.confinement = self._sandbox(self._env())
@@ -242,6 +244,7 @@ class WorkerClient:
         except OSError:
             self._log_offset = 0
         started = time.monotonic()
+        self.served += 1
         try:
             protocol.send(self._to_worker, message)
         except OSError:

@@ -143,6 +143,7 @@ def toolchain_read_paths(home: Path | None = None) -> list[Path]:
     cands += [Path(p) for p in sys.path if p]
     cands.append(Path(__file__).resolve().parents[2])  # the directory holding the kernelpilot package
     cands += _cuda_homes()
+    cands += _compiler_prefixes()
     out: list[Path] = []
     for p in cands:
         try:
@@ -153,6 +154,21 @@ def toolchain_read_paths(home: Path | None = None) -> list[Path]:
             continue
         if r not in out:
             out.append(r)
+    return out
+
+
+def _compiler_prefixes() -> list[Path]:
+    """Install prefixes of the host C/C++ compilers (torch.compile's C++ wrapper, nvcc's host compiler).
+
+    A compiler outside /usr (``/opt/gcc/bin/gcc`` on our GPU machine) must be readable and executable
+    with its ``lib``/``libexec``, or Inductor fails with PermissionError inside the sandbox.
+    """
+    names = [os.environ.get(k, "") for k in ("CC", "CXX")] + ["cc", "c++", "gcc", "g++"]
+    out = []
+    for name in filter(None, names):
+        found = shutil.which(name.split()[0])
+        if found:
+            out.append(Path(found).resolve().parent.parent)
     return out
 
 

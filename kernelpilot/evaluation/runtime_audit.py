@@ -216,6 +216,21 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
 
 
 # ---- threads and identities ---------------------------------------------------------------------
+_HARNESS_THREAD_MODULES = ("torch.", "triton.")
+
+
+def harness_thread(t: threading.Thread) -> bool:
+    """A thread torch or triton started for the harness (Inductor's compile-pool timer, say).
+
+    Judged by the code the thread runs: its target function or its Thread subclass must live in
+    torch or triton. The static policy already refuses ``threading`` in candidates, so a candidate
+    thread running torch's own code is not a practical way around this.
+    """
+    target = getattr(t, "_target", None) or getattr(t, "function", None)
+    modules = [getattr(target, "__module__", None) or "", type(t).__module__]
+    return any(m.startswith(_HARNESS_THREAD_MODULES) for m in modules)
+
+
 @dataclass
 class ThreadSnapshot:
     python: frozenset[int]
@@ -227,7 +242,7 @@ class ThreadSnapshot:
             native = len(os.listdir("/proc/self/task"))
         except OSError:
             native = 0
-        return cls(frozenset(t.ident or 0 for t in threading.enumerate()), native)
+        return cls(frozenset(t.ident or 0 for t in threading.enumerate() if not harness_thread(t)), native)
 
 
 def thread_findings(before: ThreadSnapshot, after: ThreadSnapshot, native: bool = True) -> list[Finding]:
@@ -255,7 +270,9 @@ class ThreadWatch:
     def _hook(self, frame: Any, event: str, arg: Any) -> None:
         import sys
 
-        self.started.append(threading.current_thread().name)
+        current = threading.current_thread()
+        if not harness_thread(current):
+            self.started.append(current.name)
         sys.settrace(None)  # one record per thread, no tracing cost after that
 
     def __enter__(self) -> "ThreadWatch":

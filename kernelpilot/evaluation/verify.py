@@ -84,7 +84,11 @@ def draw_inputs(module: Any, seed: int, distribution: str, device: str, shape_sp
     from kernelpilot.problem import make_inputs
 
     torch.manual_seed(seed)
-    raw = list(make_inputs(module, shape_spec))  # shape_spec: an extra_shapes entry {name, inputs} or None
+    # get_inputs() runs with ``device`` as the default device: problem files draw their tensors with
+    # torch.randn(...) and no device, and drawing a 1 GiB bf16 tensor on the CPU takes seconds per call
+    # (and per trial, per timing input set) only to be re-drawn on the GPU below.
+    with torch.device(device):
+        raw = list(make_inputs(module, shape_spec))  # shape_spec: an extra_shapes entry {name, inputs} or None
     gen = torch.Generator(device=device).manual_seed(seed + 1)
     out: list[Any] = []
     for x in raw:

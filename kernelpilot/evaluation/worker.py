@@ -2,12 +2,17 @@
 
 Everything that touches CUDA runs here, never in the caller. Requests and responses travel as JSON
 frames on two dedicated pipes (protocol.py); fd 1 and 2 point at a log file, so candidate prints never
-corrupt the protocol. Start-up order: first apply the confinement the caller described in
-``KERNELPILOT_SANDBOX`` (Landlock and seccomp on itself) — before torch is imported, because Landlock
-binds only the calling thread and the threads it starts later: CUDA's driver threads (which run host
-callbacks a candidate could enqueue) must be born confined. Then import torch, initialise the device,
-capture the timer and checker functions (the integrity baseline), and announce ``ready``. Candidate
-code is only imported after that. The reference model, its float64 copy and the torch.compile baseline are cached per
+corrupt the protocol. Start-up order: import torch, initialise the device, capture the timer and
+checker functions (the integrity baseline), then apply the confinement the caller described in
+``KERNELPILOT_SANDBOX`` (Landlock and seccomp on itself), then announce ``ready``. Candidate code is
+only imported after that.
+
+Why CUDA starts first: on our H200 (driver 580, 2026-11-30) CUDA cannot initialise under either
+layer — the Landlock file rules or the seccomp socket filter — and fails with error 304 (measured:
+network/PID namespaces alone are fine). The cost: Landlock binds only the calling thread and threads
+it starts later, so the few driver threads CUDA starts during initialisation are not bound by the
+file rules (the seccomp filter is synchronised to every thread). The verdict says so.
+``KERNELPILOT_SANDBOX_ORDER=before-cuda`` confines first, for machines where CUDA starts confined. The reference model, its float64 copy and the torch.compile baseline are cached per
 problem while the worker stays warm. A CUDA error, OOM, patched harness function or stray thread makes
 the worker answer with ``exit: true`` and leave; the caller starts a fresh one next time.
 """
@@ -270,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
     args = parser.parse_args(argv)
     try:
-        confinement = _sandbox()  # before torch exists in this process: see the module docstring
+        late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
+        confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
         worker = Worker(args.device, confinement)
+        if late and (applied := _sandbox()):
+            worker.confinement = applied + ["confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
         protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment()})
     except Exception as exc:
         traceback.print_exc()

@@ -144,6 +144,11 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
         self.push_screen(ConfirmModal(f"Resume {message.description}?"), answered)
 
     @property
+    def typing(self) -> bool:
+        """The engineer has a half-written message in the input box."""
+        return bool(self.query_one("#prompt", Input).value.strip())
+
+    @property
     def closing(self) -> bool:
         """True once the app is shutting down: late messages are dropped, not shown."""
         return self._closing or self._exit or not self.is_running

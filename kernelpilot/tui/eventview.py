@@ -31,6 +31,7 @@ class EventView:
     status: Any
     busy: Any
     screen: Any
+    typing: bool
     notify: Any
     report_error: Any
     push_screen: Any
@@ -85,7 +86,10 @@ class EventView:
             self.latest = e.candidate_id
             await conv.note(f"Proposal {e.candidate_id}: {e.summary} — review it (a approve, r reject)",
                             "proposal")
-            self.open_review(rec)
+            if self.typing:  # never pop a screen whose keys (a/r) would catch the engineer's typing
+                self.notify(f"Proposal {e.candidate_id} is ready: ctrl+r to review it.", title="Proposal")
+            else:
+                self.open_review(rec)
         elif isinstance(e, ev.ProposalApproved):
             self.panel.set_state(e.candidate_id, "approved", approved_commit=e.commit)
             await conv.note(f"Approved {e.candidate_id}: commit {e.commit[:12]} in your repository", "proposal")

@@ -24,9 +24,11 @@ def test_ncu_profile_of_a_coalesced_kernel() -> None:
     (k,) = summary.candidate
     assert k.name.startswith("scale_kernel")
     assert k.load_bytes_per_sector == pytest.approx(32.0)
-    assert k.dram_pct_of_peak > 60
-    # 512 MiB per call at >= 2.5 TB/s: well under 0.25 ms; ncu and the verdict must agree in magnitude.
-    assert 100 < k.duration_us < 400
+    # A 35 µs kernel spends a visible share of its time ramping up: 48.8% of DRAM peak measured on the
+    # H200 (2026-11-30, other jobs on the GPU); the uncoalesced variant sits far lower per useful byte.
+    assert k.dram_pct_of_peak > 30
+    # 128 MiB per call at 2.5-4.3 TB/s: 31-54 µs; ncu and the verdict must agree in magnitude.
+    assert 25 < k.duration_us < 100
     assert summary.baseline, "the torch.compile baseline's kernels were not captured"
 
 

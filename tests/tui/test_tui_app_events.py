@@ -159,3 +159,19 @@ async def test_a_startup_failure_is_reported_not_a_crash() -> None:
         assert "not inside a git repository" in app.errors[0]
         assert "not inside a git repository" in conversation_text(app)
         assert not app.busy.display and app.is_running
+
+
+async def test_a_proposal_does_not_pop_up_over_a_half_typed_message() -> None:
+    events = script()
+    app, session = make_app(events=events[:4])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: "Reading" in conversation_text(app))
+        await pilot.click("#prompt")
+        await pilot.press(*"also try a")
+        for e in events[4:]:
+            await app.runner.submit(session.emit, e)
+        await wait_for(pilot, lambda: "c2" in table_rows(app) and table_rows(app)["c2"][1] == "proposed")
+        await pilot.press(*"r")  # still typing: this must not reject anything
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ReviewScreen) and session.rejected == []
+        assert app.query_one("#prompt", Input).value == "also try ar"

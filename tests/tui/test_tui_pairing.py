@@ -150,3 +150,31 @@ def test_build_startup_without_a_model_is_manual_mode(tmp_path: Path) -> None:
     finally:
         if startup.edit_evaluator is not None:
             startup.edit_evaluator.close()
+
+
+async def test_quit_mid_evaluation_cancels_the_session_cleanly(tmp_path: Path) -> None:
+    from kernelpilot.agent.transcript import Transcript
+
+    p = open_project(tmp_path)
+    slow = FixtureEvaluator(["vector_scale_ok.json"], delay_s=60)
+    client = ScriptedClient([write_turn(), {"text": "Benchmarking.", "tool_calls": [call("benchmark")]}],
+                            name="tui-test")
+    transcript = Transcript(tmp_path / "t.jsonl")
+    session = AgentSession(p.problem, p.workspace, slow, client, Budgets(max_turns=20), p.config,
+                           transcript=transcript, auto_approve=None)
+    startup = Startup(session=session, model=client.label, replay=True, worktree=p.workspace.path,
+                      watch_dir=p.workspace.path / D, edit_evaluator=AgentEditEvaluator(session),
+                      workspace=p.workspace)
+    app = KernelpilotApp(startup, gpu_source=GPU)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: "benchmark" in " ".join(app.busy.active), timeout=30, what="evaluation")
+        await pilot.press("ctrl+q")
+        await wait_for(pilot, lambda: not app.is_running, timeout=20, what="quit")
+    assert app.return_code == 0  # run() ended by itself within the grace period
+    events = Transcript(tmp_path / "t.jsonl").load().events
+    assert events[-1].kind == "done" and events[-1].reason == "cancelled"  # type: ignore[attr-defined]
+    wt = p.workspace.path
+    assert not (Path(git(wt, "rev-parse", "--absolute-git-dir").strip()) / "index.lock").exists()
+    assert not session.book.records  # no half-done checkpoint
+    for name, text in candidate_files().items():
+        assert (wt / D / name).read_text() == text

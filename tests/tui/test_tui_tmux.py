@@ -21,7 +21,7 @@ import pytest
 
 from agent_support import candidate_files, git, make_project
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 
 
 def tmux(*args: str) -> str:

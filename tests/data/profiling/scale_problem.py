@@ -1,9 +1,9 @@
-"""y = alpha * x over 64M float32 values: memory-bound, 512 MiB moved per call."""
+"""y = alpha * x over 16M float32 values: memory-bound, 128 MiB moved per call."""
 
 import torch
 import torch.nn as nn
 
-n = 64 * 1024 * 1024
+n = 16 * 1024 * 1024
 
 
 class Model(nn.Module):

@@ -1,4 +1,5 @@
-"""Cheat (stale memory): the kernel writes nothing; the output is whatever memory the allocator returns."""
+"""Cheat (stale memory): a kernel runs but writes nothing; the output is whatever memory the allocator
+returns (the reference's old result, in the Sakana incident). The NaN-poisoned allocator catches it."""
 import torch
 from torch import nn
 
@@ -13,4 +14,4 @@ class ModelNew(nn.Module):
         self.alpha = alpha
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _ext.scale_add(x, y, self.alpha, 1)
+        return _ext.scale_add(x, y, self.alpha, 7)
