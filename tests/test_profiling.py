@@ -146,3 +146,21 @@ def test_hotspots_steps_stop_the_script_early() -> None:
     rec.run_script(DATA / "hotspots" / "tiny_block.py", [])
     layer_norms = [e for e in rec.ranked() if e.op == "aten::native_layer_norm"]
     assert sum(e.calls for e in layer_norms) == 3
+
+
+def test_sanitizer_gate_can_be_turned_off_and_needs_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import cuda_available
+    from kernelpilot.profiling.sanitizer import gate_available
+
+    monkeypatch.setenv("KERNELPILOT_SANITIZE", "0")
+    assert gate_available() is False
+    monkeypatch.delenv("KERNELPILOT_SANITIZE")
+    if not cuda_available():
+        assert gate_available() is False  # no GPU: approval is not blocked by a check that cannot run
+
+
+def test_uses_shared_memory_decides_racecheck(tmp_path: Path) -> None:
+    from kernelpilot.profiling.sanitizer import uses_shared_memory
+
+    assert uses_shared_memory(DATA / "profiling" / "racy")
+    assert not uses_shared_memory(DATA / "candidates" / "vector_scale")

@@ -62,8 +62,26 @@ class ProposalMixin:
         async for event in self._apply_decision(cid, decision, result):
             yield event
 
+    async def _sanitizer_gate(self, cid: str) -> tuple[bool, str]:
+        """compute-sanitizer (memcheck, and racecheck when shared memory is used) before anything lands.
+
+        Runs on the candidate's files in the worktree when a GPU and compute-sanitizer are there
+        (KERNELPILOT_SANITIZE=0 turns it off); a finding blocks the approval and goes to the model.
+        """
+        from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
+
+        if not gate_available():
+            return True, ""
+        candidate = self.workspace.path / self.ctx.candidate_rel  # type: ignore[attr-defined]
+        report = await asyncio.to_thread(run_sanitizer, self.problem.path, candidate)  # type: ignore[attr-defined]
+        if report.passed:
+            return True, ""
+        return False, f"the sanitizer gate refused {cid}:\n{report.text()}\nFix these before proposing again."
+
     async def _apply_decision(self, cid: str, decision: tuple[bool, str], result: ToolResult | None) -> AsyncIterator[Event]:
         approved, reason = decision
+        if approved:
+            approved, reason = await self._sanitizer_gate(cid)
         if approved:
             try:
                 commit = str(await asyncio.shield(asyncio.to_thread(self.workspace.approve, cid)))

@@ -104,6 +104,16 @@ async def profile(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
+async def sanitize(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """compute-sanitizer memcheck (+ racecheck with shared memory) on a shrunken input."""
+    from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
+
+    if not await asyncio.to_thread(gate_available):
+        return ToolResult("the sanitizer needs compute-sanitizer and a GPU; neither check ran here", ok=False)
+    report = await asyncio.to_thread(run_sanitizer, Path(ctx.problem.path), ctx.candidate_dir)
+    return ToolResult(report.text(), ok=report.passed)
+
+
 def _roofline(verdict: dict[str, Any]) -> Any:
     """A roofline for the profiler from a benchmark verdict's speed of light and timings."""
     sol = verdict.get("speed_of_light") or {}

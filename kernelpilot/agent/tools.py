@@ -231,6 +231,8 @@ def build_tools() -> dict[str, Tool]:
              _obj(), ev.benchmark),
         Tool("profile", "Profile the current candidate (Nsight Compute summary when available, else the benchmark's timings and roofline).",
              _obj(), ev.profile),
+        Tool("sanitize", "Run compute-sanitizer memcheck (and racecheck when shared memory is used) on the current candidate with a small input. Approval runs it too.",
+             _obj(), ev.sanitize),
         Tool("list_skills", "List the skill documents (name — description).", _obj(), list_skills),
         Tool("read_skill", "Read one skill document by name.", _obj({"name": _STR}, ["name"]), read_skill),
         Tool("show_problem", "Show the problem source and its analysis: input/output shapes, dtypes, bytes moved, FLOPs.",

@@ -105,6 +105,25 @@ def sanitizer_path() -> str | None:
         return None
 
 
+def gate_available() -> bool:
+    """The approval gate runs when compute-sanitizer and an NVIDIA GPU are present (and it is not
+    turned off with KERNELPILOT_SANITIZE=0)."""
+    import os
+
+    if os.environ.get("KERNELPILOT_SANITIZE", "1") == "0" or sanitizer_path() is None:
+        return False
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no GPU
+        return False
+
+
 def run_sanitizer(
     problem: Path,
     candidate: Path,
