@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -94,16 +93,9 @@ class KernelProfile:
 
 def ncu_path() -> str | None:
     """The ncu binary, from PATH or the CUDA toolkit."""
-    found = shutil.which("ncu")
-    if found:
-        return found
-    try:
-        from kernelpilot.toolkit import find_cuda_home
+    from kernelpilot.profiling.runner import cuda_tool
 
-        candidate = Path(find_cuda_home()) / "bin" / "ncu"
-        return str(candidate) if candidate.exists() else None
-    except Exception:  # toolkit missing: no ncu either
-        return None
+    return cuda_tool("ncu")
 
 
 def build_command(

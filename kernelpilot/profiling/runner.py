@@ -9,10 +9,25 @@ lock and temporary files of their own; the private TMPDIR keeps those away from 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 from pathlib import Path
+
+
+def cuda_tool(name: str) -> str | None:
+    """A CUDA toolkit program (``ncu``, ``compute-sanitizer``): from PATH, else the toolkit's bin/."""
+    found = shutil.which(name)
+    if found:
+        return found
+    try:
+        from kernelpilot.toolkit import find_cuda_home
+
+        path = Path(find_cuda_home()) / "bin" / name
+        return str(path) if path.exists() else None
+    except Exception:  # no toolkit: no tool either
+        return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -9,7 +9,6 @@ this on the H200: an off-by-one write into a 1000-float tensor reported 0 errors
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -93,16 +92,9 @@ def uses_shared_memory(candidate: Path) -> bool:
 
 
 def sanitizer_path() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    try:
-        from kernelpilot.toolkit import find_cuda_home
+    from kernelpilot.profiling.runner import cuda_tool
 
-        path = Path(find_cuda_home()) / "bin" / "compute-sanitizer"
-        return str(path) if path.exists() else None
-    except Exception:
-        return None
+    return cuda_tool("compute-sanitizer")
 
 
 def gate_available() -> bool:
