@@ -149,13 +149,14 @@ def test_hotspots_steps_stop_the_script_early() -> None:
 
 
 def test_sanitizer_gate_can_be_turned_off_and_needs_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import cuda_available
+    import torch
+
     from kernelpilot.profiling.sanitizer import gate_available
 
     monkeypatch.setenv("KERNELPILOT_SANITIZE", "0")
     assert gate_available() is False
     monkeypatch.delenv("KERNELPILOT_SANITIZE")
-    if not cuda_available():
+    if not torch.cuda.is_available():
         assert gate_available() is False  # no GPU: approval is not blocked by a check that cannot run
 
 
