@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelpilot.evaluation.verify import draw_inputs
 from kernelpilot.profiling.ncu import BASELINE_RANGE, CANDIDATE_RANGE
 
 
@@ -47,10 +48,6 @@ def shrink_sizes(module: ModuleType, limit: int = 256) -> dict[str, tuple[int, i
     return changed
 
 
-def _to_cuda(values: list[Any]) -> list[Any]:
-    return [v.cuda() if hasattr(v, "cuda") else v for v in values]
-
-
 def load_pair(problem_path: Path, candidate_path: Path, small: bool = False) -> tuple[Any, Any, list[Any]]:
     """(reference Model, ModelNew with the same weights, inputs), all on the GPU."""
     import torch
@@ -65,8 +62,7 @@ def load_pair(problem_path: Path, candidate_path: Path, small: bool = False) -> 
     reference = problem.Model(*init).cuda().eval()
     new = candidate.ModelNew(*init).cuda().eval()
     new.load_state_dict(reference.state_dict())
-    with torch.device("cuda"):  # draw on the GPU: a 1 GiB CPU draw takes seconds
-        inputs = _to_cuda(list(problem.get_inputs()))
+    inputs = draw_inputs(problem, 0, "normal", "cuda")  # the engine's own inputs, drawn on the GPU
     return reference, new, inputs
 
 
