@@ -117,6 +117,9 @@ class Timing:
     min_ms: float
     samples: int
     host_median_ms: float | None = None  # host clock around call + full device sync
+    # CUDA-event time of calls made on an idle GPU: includes the host's launch overhead (Python,
+    # dispatch, guards), which median_ms excludes by queueing each timed call behind a GPU spin
+    launch_median_ms: float | None = None
     round_medians_ms: list[float] = field(default_factory=list)  # for the noise estimate
 
     @property
@@ -183,6 +186,7 @@ class Verdict:
     environment: Environment = field(default_factory=Environment)
     error: str = ""  # runtime error / timeout message
     seconds: float = 0.0  # wall time of the whole evaluation
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per step: build, verify, timing, ...
     created_at: str = ""  # ISO 8601 UTC
 
     # ---- serialisation -------------------------------------------------------------------

@@ -15,6 +15,7 @@ from kernelpilot.evaluation import speed_of_light as sol  # noqa: E402
 from kernelpilot.evaluation import timing as tm  # noqa: E402
 from kernelpilot.evaluation import verify as vf  # noqa: E402
 from kernelpilot.evaluation.ceilings import Ceilings, load_cached, save  # noqa: E402
+from kernelpilot.verdict import Timing  # noqa: E402
 
 FP32 = vf.Tolerance(1e-4, 1e-4, 1e-5)
 BF16 = vf.Tolerance(1e-2, 1e-2, 1e-2)
@@ -32,6 +33,26 @@ def test_compare_accepts_rounding_and_refuses_wrong_values() -> None:
     wrong[17] += 1.0
     res = vf.compare(wrong, ref, ref64, FP32)
     assert not res["passed"] and res["mismatched"] == 1
+
+
+def test_compare_holds_a_reordered_sum_to_the_references_own_precision() -> None:
+    # rows of large signed terms (inputs scaled by 1e3) summed to results that often cancel near zero
+    g = torch.Generator().manual_seed(1)
+    terms = torch.randn(256, 4096, dtype=torch.float64, generator=g) * 1e3
+    terms[::4, -1] -= terms[::4].sum(1) + torch.randn(64, dtype=torch.float64, generator=g)  # sums of about 1
+    terms = terms.float().double()  # exactly representable inputs, as the problem's would be
+    truth = terms.sum(1)
+    ref = terms.float().sum(1)  # the problem's fp32 order
+    reordered = terms.float().view(256, 64, 64).sum(1).sum(1)  # another fp32 order, blocked
+    o, r = reordered.double(), ref.double()
+    plain = ((o - r).abs() <= 1e-4 + 1e-4 * r.abs()) | ((o - truth).abs() <= 1e-4 + 1e-4 * truth.abs())
+    assert not bool(plain.all())  # atol/rtol alone would call this candidate wrong
+    res = vf.compare(reordered, ref, truth, FP32)
+    assert res["passed"], res["message"]
+    wrong = reordered.clone()
+    wrong[4] += 50 * float((ref.double() - truth).abs().max())  # a cancelled row, far beyond the reference error
+    res = vf.compare(wrong, ref, truth, FP32)
+    assert not res["passed"] and res["mismatched"] == 1 and "twice the dtype reference" in res["message"]
 
 
 def test_compare_refuses_precision_downgrade() -> None:
@@ -79,6 +100,18 @@ def test_zero_and_constant_outputs_fail_or_the_problem_cannot_discriminate() -> 
     flat = flat64.float()
     zeros, consts = vf.trivial_outputs(flat)
     assert vf.compare_all(consts, flat, flat64, FP32)["passed"]  # a constant passes: cannot discriminate
+
+
+def test_a_scalar_output_is_tested_against_the_previous_trials_value() -> None:
+    # a mean loss: the mean of a one-element reference is the reference, so that says nothing
+    loss64 = torch.tensor(11.93, dtype=torch.float64)
+    zeros, consts = vf.trivial_outputs(loss64.float())
+    assert consts is None and not vf.compare_all(zeros, loss64.float(), loss64, FP32)["passed"]
+    # on later trials the constant is what a hard-coded result would return: the previous trial's value
+    other64 = torch.tensor(13.4, dtype=torch.float64)
+    _, consts = vf.trivial_outputs(other64.float(), [loss64.float()])
+    assert consts is not None and float(consts[0]) == pytest.approx(11.93)
+    assert not vf.compare_all(consts, other64.float(), other64, FP32)["passed"]
 
 
 def test_draw_inputs_keeps_domains_and_integers(tmp_path: Path) -> None:
@@ -143,6 +176,13 @@ def test_kernel_trace_rules() -> None:
                                      ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", 7)], home_stream=7)
     assert [f.rule for f in ra.kernel_findings(cublas, own, [])] == ["library-kernel"]
     assert ra.kernel_findings(cublas, own, ["cublas"]) == []
+    # a candidate that compiled no kernel of its own and calls an allowed library (a cuBLASLt epilogue)
+    lt_only = ra.KernelTrace(kernels=[("nvjet_tst_256x128_64x4_2x1_v_bz_coopA_bias_gelu_TNN", 7)], home_stream=7)
+    assert [(f.rule, f.severity) for f in ra.kernel_findings(lt_only, [], ["cublas", "cublaslt"])] == [
+        ("library-only", "warn")]
+    assert [f.rule for f in ra.kernel_findings(lt_only, [], [])] == ["no-custom-kernel", "library-kernel"]
+    # built kernels that never ran are still a rejection, library allowed or not
+    assert [f.rule for f in ra.kernel_findings(lt_only, own, ["cublas"])] == ["no-custom-kernel"]
     blind = ra.kernel_findings(ra.KernelTrace(), own, [])  # the profiler saw nothing: say so, do not reject
     assert [(f.rule, f.severity) for f in blind] == [("profiler-unavailable", "warn")]
 
@@ -259,3 +299,44 @@ def test_measure_interleaves_rotates_inputs_and_catches_replay() -> None:
     run = tm.measure({"eager": lambda x: x * 2, "candidate": lambda x: stale.setdefault(x.data_ptr(), x * 2)},
                      pool, refill, settings, pristine, "cpu", check=lambda c, e: "" if torch.equal(c, e) else "differs")
     assert run.replay_failures  # a pointer-keyed cache returns stale results on refilled inputs
+
+
+class _NoSpin(tm.Spin):
+    """The GPU spin without a GPU: records when it was queued."""
+
+    queued = 0
+
+    def queue(self) -> None:
+        type(self).queued += 1
+
+
+def test_measure_alternates_device_and_launch_inclusive_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    pristine = tm.Pristine(time.perf_counter, _HostEvent, _HostEvent.record, _HostEvent.elapsed_time, lambda: None)
+    pool = [[torch.randn(64, 64)] for _ in range(2)]
+    monkeypatch.setattr(tm, "_spin_for", lambda calls, inputs, pristine, device: _NoSpin(cycles_per_ms=1e6, ms=0.001))
+
+    def slow(x: torch.Tensor) -> torch.Tensor:  # issues for longer than the 1 us spin
+        time.sleep(0.002)
+        return x * 2
+
+    settings = tm.TimingSettings(warmup=1, rounds=2, samples_per_round=10, replay_checks=2, flush_bytes=1 << 20)
+    run = tm.measure({"eager": lambda x: x * 2, "candidate": slow}, pool, lambda inputs: inputs[0].normal_(), settings,
+                     pristine, "cpu", check=lambda c, e: "" if torch.equal(c, e) else "differs")
+    cand = run.timings["candidate"]
+    # even samples (and the replay-checked ones) are device-timed behind the spin, the rest launch-inclusive
+    assert cand.samples == 10 and _NoSpin.queued == 2 * 10
+    assert cand.launch_median_ms is not None and cand.host_median_ms is not None
+    assert cand.host_median_ms >= cand.launch_median_ms >= 2.0
+    # the candidate outlasted the spin every time: said in a note, and the spin grew for later calls
+    assert any(n.startswith("candidate: ") and "launch overhead" in n for n in run.notes)
+
+
+def test_host_gap_uses_the_launch_inclusive_event_time() -> None:
+    # device time hides launch overhead; the host clock is compared with the same calls' event time
+    t = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.33, launch_median_ms=1.3),
+         "candidate": Timing(0.5, 0.5, 0.5, 0.5, 10, host_median_ms=0.83, launch_median_ms=0.8)}
+    assert tm.host_gap_flag(t, 0.2) is None
+    t["candidate"] = Timing(0.05, 0.05, 0.05, 0.05, 10, host_median_ms=0.9, launch_median_ms=0.06)
+    assert "outside the timed stream" in (tm.host_gap_flag(t, 0.2) or "")

@@ -96,9 +96,16 @@ def test_evaluator_reports_build_error_without_gpu(tmp_path: Path) -> None:
               'extern "C" void launch_scale(const float* x, float* y, int n, cudaStream_t s) {\n'
               '  k<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);\n}\n')
     cand = _candidate_dir(tmp_path, broken)
-    settings = EvalSettings(device="cpu", build_dir=str(tmp_path / "build"), build_timeout_s=600)
+    settings = EvalSettings(device="cpu", build_dir=str(tmp_path / "build"), build_timeout_s=600, confine=False,
+                            start_timeout_s=300)
     with Evaluator(settings, workdir=tmp_path / "work") as ev:
         v = ev.evaluate(PROBLEM, cand, mode="test")
+        # the worker was launched before nvcc ran, so it comes up during the build; it must outlive
+        # the build (a worker spawned from a helper thread dies with that thread: PR_SET_PDEATHSIG)
+        client = ev._client
+        assert client is not None and client.starts == 1 and client.alive() and client.pending_ready
+        client.wait_ready(300)
+        assert client.alive() and client.environment
     assert v.status == "build_error", v.error
     assert v.build is not None and not v.build.ok
     errors = [d for d in v.build.diagnostics if d.severity == "error"]
@@ -106,6 +113,7 @@ def test_evaluator_reports_build_error_without_gpu(tmp_path: Path) -> None:
     assert any(d.file and d.file.endswith("kernel.cu") and d.line == 4 for d in errors)
     assert v.summary.startswith("build error")
     assert Verdict.from_json(v.to_json()).status == "build_error"
+    assert v.build.seconds > 0 and v.phases["build"] == pytest.approx(v.build.seconds, abs=1e-3)
 
 
 def test_evaluator_rejects_by_static_policy_before_building(tmp_path: Path) -> None:
@@ -151,6 +159,8 @@ def test_worker_ok_and_incorrect(cpu_evaluator: Evaluator) -> None:
     assert len({t.seed for t in c.trials}) == 5
     assert c.deterministic and c.inputs_unmodified and c.discriminates
     assert all(t.normalized_error is not None and t.normalized_error < 1e-6 for t in c.trials)
+    assert {"problem", "import", "verify", "audit"} <= set(v.phases), v.phases  # where the time went
+    assert "timing" not in v.phases and "compile_baseline" not in v.phases  # test mode does not time
     bad = _ask(cpu_evaluator, "off_by_a_bit.py")
     assert bad.status == "incorrect"
     assert bad.correctness is not None and not bad.correctness.passed

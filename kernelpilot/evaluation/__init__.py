@@ -151,6 +151,8 @@ class Evaluator:
         self._lock = threading.Lock()
         self._readable: list[Path] = []
         self._writable: list[Path] = []
+        self.last_start_s = 0.0  # launch -> ready of the worker the latest request started
+        self.last_wait_s = 0.0  # of that, what the request waited (the rest overlapped the build)
 
     # ---- worker --------------------------------------------------------------------------------
     def _cache_env(self) -> dict[str, str]:
@@ -169,7 +171,8 @@ class Evaluator:
             pass
         return env
 
-    def _worker(self, readable: list[Path] | None = None, writable: list[Path] | None = None) -> Any:
+    def _worker(self, readable: list[Path] | None = None, writable: list[Path] | None = None,
+                wait: bool = True) -> Any:
         from kernelpilot.evaluation.client import WorkerClient
 
         readable = [p.resolve() for p in readable or []]
@@ -190,9 +193,29 @@ class Evaluator:
                 p.mkdir(parents=True, exist_ok=True)
             self._client = WorkerClient(self.workdir, device=self.settings.device, confine=self.settings.confine,
                                         extra_env=env, writable=writable, readable=readable)
+        self.last_start_s = self.last_wait_s = 0.0
         if not self._client.alive():
-            self._client.start(self.settings.start_timeout_s)
+            self._client.launch()
+        if wait and self._client.pending_ready:
+            t0 = time.monotonic()
+            self._client.wait_ready(self.settings.start_timeout_s)
+            self.last_start_s = round(time.monotonic() - self._client.launched_at, 3)
+            self.last_wait_s = round(time.monotonic() - t0, 3)
         return self._client
+
+    def _prestart(self, problem: Path, model_file: Path, writable: list[Path]) -> bool:
+        """Launch the worker (torch import, CUDA init: seconds) so it comes up while the build runs.
+
+        Only the spawn happens here, in the calling thread; its ready message is read by the next
+        request. False when a warm worker already covers these paths or the launch failed.
+        """
+        if self._client is not None and self._client.alive():
+            return False
+        try:
+            self._worker([problem.parent, model_file.parent], writable, wait=False)
+        except Exception:  # noqa: BLE001 - the request starts it again and reports the failure
+            return False
+        return True
 
     def close(self) -> None:
         if self._client is not None:
@@ -273,8 +296,11 @@ class Evaluator:
             benv = build_env(cand_obj, build_dir=build_dir, env=env)
             worker_env = {k: benv[k] for k in WORKER_BUILD_ENV if k in benv}
             build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
+            if mode != "build":
+                self._prestart(problem_path, model_file, build_dirs)
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env)
             v.build = report
+            v.phases["build"] = round(report.seconds, 3)
             kernels += [k.kernel for k in report.kernels]
             if not report.ok:
                 first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
@@ -304,6 +330,7 @@ class Evaluator:
         v.correctness, v.performance, v.speed_of_light = merged.correctness, merged.performance, merged.speed_of_light
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
+        v.phases.update(merged.phases or {})
         v.error = merged.error
         if not self.keep_warm and self._client is not None:
             self._client.stop()
@@ -318,6 +345,9 @@ class Evaluator:
             try:
                 client = self._worker([Path(message["problem"]).parent, Path(message["candidate_model"]).parent],
                                       writable)
+                if self.last_start_s:
+                    v.phases["worker_start"] = round(v.phases.get("worker_start", 0.0) + self.last_start_s, 3)
+                    v.phases["worker_wait"] = round(v.phases.get("worker_wait", 0.0) + self.last_wait_s, 3)
                 self._environment(v, client)
                 response = client.request(message, timeout)
             except WorkerTimeout as exc:

@@ -72,6 +72,8 @@ class WorkerClient:
         self._from_worker: int | None = None
         self._log_offset = 0
         self.starts = 0
+        self.pending_ready = False  # launched, ready message not read yet
+        self.launched_at = 0.0
         self.served = 0  # requests sent to the current worker process
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -128,6 +130,15 @@ class WorkerClient:
         return env
 
     def start(self, timeout: float = 180.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Spawn the worker without waiting for it to come up (``wait_ready`` does).
+
+        Call it from a long-lived thread: the worker's die-with-parent signal fires when the spawning
+        *thread* exits, so spawning from a helper thread would kill the worker with that thread.
+        """
         self.stop()
         self.served = 0
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -151,6 +162,14 @@ class WorkerClient:
             os.close(resp_w)
         self._to_worker, self._from_worker = req_w, resp_r
         self.starts += 1
+        self.launched_at = time.monotonic()
+        self.pending_ready = True
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Wait for the launched worker's ready message (torch imported, CUDA up, confined)."""
+        if not self.pending_ready:
+            return
+        self.pending_ready = False
         try:
             ready = self._receive(timeout)
         except WorkerFailure as exc:
@@ -238,6 +257,7 @@ class WorkerClient:
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
         if not self.alive():
             raise WorkerDied("the worker is not running")
+        self.wait_ready()  # launched but not yet read its ready message
         assert self._to_worker is not None
         try:
             self._log_offset = self.log_path.stat().st_size

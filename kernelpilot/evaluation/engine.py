@@ -9,8 +9,11 @@ Precedence of the status: an exception is ``runtime_error``; any ``reject`` find
 
 from __future__ import annotations
 
+import sys
+import time
+from contextlib import contextmanager
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Iterator
 
 from kernelpilot.verdict import Finding, Performance, tier_for
 
@@ -63,6 +66,18 @@ def _replay_check(device: str) -> Any:
     return check
 
 
+@contextmanager
+def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the block to ``phases[name]`` (shown in the verdict: where did the time go)."""
+    t0 = time.monotonic()
+    print(f"kernelpilot-worker: {name} ...", file=sys.stderr, flush=True)  # a timeout's log tail names the step
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + time.monotonic() - t0, 3)
+        print(f"kernelpilot-worker: {name} took {phases[name]:.2f} s", file=sys.stderr, flush=True)
+
+
 def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import verify as vf
@@ -72,21 +87,25 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     cuda = device.startswith("cuda")
     mode = msg.get("mode", "benchmark")
     seed = int(s.get("seed", 42))
-    state = worker.problem_state(msg["problem"], seed)
+    phases: dict[str, float] = {}
+    with _phase(phases, "problem"):
+        state = worker.problem_state(msg["problem"], seed)
     dname = vf.dtype_name(state.dtype)
     tol = tolerance_for(s, dname)
     notes: list[str] = []
     sample = vf.draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
     if mode == "benchmark" and cuda and s.get("compile_baseline", True):
-        compiled = worker.compiled(state, s.get("compile_mode", "default"), sample)
+        with _phase(phases, "compile_baseline"):
+            compiled = worker.compiled(state, s.get("compile_mode", "default"), sample)
         if state.compile_note:
             notes.append(state.compile_note)
 
     threads0 = ra.ThreadSnapshot.take()
     watch = ra.ThreadWatch()
     with watch:
-        out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch)
+        out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
+    out["phases"] = phases
     findings, seen = [], set()
     for f in [Finding(**f) for f in out["findings"]] + watch.findings():
         if (f.rule, f.evidence) not in seen:  # a patch seen at import is seen again after each run
@@ -101,7 +120,8 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, tol: Any, sample: list[Any],
-                    compiled: Any, threads0: Any, notes: list[str], watch: Any) -> dict[str, Any]:
+                    compiled: Any, threads0: Any, notes: list[str], watch: Any,
+                    phases: dict[str, float]) -> dict[str, Any]:
     import torch
 
     from kernelpilot.evaluation import runtime_audit as ra
@@ -111,9 +131,10 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     mode, seed = msg.get("mode", "benchmark"), int(s.get("seed", 42))
     out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
     findings: list[Finding] = []
-    module = worker.import_candidate(msg["candidate_model"])
-    findings += worker.identities.findings("while the candidate module was imported")
-    model = worker.build_model(module, state, seed)
+    with _phase(phases, "import"):
+        module = worker.import_candidate(msg["candidate_model"])
+        findings += worker.identities.findings("while the candidate module was imported")
+        model = worker.build_model(module, state, seed)
 
     shape_sets: list[tuple[str, Any]] = [("default", None)]
     shape_sets += [(e["name"], e) for e in s.get("extra_shapes") or []]
@@ -122,9 +143,10 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         if isinstance(x, torch.Tensor):
             poison = max(poison, 4 * x.numel() * x.element_size())
     replay: list[str] = []
-    corr = vf.verify(model, state.reference, tol, trials=int(s.get("trials", 5)),
-                     distributions=list(s.get("distributions") or ["normal"]), seed=seed, device=device,
-                     shape_sets=shape_sets, poison_bytes=poison, replay=replay)
+    with _phase(phases, "verify"):
+        corr = vf.verify(model, state.reference, tol, trials=int(s.get("trials", 5)),
+                         distributions=list(s.get("distributions") or ["normal"]), seed=seed, device=device,
+                         shape_sets=shape_sets, poison_bytes=poison, replay=replay)
     if replay:
         findings.append(Finding(rule="result-replay", evidence=replay[0],
                                 message=f"forward returned a cached or reused output ({replay[0]}); compute into a new "
@@ -135,6 +157,8 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     findings += worker.identities.findings("while the candidate ran")
 
     # runtime audit: ops, output type, kernels and streams
+    t_audit = time.monotonic()
+    print("kernelpilot-worker: audit ...", file=sys.stderr, flush=True)
     audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
     try:
         ops, audit_out = ra.record_ops(model, audit_inputs)
@@ -160,6 +184,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         del profile_inputs
         findings += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []))
     out["correctness"] = asdict(corr)
+    phases["audit"] = round(time.monotonic() - t_audit, 3)
 
     exit_after = False
     if _rejects(findings):
@@ -170,7 +195,8 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         # the thread hook stops here: the compiled baseline may start helper threads if it ever recompiles;
         # threads the candidate leaves running are still caught by the snapshot after timing
         watch.__exit__(None, None, None)
-        perf, sol, flags, more = _benchmark(worker, state, model, compiled, s, tol)
+        with _phase(phases, "timing"):
+            perf, sol, flags, more = _benchmark(worker, state, model, compiled, s, tol)
         findings += more
         out["performance"], out["speed_of_light"] = perf, sol
         out["flags"] += flags

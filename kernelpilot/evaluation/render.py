@@ -62,15 +62,17 @@ def summary_line(v: Verdict) -> str:
 def _timing_row(name: str, t: Timing | None, speedup: str) -> str:
     if t is None:
         return f"  {name:<14} {'-':>11}"
-    host = _ms(t.host_median_ms)
+    host, launch = _ms(t.host_median_ms), _ms(t.launch_median_ms)
     return (f"  {name:<14} {_ms(t.median_ms):>11} {_ms(t.q1_ms):>11} {_ms(t.q3_ms):>11} {_ms(t.min_ms):>11} "
-            f"{host:>11} {speedup:>8}")
+            f"{launch:>11} {host:>11} {speedup:>8}")
 
 
 def render_text(v: Verdict) -> str:
     """The readable report ``kernelpilot eval`` prints."""
     lines = [f"verdict: {v.status.upper()}  {v.summary or summary_line(v)}",
              f"problem: {v.problem}", f"candidate: {v.candidate}  (mode {v.mode}, {v.seconds:.1f} s)"]
+    if v.phases:
+        lines.append("time spent: " + ", ".join(f"{k.replace('_', ' ')} {sec:.1f} s" for k, sec in v.phases.items()))
     if v.build:
         b = v.build
         lines.append(f"build: {'ok' if b.ok else 'FAILED'} in {b.seconds:.1f} s"
@@ -104,7 +106,10 @@ def render_text(v: Verdict) -> str:
     if p and p.candidate:
         lines.append(f"timing (median of {p.candidate.samples}, L2 flushed={p.l2_flushed}, "
                      f"CUDA graphs={p.cuda_graphs}, noise {_g(p.noise_pct)}%):")
-        lines.append(f"  {'':<14} {'median':>11} {'q1':>11} {'q3':>11} {'min':>11} {'host':>11} {'speedup':>8}")
+        if p.candidate.launch_median_ms is not None:
+            lines.append("  device time: each timed call queued behind a GPU spin, so host launch overhead is excluded; "
+                         "'launch' = event time from an idle GPU (includes it), 'host' = host clock with full sync")
+        lines.append(f"  {'':<14} {'median':>11} {'q1':>11} {'q3':>11} {'min':>11} {'launch':>11} {'host':>11} {'speedup':>8}")
         lines.append(_timing_row("eager", p.eager, "1.00x"))
         if p.compiled:
             ratio = p.eager.median_ms / p.compiled.median_ms if p.eager and p.compiled.median_ms else None

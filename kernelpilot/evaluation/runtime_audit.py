@@ -15,7 +15,9 @@ Checks (each failure is a Finding with a stable rule id):
     ``allowed_libraries`` names it (library names below, or the aten op name itself).
   * ops outside the aten/prims namespaces (the candidate's own TORCH_LIBRARY ops) are fine.
 - ``no-custom-kernel``: torch.profiler (CUDA activity) must show at least one kernel of the candidate's
-  own (a name from the build report's ptxas list, else one not from torch/cuBLAS/cuDNN/Triton).
+  own (a name from the build report's ptxas list, else one not from torch/cuBLAS/cuDNN/Triton). A
+  candidate that compiled no kernel at all and runs only kernels of a library the project allows gets
+  ``library-only`` (warn) instead: "call cuBLAS and fuse around it" is an honest answer.
 - ``library-kernel``: cuBLAS/cuDNN kernels launched without an aten op (raw library calls), unless allowed.
 - ``side-stream``: a kernel/copy on a stream other than the one the caller's marker kernel ran on.
 - ``background-thread``: Python threads that appear across candidate calls (``native-thread`` warn for
@@ -192,13 +194,22 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
     # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton
     own = [k for k in names if _base_name(k) in own_bases or any(len(b) > 3 and b in k for b in own_bases)
            or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
-    if not own:
+    libs = {lib.lower() for lib in allowed_libraries}
+    lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
+    library_only = not own and not own_bases and lib_kernels and {"cublas", "cudnn", "torch.matmul"} & libs
+    if library_only:
+        # "call cuBLAS and fuse around it": the candidate compiled no kernels of its own and the project
+        # allows the library. Torch ops that reach the library are judged by the operator audit.
+        shown = ", ".join(sorted({_base_name(k) for k in lib_kernels})[:3])
+        findings.append(Finding(
+            rule="library-only", severity="warn", evidence=shown,
+            message=f"forward's GPU work is library kernels only ({shown}), which the project allows; "
+                    "the candidate compiled no kernels of its own."))
+    elif not own:
         shown = ", ".join(sorted({_base_name(k) for k in names})[:6]) or "no GPU work at all"
         findings.append(Finding(
             rule="no-custom-kernel", evidence=shown,
             message=f"None of the candidate's own kernels ran during forward (seen: {shown}); call the extension."))
-    libs = {lib.lower() for lib in allowed_libraries}
-    lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
     if lib_kernels and not ({"cublas", "cudnn", "torch.matmul"} & libs):
         findings.append(Finding(
             rule="library-kernel", evidence=_base_name(lib_kernels[0]),

@@ -84,6 +84,8 @@ def _timing_line(label: str, t: Timing | None) -> str:
     if t is None:
         return f"  {label:<14} not measured"
     host = f", host {t.host_median_ms:.3f} ms" if t.host_median_ms is not None else ""
+    if t.launch_median_ms is not None:
+        host = f", from idle GPU {t.launch_median_ms:.4f} ms" + host
     return (
         f"  {label:<14} {t.median_ms:.4f} ms median (IQR {t.q1_ms:.4f}–{t.q3_ms:.4f}, "
         f"min {t.min_ms:.4f}, {t.samples} samples{host})"
