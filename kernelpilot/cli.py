@@ -32,8 +32,9 @@ IMPLEMENTATIONS = {
     "init": "kernelpilot.starter:init_command",
     "skills": "kernelpilot.skills:skills_command",
     "hotspots": "kernelpilot.profiling.hotspots:hotspots_command",
+    "profile": "kernelpilot.profiling.command:profile_command",
 }
-SUBCOMMANDS = ("run", "eval", "init", "skills", "hotspots", "pair")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -43,6 +44,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot [PATH]                     pair in the terminal UI (PATH: problem file or project dir)
   kernelpilot run PROBLEM                headless agent session, events on stdout
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
+  kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
   kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
@@ -84,15 +86,20 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="SESSION", help="continue session SESSION (its worktree, branch and transcript)")
 
 
+def _problem_and_candidate(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("problem", metavar="PROBLEM", help="problem file in KernelBench format (or a directory with problem.py)")
+    parser.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
         usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
-              "       kernelpilot {run,eval,init,skills,hotspots} ...",
+              "       kernelpilot {run,eval,profile,init,skills,hotspots} ...",
     )
     parser.add_argument("--version", action="version", version=f"kernelpilot {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,eval,init,skills,hotspots}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,eval,profile,init,skills,hotspots}")
 
     run = sub.add_parser("run", prog="kernelpilot run", help="headless agent session", formatter_class=fmt, description=(
         "Run an agent session without the UI: the agent edits candidate kernels in a git worktree of your\n"
@@ -118,14 +125,25 @@ def build_parser() -> argparse.ArgumentParser:
         "build (compile only; works without a GPU), test (build + correctness + honesty checks),\n"
         "benchmark (test + timing against eager and torch.compile + speed of light). Exit status 0\n"
         "when the verdict is ok, 1 when it is not, 2 on a usage error."))
-    ev.add_argument("problem", metavar="PROBLEM", help="problem file in KernelBench format (or a directory with problem.py)")
-    ev.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
+    _problem_and_candidate(ev)
     ev.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a readable report")
     ev.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark", help="how far to go (default: benchmark)")
     ev.add_argument("--trials", type=_positive_int, metavar="N", help="correctness trials with fresh random inputs (default 5)")
     ev.add_argument("--compile-mode", choices=("default", "max-autotune"), help="torch.compile mode of the baseline (default: default)")
     ev.add_argument("--cuda-graphs", action="store_const", const=True, help="also time everything captured in CUDA graphs")
     ev.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for each build or evaluation step (default 300)")
+
+    pr = sub.add_parser("profile", prog="kernelpilot profile", help="profile one candidate's kernels (no LLM)", formatter_class=fmt, description=(
+        "Profile the candidate's kernels and the torch.compile baseline's with Nsight Compute (torch.profiler\n"
+        "when ncu is missing or not permitted), confined like an evaluation, and print where the time goes:\n"
+        "duration, DRAM and SM throughput, occupancy, stalls, sector efficiency and a diagnosis per kernel."))
+    _problem_and_candidate(pr)
+    pr.add_argument("--verdict", metavar="FILE", help="a benchmark verdict from `kernelpilot eval --json`: adds the roofline")
+    pr.add_argument("--full", action="store_true", help="the baseline's kernels in full detail too, no 40-line limit")
+    pr.add_argument("--json", action="store_true", help="print every metric as JSON")
+    pr.add_argument("--iters", type=_positive_int, metavar="N", default=2, help="forward calls profiled per implementation (default 2)")
+    pr.add_argument("--no-ncu", action="store_true", help="use torch.profiler even when ncu is available (times only)")
+    pr.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for the profiling run (default 300)")
 
     init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
         "Write a starter KernelBench problem (a row softmax in bfloat16) and a kernelpilot.toml that\n"
@@ -262,6 +280,15 @@ def prepare(args: argparse.Namespace) -> None:
         args.project_root = args.config.root
         if args.mode != "build":
             require_gpu(f"`kernelpilot eval --mode {args.mode}`", "use `--mode build` to only compile")
+    elif command == "profile":
+        candidate = Path(args.candidate).expanduser()
+        _config, args.problem = resolve_problem(args.problem, {})
+        if not candidate.exists():
+            raise KernelpilotError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+        if args.verdict and not Path(args.verdict).is_file():
+            raise KernelpilotError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM CANDIDATE --json > FILE`.")
+        args.candidate = candidate.resolve()
+        require_gpu("`kernelpilot profile`", "profile on a machine with a GPU")
     elif command == "hotspots":
         if not Path(args.script).is_file():
             raise KernelpilotError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")

@@ -127,6 +127,15 @@ def test_no_gpu(git_project: Path) -> None:
     one_line_error(kp("run", "softmax.py", "--model", "openai/x", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
     build = kp("eval", "softmax.py", "cand", "--mode", "build", cwd=git_project, CUDA_VISIBLE_DEVICES="")
     assert "needs a CUDA GPU" not in build.stderr
+    one_line_error(kp("profile", "softmax.py", "cand", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
+
+
+def test_profile_bad_arguments(git_project: Path) -> None:
+    one_line_error(kp("profile", "softmax.py", "missing_dir", cwd=git_project), "candidate missing_dir does not exist")
+    (git_project / "cand").mkdir(exist_ok=True)
+    line = one_line_error(kp("profile", "softmax.py", "cand", "--verdict", "v.json", cwd=git_project),
+                          "verdict file v.json does not exist")
+    assert "kernelpilot eval" in line
 
 
 def test_no_model_configured(git_project: Path) -> None:

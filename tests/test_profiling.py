@@ -73,6 +73,26 @@ def test_summary_text_is_short_and_says_its_source() -> None:
     assert "diagnosis:" in text
 
 
+def test_full_text_details_the_baseline_and_has_no_line_limit() -> None:
+    kernels = parse_csv((DATA / "ncu" / "slow_scale_candidate.csv").read_text())
+    summary = ProfileSummary("ncu", kernels * 12, kernels, None)
+    full = summary.full_text()
+    baseline = full[full.index("torch.compile baseline"):]
+    assert "diagnosis:" in baseline and "regs/thread" in baseline  # text() keeps the baseline to two lines
+    assert len(full.splitlines()) > 40 and len(summary.text().splitlines()) <= 40
+
+
+def test_roofline_from_a_benchmark_verdict() -> None:
+    from kernelpilot.profiling.roofline import roofline_from_verdict
+
+    verdict = {"speed_of_light": {"bytes_moved": 2 << 30, "flops": None, "ceiling_tbps": 4.25, "ceiling_tflops": 790.0},
+               "performance": {"candidate": {"median_ms": 0.6}, "compiled": {"median_ms": 1.2}, "eager": None}}
+    roof = roofline_from_verdict(verdict)
+    assert roof is not None and roof.bound == "memory"
+    assert [round(p.pct_of_ceiling) for p in roof.points[:2]] == [84, 42]
+    assert roofline_from_verdict({"status": "incorrect"}) is None
+
+
 def test_roofline_memory_bound_percentages() -> None:
     nbytes = 2 * 1024**3
     roof = build_roofline(bytes_moved=nbytes, flops=nbytes // 2, ceiling_tbps=4.0, ceiling_tflops=800,

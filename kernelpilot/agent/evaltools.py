@@ -116,19 +116,11 @@ async def sanitize(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def _roofline(verdict: dict[str, Any]) -> Any:
     """A roofline for the profiler from a benchmark verdict's speed of light and timings."""
-    sol = verdict.get("speed_of_light") or {}
-    perf = verdict.get("performance") or {}
-    if not sol.get("ceiling_tbps") or not sol.get("ceiling_tflops"):
-        return None
     try:
-        from kernelpilot.profiling.roofline import build_roofline
+        from kernelpilot.profiling.roofline import roofline_from_verdict
     except ImportError:
         return None
-    times = {label: (perf.get(key) or {}).get("median_ms")
-             for label, key in (("candidate", "candidate"), ("torch.compile", "compiled"), ("eager", "eager"))}
-    return build_roofline(bytes_moved=sol.get("bytes_moved"), flops=sol.get("flops"),
-                          ceiling_tbps=float(sol["ceiling_tbps"]), ceiling_tflops=float(sol["ceiling_tflops"]),
-                          times_ms=times)
+    return roofline_from_verdict(verdict)
 
 
 def _gpu_visible() -> bool:

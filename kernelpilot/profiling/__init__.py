@@ -46,29 +46,39 @@ class ProfileSummary:
 
     def text(self) -> str:
         """The model-facing summary, at most 40 lines."""
-        if self.error:
-            return f"profile failed ({self.source}): {self.error}"
-        lines = [f"profile source: {self.source}" + (" (Nsight Compute, clocks as found)" if self.source == "ncu" else " (kernel times only: ncu unavailable)")]
-        lines += _kernel_lines("candidate", self.candidate, detailed=True)
-        lines += _kernel_lines("torch.compile baseline", self.baseline, detailed=False)
-        if self.roofline is not None:
-            lines += self.roofline.text().splitlines()
-        lines += [f"note: {n}" for n in self.notes]
+        lines = self._lines(full=False)
         if len(lines) > MAX_LINES:
             lines = lines[: MAX_LINES - 1] + [f"[… {len(lines) - MAX_LINES + 1} more lines: ask for the full profile]"]
         return "\n".join(lines)
+
+    def full_text(self) -> str:
+        """Every kernel line, the baseline's in the same detail as the candidate's (for the engineer)."""
+        return "\n".join(self._lines(full=True))
+
+    def _lines(self, *, full: bool) -> list[str]:
+        if self.error:
+            return [f"profile failed ({self.source}): {self.error}"]
+        lines = [f"profile source: {self.source}" + (" (Nsight Compute, clocks as found)" if self.source == "ncu" else " (kernel times only: ncu unavailable)")]
+        every = max(len(self.candidate), len(self.baseline)) if full else None
+        lines += _kernel_lines("candidate", self.candidate, detailed=True, top=every)
+        lines += _kernel_lines("torch.compile baseline", self.baseline, detailed=full, top=every)
+        if self.roofline is not None:
+            lines += self.roofline.text().splitlines()
+        lines += [f"note: {n}" for n in self.notes]
+        return lines
 
 
 def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _kernel_lines(title: str, kernels: list[KernelProfile], *, detailed: bool) -> list[str]:
+def _kernel_lines(title: str, kernels: list[KernelProfile], *, detailed: bool, top: int | None = None) -> list[str]:
     if not kernels:
         return [f"{title}: no kernels captured"]
     total = sum(k.duration_us or 0.0 for k in kernels)
     lines = [f"{title}: {len(kernels)} kernel(s), {total:.1f} µs per call"]
-    for k in sorted(kernels, key=lambda k: k.duration_us or 0.0, reverse=True)[: 4 if detailed else 2]:
+    limit = top if top is not None else (4 if detailed else 2)
+    for k in sorted(kernels, key=lambda k: k.duration_us or 0.0, reverse=True)[:limit]:
         lines.append(f"  {_short(k.name)}: {k.duration_us or 0:.1f} µs")
         if k.dram_pct_of_peak is None:  # torch.profiler source: times only
             continue

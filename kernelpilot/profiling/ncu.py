@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 # Stall reasons, in the order ncu's documentation lists them. Ratio = warps stalled for this reason
 # per issued instruction; the largest few say why a kernel waits.

@@ -8,6 +8,7 @@ model and as bars for the TUI.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass
@@ -107,3 +108,16 @@ def build_roofline(
             pct = None
         roof.points.append(RooflinePoint(label, t, tbps, tflops, pct))
     return roof
+
+
+def roofline_from_verdict(verdict: dict[str, Any]) -> Roofline | None:
+    """The roofline of a benchmark verdict (its speed of light and medians); None without ceilings."""
+    sol = verdict.get("speed_of_light") or {}
+    perf = verdict.get("performance") or {}
+    if not sol.get("ceiling_tbps") or not sol.get("ceiling_tflops"):
+        return None
+    times = {label: (perf.get(key) or {}).get("median_ms")
+             for label, key in (("candidate", "candidate"), ("torch.compile", "compiled"), ("eager", "eager"))}
+    return build_roofline(bytes_moved=sol.get("bytes_moved"), flops=sol.get("flops"),
+                          ceiling_tbps=float(sol["ceiling_tbps"]), ceiling_tflops=float(sol["ceiling_tflops"]),
+                          times_ms=times)
