@@ -6,9 +6,9 @@ with M chosen so the input is 1 GiB of bf16; the other examples run at their pro
 shape. Each row is checked against a float64 run of the problem's Model, elementwise (bf16:
 |out - ref64| <= 1e-2 + 1e-2 |ref64|; fp32: 1e-4 + 1e-4 |ref64|) and in norm (||out - ref64|| /
 ||ref64|| <= 1e-2, fp32 1e-5), plus dtype and shape against the Model itself; small ragged shapes
-are checked too. Timing: CUDA events around single calls, a 256 MiB L2 flush before each, median.
+are checked too. Timing: as `kernelpilot eval` times (L2 flush, sync, GPU spin, CUDA events), median.
 
-    python examples/bench_sweep.py                       # everything (about 3-4 minutes on an H200)
+    python examples/bench_sweep.py                       # everything (a few minutes on an H200)
     python examples/bench_sweep.py --only softmax,rmsnorm --ns 4096,65536
     python examples/bench_sweep.py --no-compile          # skip the torch.compile baseline
 
@@ -109,25 +109,37 @@ def prebuild(ops: list[str]) -> dict[str, str]:
 
 
 def time_ms(fn: Callable[[], Any], flush: Any, max_reps: int = 30, budget_ms: float = 300.0) -> tuple[float, float, float]:
-    """Median, min and max of single calls timed with CUDA events, L2 flushed before each."""
+    """Median, min and max of single calls, timed the way `kernelpilot eval` times them.
+
+    Per call: L2 flush, full device sync, a GPU spin long enough to cover the host's work for the
+    call, then start event, call, end event. The events see GPU execution only, not launch overhead.
+    """
     import torch
+
+    from kernelpilot.evaluation.timing import Pristine, Spin
 
     fn()  # warm-up (compilation, autotuning, handle creation)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     fn()
+    issue_ms = (time.perf_counter() - t0) * 1e3
     torch.cuda.synchronize()
     estimate_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
+    spin = Spin.calibrate(Pristine.capture(), issue_ms)
     reps = int(max(5, min(max_reps, budget_ms / estimate_ms)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         flush.zero_()
-        starts[i].record()
+        torch.cuda.synchronize()
+        if spin is not None:
+            spin.queue()
+        start.record()
         fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
     return times[len(times) // 2], times[0], times[-1]
 
 
