@@ -131,6 +131,8 @@ def main() -> int:
     parser.add_argument("--skip-corpus", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-fidelity", action="store_true")
+    parser.add_argument("--out", help="report file (default: benchmarks/corpus-<date>.md, or latency-<date>.md "
+                                      "without the corpus)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kp-evalbench-"))
     sections, failures = [], 0
@@ -153,7 +155,7 @@ def main() -> int:
         env_line = f"environment unknown ({exc})"
     date = dt.date.today().isoformat()
     report = f"# Evaluation engine on the GPU, {date}\n\n{env_line}\n\n" + "\n\n".join(sections) + "\n"
-    out = ROOT / "benchmarks" / f"corpus-{date}.md"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / f"{'latency' if args.skip_corpus else 'corpus'}-{date}.md"
     out.write_text(report, encoding="utf-8")
     print("\n" + report)
     print(f"written to {out}; corpus failures: {failures}")
