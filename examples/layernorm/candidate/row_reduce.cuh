@@ -45,9 +45,16 @@ __device__ __forceinline__ uint4 pack(const float (&f)[kVecElems]) {
 }
 
 // Every element is touched once. Plain 16-byte loads and stores: on our H200 the evict-first hints
-// (__ldcs / __stcs) were 2-4% slower on 1 GiB rows at every N we timed (2026-11-30).
+// (__ldcs / __stcs) were 2-4% slower on 1 GiB rows at every N we timed (2026-11-30). A kernel that
+// defines ROWWISE_EVICT_FIRST before including this header gets the hints (residual_rmsnorm_gate
+// does: with plain accesses ptxas spilled 8-14 bytes in its 4-vector variants).
+#ifdef ROWWISE_EVICT_FIRST
+__device__ __forceinline__ uint4 load_stream(const uint4* p) { return __ldcs(p); }
+__device__ __forceinline__ void store_stream(uint4* p, const uint4& v) { __stcs(p, v); }
+#else
 __device__ __forceinline__ uint4 load_stream(const uint4* p) { return *p; }
 __device__ __forceinline__ void store_stream(uint4* p, const uint4& v) { *p = v; }
+#endif
 
 // ---- shuffles for the small value types the reductions carry ---------------------------------
 

@@ -6,6 +6,7 @@
 // rows longer than 16K, see row_reduce.cuh); h is stored at once and kept in registers for the
 // sum of squares; after one all-reduce the gate and weight are read and out is written. DRAM
 // traffic is the minimum: three reads and two writes per element.
+#define ROWWISE_EVICT_FIRST  // see row_reduce.cuh: plain accesses spill here
 #include "row_reduce.cuh"
 
 namespace {
