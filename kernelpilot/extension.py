@@ -97,8 +97,9 @@ def extension_sources(directory: Path) -> list[Path]:
     kernels = sorted(p for p in directory.glob("*.cu") if p.is_file())
     if not binding.is_file():
         raise ExtensionBuildError(
-            f"{directory} has no {BINDING_FILE}: add one that includes torch/extension.h, calls the "
-            "launchers of the .cu files and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
+            f"{directory} has no {BINDING_FILE}: add one that includes the torch headers it uses "
+            "(torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), calls the launchers of the .cu files and "
+            "defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
         )
     if not kernels:
         raise ExtensionBuildError(

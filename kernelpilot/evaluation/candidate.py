@@ -99,7 +99,8 @@ def _load_directory(directory: Path) -> Candidate:
     if not binding.is_file():
         raise CandidateError(
             f"Candidate directory {directory} has .cu files but no {BINDING_FILE}: add one that includes "
-            "torch/extension.h, calls the launchers and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
+            "the torch headers it uses (torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), calls the "
+            "launchers and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
         )
     if not _calls(tree, "load_extension"):
         raise CandidateError(
