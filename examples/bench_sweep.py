@@ -116,30 +116,15 @@ def time_ms(fn: Callable[[], Any], flush: Any, max_reps: int = 30, budget_ms: fl
     """
     import torch
 
-    from kernelpilot.evaluation.timing import Pristine, Spin
+    from kernelpilot.evaluation.timing import times_behind_spin
 
     fn()  # warm-up (compilation, autotuning, handle creation)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     fn()
-    issue_ms = (time.perf_counter() - t0) * 1e3
     torch.cuda.synchronize()
     estimate_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
-    spin = Spin.calibrate(Pristine.capture(), issue_ms)
-    reps = int(max(5, min(max_reps, budget_ms / estimate_ms)))
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        flush.zero_()
-        torch.cuda.synchronize()
-        if spin is not None:
-            spin.queue()
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
+    times = times_behind_spin(fn, int(max(5, min(max_reps, budget_ms / estimate_ms))), flush=flush)
     return times[len(times) // 2], times[0], times[-1]
 
 
@@ -177,23 +162,31 @@ def to64(x: Any) -> Any:
     return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
 
-def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]], work: tuple[str, float],
-             flush: Any, use_compile: bool) -> Row:
-    """Build Model and ModelNew, check, time. work = ("bytes", n) or ("flops", n)."""
+def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int) -> tuple[Any, Any, Any, list[Any]]:
+    """The problem's Model, the candidate's ModelNew with the same weights, a float64 Model, and inputs (GPU)."""
     import torch
 
-    row = Row(op=op, shape=shape)
     problem = load_module(EXAMPLES / op / "problem.py", f"problem_{op}")
     cand = load_module(EXAMPLES / op / "candidate" / "model_new.py", f"model_new_{op}")
     # Build on the GPU under a device context; run and compile outside it (it is a TorchFunctionMode).
     with torch.device(DEVICE):
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         model = problem.Model(*init).eval()
         new = cand.ModelNew(*init).eval()
         model64 = problem.Model(*init).double().eval()
         inputs = make_inputs()
     new.load_state_dict(model.state_dict())
     model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    return model, new, model64, inputs
+
+
+def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]], work: tuple[str, float],
+             flush: Any, use_compile: bool) -> Row:
+    """Build Model and ModelNew, check, time. work = ("bytes", n) or ("flops", n)."""
+    import torch
+
+    row = Row(op=op, shape=shape)
+    model, new, model64, inputs = build_models(op, init, make_inputs, seed=0)
     with torch.no_grad():
         out, ref = new(*inputs), model(*inputs)
         ref64 = model64(*[to64(x) for x in inputs])
@@ -293,16 +286,7 @@ def check_only(op: str, shape: str, init: list[Any], make_inputs: Callable[[], l
     """None when the candidate matches the Model on these inputs, else what went wrong."""
     import torch
 
-    problem = load_module(EXAMPLES / op / "problem.py", f"problem_{op}")
-    cand = load_module(EXAMPLES / op / "candidate" / "model_new.py", f"model_new_{op}")
-    with torch.device(DEVICE):
-        torch.manual_seed(1)
-        model = problem.Model(*init).eval()
-        new = cand.ModelNew(*init).eval()
-        model64 = problem.Model(*init).double().eval()
-        inputs = make_inputs()
-    new.load_state_dict(model.state_dict())
-    model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    model, new, model64, inputs = build_models(op, init, make_inputs, seed=1)
     with torch.no_grad():
         ok, norm, _, note = check(new(*inputs), model(*inputs), model64(*[to64(x) for x in inputs]))
     return None if ok else f"{op} {shape}: {note or f'normalised error {norm:.2e}'}"

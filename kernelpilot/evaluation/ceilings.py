@@ -123,31 +123,14 @@ def gpu_identity(device_index: int = 0) -> tuple[str, str, dict[str, int]]:
 
 def _median_ms(fn: Callable[[], Any], reps: int = 20, warmup: int = 5) -> float:
     """Median CUDA-event time of ``fn``, each call queued behind a GPU spin as the engine times candidates."""
-    import time
-
     import torch
 
-    from kernelpilot.evaluation.timing import Pristine, Spin
+    from kernelpilot.evaluation.timing import times_behind_spin
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    issue_ms = (time.perf_counter() - t0) * 1000.0
-    torch.cuda.synchronize()
-    spin = Spin.calibrate(Pristine.capture(), issue_ms)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if spin is not None:
-            spin.queue()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(times_behind_spin(fn, reps))
 
 
 def measure(device: str = "cuda") -> Ceilings:

@@ -157,34 +157,9 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     findings += worker.identities.findings("while the candidate ran")
 
     # runtime audit: ops, output type, kernels and streams
-    t_audit = time.monotonic()
-    print("kernelpilot-worker: audit ...", file=sys.stderr, flush=True)
-    audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
-    try:
-        ops, audit_out = ra.record_ops(model, audit_inputs)
-        findings += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)))
-        findings += ra.output_type_findings(audit_out)
-        del audit_out
-    except Exception as exc:
-        if _is_cuda_error(exc):
-            raise
-        # a forward that only fails while its operators are recorded is hiding from the audit
-        findings.append(Finding(rule="audit-failed", evidence=f"{type(exc).__name__}: {str(exc)[:200]}",
-                                message="forward raised while the harness recorded its operators; it must "
-                                        "behave the same under the audit."))
-    if cuda:  # other tensors than record_ops saw (both alive: distinct addresses), so a cache cannot hit
-        profile_inputs = vf.draw_inputs(state.module, seed + 901, "normal", device)
-        try:
-            trace = ra.profile_call(model, profile_inputs, device)
-        except Exception as exc:
-            if _is_cuda_error(exc):
-                raise
-            trace = ra.KernelTrace()  # kernel_findings reports the profiler as unavailable
-            corr.notes.append(f"torch.profiler failed ({type(exc).__name__}: {str(exc)[:200]})")
-        del profile_inputs
-        findings += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []))
+    with _phase(phases, "audit"):
+        findings += _audit(model, msg, s, state, corr, seed, device)
     out["correctness"] = asdict(corr)
-    phases["audit"] = round(time.monotonic() - t_audit, 3)
 
     exit_after = False
     if _rejects(findings):
@@ -211,6 +186,41 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     out["findings"] = [asdict(f) for f in findings]
     out["exit"] = exit_after
     return out
+
+
+def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr: Any, seed: int,
+           device: str) -> list[Finding]:
+    """What ran inside forward: ATen ops, the output's type, and (CUDA) the kernels and their streams."""
+    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation import verify as vf
+
+    cuda = device.startswith("cuda")
+    found: list[Finding] = []
+    audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
+    try:
+        ops, audit_out = ra.record_ops(model, audit_inputs)
+        found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)))
+        found += ra.output_type_findings(audit_out)
+        del audit_out
+    except Exception as exc:
+        if _is_cuda_error(exc):
+            raise
+        # a forward that only fails while its operators are recorded is hiding from the audit
+        found.append(Finding(rule="audit-failed", evidence=f"{type(exc).__name__}: {str(exc)[:200]}",
+                             message="forward raised while the harness recorded its operators; it must "
+                                     "behave the same under the audit."))
+    if cuda:  # other tensors than record_ops saw (both alive: distinct addresses), so a cache cannot hit
+        profile_inputs = vf.draw_inputs(state.module, seed + 901, "normal", device)
+        try:
+            trace = ra.profile_call(model, profile_inputs, device)
+        except Exception as exc:
+            if _is_cuda_error(exc):
+                raise
+            trace = ra.KernelTrace()  # kernel_findings reports the profiler as unavailable
+            corr.notes.append(f"torch.profiler failed ({type(exc).__name__}: {str(exc)[:200]})")
+        del profile_inputs
+        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []))
+    return found
 
 
 def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any) -> tuple[

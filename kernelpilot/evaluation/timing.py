@@ -272,6 +272,31 @@ def _spin_for(calls: dict[str, Callable[..., Any]], inputs: list[Any], pristine:
     return Spin.calibrate(pristine, issue)
 
 
+def times_behind_spin(fn: Callable[[], Any], reps: int, flush: Any = None) -> list[float]:
+    """Sorted CUDA-event times (ms) of ``reps`` calls of a warmed-up ``fn``, each queued behind a GPU spin.
+
+    For measurements outside the worker (the ceilings, ``examples/bench_sweep.py``): per call, the
+    optional L2 flush, a full sync, the spin, then start event, call, end event, as ``measure`` times
+    its device-timed samples.
+    """
+    pristine = Pristine.capture()
+    spin = _spin_for({"fn": fn}, [], pristine, "cuda")
+    times = []
+    for _ in range(reps):
+        start, end = pristine.event_cls(enable_timing=True), pristine.event_cls(enable_timing=True)
+        if flush is not None:
+            flush.zero_()
+        pristine.synchronize()
+        if spin is not None:
+            spin.queue()
+        pristine.record(start)
+        fn()
+        pristine.record(end)
+        pristine.synchronize()
+        times.append(float(pristine.elapsed(start, end)))
+    return sorted(times)
+
+
 def _snapshot(out: Any) -> Any:
     import torch
 

@@ -281,19 +281,19 @@ def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[An
     """
     import torch
 
-    zeros, consts = [], []
-    prev = list(previous) if previous is not None else None  # single-element outputs of the previous trial
-    for i, r in enumerate(flatten_outputs(refs)):
-        zeros.append(torch.zeros_like(r))
-        source = r if r.numel() > 1 else (prev[i] if prev is not None and i < len(prev) else None)
-        if source is None:
-            consts = None
-            continue
-        rd = source.double()
-        finite = rd[torch.isfinite(rd)]
-        if consts is not None:
-            consts.append(torch.full_like(r, float(finite.mean()) if finite.numel() else 0.0))
-    return zeros, consts
+    outs = flatten_outputs(refs)
+    prev = list(previous or [])  # single-element outputs of the previous trial (None for the others)
+    sources = [r if r.numel() > 1 else (prev[i] if i < len(prev) else None) for i, r in enumerate(outs)]
+    zeros = [torch.zeros_like(r) for r in outs]
+    if any(src is None for src in sources):
+        return zeros, None
+
+    def mean(src: Any) -> float:
+        d = src.double()
+        finite = d[torch.isfinite(d)]
+        return float(finite.mean()) if finite.numel() else 0.0
+
+    return zeros, [torch.full_like(r, mean(src)) for r, src in zip(outs, sources)]
 
 
 # ---- the check ----------------------------------------------------------------------------------
