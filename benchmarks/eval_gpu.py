@@ -119,10 +119,11 @@ def fidelity(work: Path) -> str:
                          "PASS" if abs(ratio - 1) <= 0.02 else "FAIL"])
             print(rows[-1], flush=True)
         if first.performance:
-            p = first.performance
+            p, sol = first.performance, first.speed_of_light
+            pct = sol.pct_of_ceiling if sol else None
             rows.append([case.name, "speedups (run 1)", f"eager {p.speedup_vs_eager or 0:.2f}x",
                          f"compile {p.speedup_vs_compile or 0:.2f}x", f"noise {p.noise_pct or 0:.2f}%",
-                         f"SOL {first.speed_of_light.pct_of_ceiling if first.speed_of_light else None}"])
+                         "SOL -" if pct is None else f"SOL {pct:.1f}%"])
     return table(["candidate", "impl", "median 1 (ms)", "median 2 (ms)", "ratio", "within 2%"], rows)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_support import FixtureEvaluator, candidate_files, git, open_project
+from agent_support import FixtureEvaluator, candidate_files, git, make_project, open_project
 from kernelpilot.agent.events import Event
 from kernelpilot.agent.loop import AgentSession, Budgets
 from kernelpilot.agent.scripted import ScriptedClient
@@ -165,6 +165,29 @@ async def test_propose_needs_an_ok_benchmark_of_the_current_files(tmp_path: Path
     assert "threads = 256" in (Path(s.ctx.workspace.path) / D / "kernel.cu").read_text()
     assert s.book.pending == "c1" and not s.book.approved
     assert events[-1].reason == "finished" and events[-1].best_candidate == "c1"  # type: ignore[attr-defined]
+
+
+async def test_propose_refuses_a_candidate_identical_to_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project already holds these exact kernel files (e.g. a shipped example): nothing to land."""
+    import agent_support
+
+    def make_with_kernels(root: Path) -> Path:
+        problem = make_project(root)
+        for name, text in candidate_files().items():
+            (root / D / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / D / name).write_text(text)
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", "kernels")
+        return problem
+
+    monkeypatch.setattr(agent_support, "make_project", make_with_kernels)
+    turns = [write_candidate_turn(), {"text": "", "tool_calls": [call("benchmark"), call("propose", summary="same files")]}]
+    s = session(tmp_path, turns, ["vector_scale_ok.json"])
+    events = await collect(s)
+    r = results(events)
+    assert r["benchmark"][0].startswith("ok:")
+    assert r["propose"][0].startswith("ERR:") and "identical to the files at the session start" in r["propose"][0]
+    assert "proposal_ready" not in kinds(events) and not s.book.approved
 
 
 async def test_engineer_rejects_with_reason_then_approves(tmp_path: Path) -> None:

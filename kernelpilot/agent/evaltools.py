@@ -256,6 +256,9 @@ async def propose(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         raise ToolFailure("the current candidate files have not been benchmarked; call benchmark first, then propose")
     if not record.ok:
         raise ToolFailure(f"candidate {record.id} did not pass (status {record.verdict.get('status')}); only a candidate with status ok can be proposed")
+    if not await asyncio.to_thread(ctx.workspace.changed_files, record.id):
+        raise ToolFailure(f"candidate {record.id} is identical to the files at the session start (the engineer's repository "
+                          "already has them), so there is nothing to propose; change the kernel, or finish")
     return ToolResult(f"proposed {record.id}", proposal=record.id, summary=summary)
 
 

@@ -115,6 +115,7 @@ class EventView:
             self.notify(text, severity="warning")
         elif isinstance(e, ev.ErrorEvent):
             await self.report_error("agent", e.message)
+            self._refresh_review()  # e.g. landing an approval failed: the review screen stops saying "approving"
         elif isinstance(e, ev.Done):
             self.done_reason = e.reason
             await conv.end_message()
@@ -137,7 +138,8 @@ class EventView:
             self.pop_screen()
         self.push_screen(ReviewScreen(record))
 
-    def _refresh_review(self, candidate_id: str) -> None:
-        if isinstance(self.screen, ReviewScreen) and self.screen.record.candidate_id == candidate_id:
-            self.screen.refresh_title()
+    def _refresh_review(self, candidate_id: str | None = None) -> None:
+        """A decision on the reviewed candidate landed (or failed: ``None``): end its approving state."""
+        if isinstance(self.screen, ReviewScreen) and candidate_id in (None, self.screen.record.candidate_id):
+            self.screen.approval_settled()
 

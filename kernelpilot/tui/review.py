@@ -32,6 +32,7 @@ class ReviewScreen(Screen[None]):
         super().__init__()
         self.record = record
         self.side_by_side = False
+        self.approving = False  # 'a' pressed; the session's loop has not landed (or refused) it yet
 
     @property
     def kp(self) -> KernelpilotApp:
@@ -58,6 +59,8 @@ class ReviewScreen(Screen[None]):
             bits.append(f"· APPROVED as commit {r.approved_commit[:12]}" if r.approved_commit else "· APPROVED")
         elif r.state == "rejected":
             bits.append(f"· REJECTED: {r.reason}")
+        elif r.state == "proposed" and self.approving:
+            bits.append("· approving: the compute-sanitizer check (when a GPU is here), then a commit in your repository")
         elif r.state == "proposed":
             bits.append("· proposed: a approve, r reject")
         return " ".join(bits)
@@ -78,9 +81,21 @@ class ReviewScreen(Screen[None]):
         if self.record.state == "approved":
             self.notify(f"Already approved as {self.record.approved_commit[:12]}.")
             return
+        if self.approving:
+            self.notify(f"Approval of {self.record.candidate_id} is under way.")
+            return
+        self.approving = True
+        self.refresh_title()
         commit = await self.kp.approve_candidate(self.record.candidate_id)
         if commit:
             self.record.state, self.record.approved_commit = "approved", commit
+        # "" while the session runs: its loop lands the approval, and ProposalApproved (or
+        # ProposalRejected, or an error) ends the approving state through approval_settled()
+        self.approving = commit is not None and not commit and self.record.state == "proposed"
+        self.refresh_title()
+
+    def approval_settled(self) -> None:
+        self.approving = False
         self.refresh_title()
 
     def action_reject(self) -> None:

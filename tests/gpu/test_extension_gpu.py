@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -112,9 +111,13 @@ def test_single_file_load_inline_candidate_builds_and_runs(tmp_path: Path, monke
     assert any(k.kernel.startswith("scale_kernel") for k in report.kernels)
     # The worker imports it with the same TORCH_EXTENSIONS_DIR: no rebuild, same module.
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+    built = {so: so.stat().st_mtime_ns for so in extensions.rglob("*.so")}
+    assert built, list(extensions.rglob("*"))
     start = __import__("time").perf_counter()
     module = _import(path, "kp_gpu_test_inline")
     print(f"\nsingle-file cold build {report.seconds:.1f} s; import after it {__import__('time').perf_counter() - start:.2f} s")
     x = torch.randn(1000, device="cuda")
     torch.testing.assert_close(module.ModelNew(2.0)(x), 2.0 * x)
-    assert "kp_test_inline_scale" in sys.modules
+    # the same shared object, not a rebuild (torch imports it without registering it in sys.modules)
+    assert module.scale_ext.__name__ == "kp_test_inline_scale"
+    assert {so: so.stat().st_mtime_ns for so in extensions.rglob("*.so")} == built

@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_support import FixtureEvaluator, candidate_files, git, open_project
 from kernelpilot.agent.events import SessionStarted
 from kernelpilot.agent.loop import AgentSession, Budgets
@@ -62,6 +64,37 @@ async def test_approve_lands_a_commit_in_the_users_repository(tmp_path: Path) ->
     assert commit in git(p.root, "log", "--all", "--format=%H")
     shown = git(p.root, "show", "--stat", commit)
     assert "kernel.cu" in shown
+
+
+async def test_review_says_approving_while_the_gate_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the sanitizer gate takes most of a minute: the review screen must say what is going on."""
+    import asyncio
+    import threading
+
+    from kernelpilot.agent.approval import ProposalMixin
+
+    gate_open = threading.Event()  # the session may run on another thread's event loop
+
+    async def slow_gate(self: Any, cid: str) -> tuple[bool, str]:
+        while not gate_open.is_set():
+            await asyncio.sleep(0.05)
+        return True, ""
+
+    monkeypatch.setattr(ProposalMixin, "_sanitizer_gate", slow_gate)
+    app, p, _ = agent_app(tmp_path, PROPOSE)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), timeout=30, what="proposal")
+        screen = app.screen
+        assert isinstance(screen, ReviewScreen)
+        await pilot.press("a")
+        title = lambda: str(screen.query_one("#review-title").content)  # noqa: E731
+        await wait_for(pilot, lambda: "approving" in title(), timeout=10, what="approving title")
+        await pilot.press("a")  # a second press while it runs does not approve twice
+        assert screen.record.approved_commit == ""
+        gate_open.set()
+        await wait_for(pilot, lambda: "APPROVED as commit" in title(), timeout=30, what="approval")
+        assert "approving" not in title()
+    assert screen.record.approved_commit in git(p.root, "log", "--all", "--format=%H")
 
 
 async def test_reject_reason_reaches_the_agent_loop(tmp_path: Path) -> None:
