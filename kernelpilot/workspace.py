@@ -267,7 +267,8 @@ class Workspace:
                 paths.append(rel)
         return paths
 
-    def _tree(self, repo: Any, parent: str, updates: dict[str, tuple[str, str] | None]) -> str:
+    def tree_with(self, repo: Any, parent: str, updates: dict[str, tuple[str, str] | None]) -> str:
+        """A tree object: ``parent``'s tree with ``updates`` (path -> (mode, blob), or None to delete)."""
         with tempfile.TemporaryDirectory() as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             _git(repo, "read-tree", parent, env=env)
@@ -290,7 +291,7 @@ class Workspace:
                 updates[self._repo_rel(rel)] = ("100755" if os.access(file, os.X_OK) else "100644", blob)
             else:
                 updates[self._repo_rel(rel)] = None
-        tree = self._tree(self.repo, head, updates)
+        tree = self.tree_with(self.repo, head, updates)
         body = f"kernelpilot {candidate_id}: {message.strip() or 'checkpoint'}\n\nKernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {self.session_id}\n"
         sha = _git(self.repo, "commit-tree", tree, "-p", head, env=BOT_IDENTITY, stdin=body.encode())
         _git(self.repo, "update-ref", "-m", f"kernelpilot checkpoint {candidate_id}", f"refs/heads/{self.branch}", sha, head)
@@ -333,72 +334,12 @@ class Workspace:
         return _nul_list(_git(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base_sha, self.resolve(candidate)))
 
     def approve(self, candidate_id: str, *, overwrite_committed: bool = False) -> str:
-        """Land the candidate's files on the user's current branch as one commit; returns its sha.
+        """Land the candidate's files on the user's current branch as one commit; returns its sha
+        (``kernelpilot.landing.land``, which says what is refused)."""
+        from kernelpilot.landing import land
 
-        Only the files the candidate changed (relative to the session start) are written, on top of
-        the branch's current commit, so the user may have committed meanwhile. Refused, with nothing
-        changed, on a detached HEAD, when the user has uncommitted changes to any of those files, or
-        (unless ``overwrite_committed``) when the branch changed them since the session started. The
-        commit is made with git plumbing under the user's identity; commit hooks do not run.
-        """
-        sha = self.resolve(candidate_id)
-        paths = self.changed_files(candidate_id)
-        if not paths:
-            raise WorkspaceError(f"candidate {candidate_id} changes no files compared with the session start; there is nothing to approve.")
-        for path in paths:
-            rel = PurePosixPath(path)
-            self.rules.check(rel.relative_to(self.prefix) if str(self.prefix) != "." else rel)
-        user = self.user_repo
-        if user.head.is_detached:
-            raise WorkspaceError(
-                f"your repository is on a detached HEAD (at {user.head.commit.hexsha[:12]}), so there is no branch to add the commit to; "
-                f"check out a branch (e.g. `git switch -c kernelpilot-result`) and approve again."
-            )
-        branch = user.active_branch.name
-        literal = {"GIT_LITERAL_PATHSPECS": "1"}
-        dirty = [e[3:] for e in _nul_list(_git(user, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *paths, env=literal))]
-        if dirty:
-            raise WorkspaceError(
-                f"you have uncommitted changes to {', '.join(dirty)}, which candidate {candidate_id} also changes; "
-                f"commit or stash them and approve again (nothing was changed)."
-            )
-        try:
-            head = user.head.commit.hexsha
-        except ValueError:
-            raise WorkspaceError(f"branch {branch} has no commits; commit something first, then approve again.") from None
-
-        def blob(commit: str, path: str) -> tuple[str, str] | None:
-            out = _git(user, "ls-tree", "-z", commit, "--", path, env=literal)
-            if not out:
-                return None
-            meta = out.split("\t", 1)[0].split()
-            return meta[0], meta[2]
-
-        updates = {p: blob(sha, p) for p in paths}
-        moved = [p for p in paths if blob(head, p) not in (blob(self.base_sha, p), updates[p])]
-        if moved and not overwrite_committed:
-            raise WorkspaceError(
-                f"{', '.join(moved)} changed on {branch} since the session started; approving would overwrite those commits, "
-                f"so restore the candidate and re-evaluate it on top of them, or approve with overwrite (nothing was changed)."
-            )
-        tree = self._tree(user, head, updates)
-        if tree == _git(user, "rev-parse", f"{head}^{{tree}}"):
-            raise WorkspaceError(f"{branch} already contains candidate {candidate_id}'s files; there is nothing to approve.")
-        record = self.candidates.get(candidate_id)
-        title = record.message.strip().splitlines()[0] if record and record.message.strip() else f"candidate {candidate_id}"
-        body = (
-            f"kernelpilot: {title}\n\nApproved candidate {candidate_id} of session {self.session_id} ({sha[:12]}).\n\n"
-            f"Kernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {self.session_id}\n"
-        )
-        new = _git(user, "commit-tree", tree, "-p", head, stdin=body.encode())
-        _git(user, "update-ref", "-m", f"kernelpilot: approve {candidate_id}", f"refs/heads/{branch}", new, head)
-        present = [p for p in paths if updates[p]]
-        if present:
-            _git(user, "checkout", new, "--", *present, env=literal)
-        for path in (p for p in paths if not updates[p]):
-            _git(user, "rm", "-q", "--cached", "--ignore-unmatch", "--", path, env=literal)
-            (Path(user.working_tree_dir) / path).unlink(missing_ok=True)
-        self.candidates.setdefault(candidate_id, CandidateRecord(sha=sha, message=""))
+        new = land(self, candidate_id, overwrite_committed=overwrite_committed)
+        self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
         self.candidates[candidate_id].status = "approved"
         self.candidates[candidate_id].approved_sha = new
         self._save()
