@@ -146,7 +146,9 @@ def _ask(ev: Evaluator, candidate: str, problem: Path = PROBLEM, timeout: float 
     response = ev._ask(message, timeout, v)
     if response is None:
         return v
-    return Verdict.from_dict(response["verdict"])
+    out = Verdict.from_dict(response["verdict"])
+    out.phases = {**v.phases, **out.phases}  # as Evaluator.evaluate merges them (worker start + worker steps)
+    return out
 
 
 def test_worker_ok_and_incorrect(cpu_evaluator: Evaluator) -> None:
@@ -161,7 +163,10 @@ def test_worker_ok_and_incorrect(cpu_evaluator: Evaluator) -> None:
     assert all(t.normalized_error is not None and t.normalized_error < 1e-6 for t in c.trials)
     assert {"problem", "import", "verify", "audit"} <= set(v.phases), v.phases  # where the time went
     assert "timing" not in v.phases and "compile_baseline" not in v.phases  # test mode does not time
+    # the first request started the worker and waited all of its start (nothing ran beside it)
+    assert 0 < v.phases["worker_wait"] <= v.phases["worker_start"], v.phases
     bad = _ask(cpu_evaluator, "off_by_a_bit.py")
+    assert "worker_start" not in bad.phases  # a warm worker
     assert bad.status == "incorrect"
     assert bad.correctness is not None and not bad.correctness.passed
     assert "outside atol" in bad.correctness.trials[0].message

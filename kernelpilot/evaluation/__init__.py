@@ -151,8 +151,6 @@ class Evaluator:
         self._lock = threading.Lock()
         self._readable: list[Path] = []
         self._writable: list[Path] = []
-        self.last_start_s = 0.0  # launch -> ready of the worker the latest request started
-        self.last_wait_s = 0.0  # of that, what the request waited (the rest overlapped the build)
 
     # ---- worker --------------------------------------------------------------------------------
     def _cache_env(self) -> dict[str, str]:
@@ -172,7 +170,10 @@ class Evaluator:
         return env
 
     def _worker(self, readable: list[Path] | None = None, writable: list[Path] | None = None,
-                wait: bool = True) -> Any:
+                wait: bool = True, phases: dict[str, float] | None = None) -> Any:
+        """The worker for these paths, launched if needed; with ``wait``, up and ready. When this call
+        reads a launched worker's ready message, ``phases`` gets ``worker_start`` (launch -> ready) and
+        ``worker_wait`` (of that, what this call waited; the rest overlapped the build)."""
         from kernelpilot.evaluation.client import WorkerClient
 
         readable = [p.resolve() for p in readable or []]
@@ -193,14 +194,15 @@ class Evaluator:
                 p.mkdir(parents=True, exist_ok=True)
             self._client = WorkerClient(self.workdir, device=self.settings.device, confine=self.settings.confine,
                                         extra_env=env, writable=writable, readable=readable)
-        self.last_start_s = self.last_wait_s = 0.0
         if not self._client.alive():
             self._client.launch()
         if wait and self._client.pending_ready:
             t0 = time.monotonic()
             self._client.wait_ready(self.settings.start_timeout_s)
-            self.last_start_s = round(time.monotonic() - self._client.launched_at, 3)
-            self.last_wait_s = round(time.monotonic() - t0, 3)
+            if phases is not None:
+                now = time.monotonic()
+                for key, seconds in (("worker_start", now - self._client.launched_at), ("worker_wait", now - t0)):
+                    phases[key] = round(phases.get(key, 0.0) + seconds, 3)
         return self._client
 
     def _prestart(self, problem: Path, model_file: Path, writable: list[Path]) -> bool:
@@ -344,10 +346,7 @@ class Evaluator:
         for attempt in range(2):
             try:
                 client = self._worker([Path(message["problem"]).parent, Path(message["candidate_model"]).parent],
-                                      writable)
-                if self.last_start_s:
-                    v.phases["worker_start"] = round(v.phases.get("worker_start", 0.0) + self.last_start_s, 3)
-                    v.phases["worker_wait"] = round(v.phases.get("worker_wait", 0.0) + self.last_wait_s, 3)
+                                      writable, phases=v.phases)
                 self._environment(v, client)
                 response = client.request(message, timeout)
             except WorkerTimeout as exc:

@@ -194,9 +194,9 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
     # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton
     own = [k for k in names if _base_name(k) in own_bases or any(len(b) > 3 and b in k for b in own_bases)
            or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
-    libs = {lib.lower() for lib in allowed_libraries}
+    libraries_allowed = bool({"cublas", "cudnn", "torch.matmul"} & {lib.lower() for lib in allowed_libraries})
     lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
-    library_only = not own and not own_bases and lib_kernels and {"cublas", "cudnn", "torch.matmul"} & libs
+    library_only = not own and not own_bases and lib_kernels and libraries_allowed
     if library_only:
         # "call cuBLAS and fuse around it": the candidate compiled no kernels of its own and the project
         # allows the library. Torch ops that reach the library are judged by the operator audit.
@@ -210,7 +210,7 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
         findings.append(Finding(
             rule="no-custom-kernel", evidence=shown,
             message=f"None of the candidate's own kernels ran during forward (seen: {shown}); call the extension."))
-    if lib_kernels and not ({"cublas", "cudnn", "torch.matmul"} & libs):
+    if lib_kernels and not libraries_allowed:
         findings.append(Finding(
             rule="library-kernel", evidence=_base_name(lib_kernels[0]),
             message=f"forward ran library kernel {_base_name(lib_kernels[0])} (cuBLAS/cuDNN); "

@@ -121,7 +121,12 @@ class Spin:
         ms = float(pristine.elapsed(start, end))
         if ms <= 0:
             return None
-        return cls(cycles_per_ms=probe / ms, ms=min(max(2.0 * issue_ms + 0.05, 0.1), MAX_SPIN_MS))
+        return cls(cycles_per_ms=probe / ms, ms=max(cls.covering(issue_ms), 0.1))
+
+    @staticmethod
+    def covering(issue_ms: float) -> float:
+        """A spin (ms) that outlasts a host issue time of ``issue_ms``, with margin; at most MAX_SPIN_MS."""
+        return min(2.0 * issue_ms + 0.05, MAX_SPIN_MS)
 
     def queue(self) -> None:
         import torch
@@ -133,7 +138,7 @@ class Spin:
             # a slow host path, or a forward that waits for the GPU (a sync inside it): the rest of the
             # call is issued on an idle GPU, so its time includes that launch overhead
             self.short[name] = self.short.get(name, 0) + 1
-            self.ms = min(max(self.ms, 2.0 * issue_ms + 0.05), MAX_SPIN_MS)
+            self.ms = max(self.ms, self.covering(issue_ms))
 
 
 def noise_pct(timing: Timing) -> float | None:

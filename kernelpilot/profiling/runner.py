@@ -2,8 +2,9 @@
 
 The tool (ncu, compute-sanitizer, or Python with torch.profiler) runs in its own session with the
 scrubbed environment and, where the machine allows, no network; at the timeout, and when it ends,
-everything it started is killed (confine.kill_process_group: the tree, the group, the sandbox tag). Landlock is not applied here: ncu and compute-sanitizer inject libraries that write
-lock and temporary files of their own; the private TMPDIR keeps those away from the user's files.
+everything it started is killed (confine.kill_process_group: the tree, the group, the sandbox tag).
+Landlock is not applied here: ncu and compute-sanitizer inject libraries that write lock and
+temporary files of their own; the private TMPDIR keeps those away from the user's files.
 """
 
 from __future__ import annotations

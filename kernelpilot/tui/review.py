@@ -91,7 +91,7 @@ class ReviewScreen(Screen[None]):
             self.record.state, self.record.approved_commit = "approved", commit
         # "" while the session runs: its loop lands the approval, and ProposalApproved (or
         # ProposalRejected, or an error) ends the approving state through approval_settled()
-        self.approving = commit is not None and not commit and self.record.state == "proposed"
+        self.approving = commit == "" and self.record.state == "proposed"
         self.refresh_title()
 
     def approval_settled(self) -> None:
