@@ -187,6 +187,8 @@ class Verdict:
     error: str = ""  # runtime error / timeout message
     seconds: float = 0.0  # wall time of the whole evaluation
     phases: dict[str, float] = field(default_factory=dict)  # seconds per step: build, verify, timing, ...
+    # [start, end] of the worker's request, Unix seconds on the worker's own clock (busy share of a GPU)
+    worker_window: list[float] = field(default_factory=list)
     created_at: str = ""  # ISO 8601 UTC
 
     # ---- serialisation -------------------------------------------------------------------

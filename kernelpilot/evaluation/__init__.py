@@ -139,8 +139,11 @@ class Evaluator:
     """Evaluates candidates; keeps one warm worker between evaluations (``keep_warm``)."""
 
     def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
-                 keep_warm: bool = True) -> None:
+                 keep_warm: bool = True, gpu: int | None = None) -> None:
+        """``gpu``: the index of the GPU this evaluator's worker uses (CUDA_VISIBLE_DEVICES in the worker);
+        None leaves the variable as the caller has it. Give each evaluator its own ``workdir``."""
         self.settings = settings or EvalSettings()
+        self.gpu = gpu
         if workdir is None:
             import platformdirs
 
@@ -161,6 +164,8 @@ class Evaluator:
                "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings")}
         if self.settings.build_dir:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         try:
             from kernelpilot.toolkit import find_cuda_home
 
@@ -333,6 +338,9 @@ class Evaluator:
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})
+        window = response.get("window")
+        if isinstance(window, list) and len(window) == 2:
+            v.worker_window = [float(window[0]), float(window[1])]
         v.error = merged.error
         if not self.keep_warm and self._client is not None:
             self._client.stop()

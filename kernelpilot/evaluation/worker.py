@@ -296,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         if op == "ping":
             protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
         elif op == "evaluate":
+            started = time.time()
             response = worker.evaluate(msg)
+            response["window"] = [started, time.time()]
             sys.stdout.flush()
             sys.stderr.flush()
             protocol.send(args.out_fd, response)
