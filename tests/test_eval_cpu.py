@@ -221,7 +221,32 @@ def test_worker_crash_and_hang_do_not_break_the_next_evaluation(cpu_evaluator: E
     assert crash.status == "runtime_error"
     assert "SIGSEGV" in crash.error and "about to crash" in crash.error
     assert _ask(cpu_evaluator, "good.py").status == "ok"
-    hang = _ask(cpu_evaluator, "hangs.py", timeout=20)
-    assert hang.status == "timeout" and "killed" in hang.error
+    hang = _ask(cpu_evaluator, "hangs.py", timeout=60)
+    # the watchdog, not the 60 s request limit: the first call's allowance is floor + first-call extra
+    assert hang.status == "timeout" and "killed" in hang.error, hang.error
+    assert "candidate call, trial 1 of 5" in hang.error and "phase verify" in hang.error
+    assert "within its 15.0 s allowance" in hang.error
+    assert 14 < hang.phases["verify"] < 20, hang.phases
+    assert any(f.startswith("watchdog: candidate call, trial 1 of 5") for f in hang.flags)
     after = _ask(cpu_evaluator, "good.py")
     assert after.status == "ok", after.error
+
+
+@pytest.mark.slow
+def test_watchdog_catches_a_hang_after_good_calls(tmp_path: Path) -> None:
+    """A candidate that answers its first calls and then spins: caught at the call that hung, within
+    that call's own allowance, and the next evaluation starts on a fresh worker."""
+    import time
+
+    settings = EvalSettings(device="cpu", confine=False, allowed_libraries=["add"], start_timeout_s=300,
+                            test_timeout_s=120, call_floor_s=1.0, first_call_s=2.0)
+    with Evaluator(settings, workdir=tmp_path / "work") as ev:
+        assert _ask(ev, "good.py").status == "ok"
+        t0 = time.monotonic()
+        hang = _ask(ev, "hangs_later.py")
+        waited = time.monotonic() - t0
+        assert hang.status == "timeout", hang.summary
+        assert "candidate call, trial 4 of 5" in hang.error and "1.0 s allowance" in hang.error, hang.error
+        assert waited < 10, waited  # one call's allowance plus the kill, far from the 120 s request limit
+        assert ev._client is not None and ev._client.alive()  # a fresh worker is already starting
+        assert _ask(ev, "good.py").status == "ok"

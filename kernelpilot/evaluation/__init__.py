@@ -68,7 +68,13 @@ class EvalSettings:
     flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
     host_gap_threshold: float = 0.2
     small_numel: int = 4096  # torch compute ops on smaller tensors are warnings, not rejections
-    # limits (seconds)
+    # the hang watchdog (watchdog.py): each call into candidate code may take call_floor_s plus call_multiple
+    # times one eager reference call; the candidate's first call gets first_call_s more
+    call_floor_s: float = 5.0
+    call_multiple: float = 100.0
+    first_call_s: float = 10.0
+    import_timeout_s: float = 30.0
+    # limits (seconds): a build; a whole test / benchmark request (the watchdog usually acts long before)
     build_timeout_s: float = 300.0
     start_timeout_s: float = 180.0
     test_timeout_s: float = 300.0
@@ -224,6 +230,12 @@ class Evaluator:
             return False
         return True
 
+    def _prepare(self, problem: Path, mode: str) -> None:
+        """Have the worker load the problem (and compile the baseline) while the candidate builds."""
+        client = self._client
+        if client is not None and client.alive() and client.covers([problem.parent]):
+            client.prepare({"problem": str(problem), "mode": mode, "settings": self.settings.to_dict()})
+
     def close(self) -> None:
         if self._client is not None:
             self._client.stop()
@@ -305,6 +317,7 @@ class Evaluator:
             build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
+                self._prepare(problem_path, mode)
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
@@ -360,6 +373,13 @@ class Evaluator:
             except WorkerTimeout as exc:
                 v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
                 v.status = "timeout"
+                for phase, seconds in exc.phases.items():
+                    v.phases[phase] = round(v.phases.get(phase, 0.0) + seconds, 3)
+                if exc.call:
+                    v.flags.append(f"watchdog: {exc.call} (phase {exc.phase}) did not return within "
+                                   f"{exc.allow_s:.1f} s; the worker was killed and replaced")
+                if self.keep_warm:  # the next evaluation finds a healthy worker already starting
+                    self._prestart(Path(message["problem"]), Path(message["candidate_model"]), writable or [])
                 return None
             except WorkerDied as exc:
                 v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")

@@ -29,7 +29,17 @@ class WorkerFailure(Exception):
 
 
 class WorkerTimeout(WorkerFailure):
-    """The request ran past its limit; the process group was killed."""
+    """The request ran past its limit; the process group was killed.
+
+    ``phase`` and ``call`` name what the worker was doing (from its last watch frame), ``allow_s`` the
+    deadline it had for that, ``phases`` the seconds each step had taken when the worker was killed.
+    """
+
+    def __init__(self, message: str, log_tail: str = "", *, phase: str = "", call: str = "", allow_s: float = 0.0,
+                 phases: dict[str, float] | None = None) -> None:
+        super().__init__(message, log_tail)
+        self.phase, self.call, self.allow_s = phase, call, allow_s
+        self.phases = dict(phases or {})
 
 
 class WorkerDied(WorkerFailure):
@@ -75,6 +85,7 @@ class WorkerClient:
         self.pending_ready = False  # launched, ready message not read yet
         self.launched_at = 0.0
         self.served = 0  # requests sent to the current worker process
+        self._unanswered_prepares = 0  # "prepare" requests whose answer has not been read yet
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def alive(self) -> bool:
@@ -141,6 +152,7 @@ class WorkerClient:
         """
         self.stop()
         self.served = 0
+        self._unanswered_prepares = 0
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "tmp").mkdir(exist_ok=True)
         prefix, env, preexec, self.confinement = self._sandbox(self._env())
@@ -231,30 +243,89 @@ class WorkerClient:
             pass
         return tail
 
+    def _kill_and_stop(self) -> str:
+        proc = self.proc
+        if proc is not None:
+            self._kill(proc)
+        tail = self.log_tail()
+        self.stop()
+        return tail
+
+    def _died(self) -> WorkerDied:
+        proc = self.proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._kill(proc)
+        tail = self.log_tail()
+        self.stop()
+        return WorkerDied(describe_exit(code), tail)
+
     def _receive(self, timeout: float) -> dict[str, Any]:
         assert self._from_worker is not None
         try:
             return protocol.recv(self._from_worker, timeout=timeout)
         except protocol.FrameTimeout:
-            proc = self.proc
-            if proc is not None:
-                self._kill(proc)
-            tail = self.log_tail()
-            self.stop()
+            tail = self._kill_and_stop()
             raise WorkerTimeout(f"no answer within {timeout:.0f} s; the worker was killed", tail) from None
         except protocol.ProtocolError:
-            proc = self.proc
-            code = None
-            if proc is not None:
-                try:
-                    code = proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self._kill(proc)
-            tail = self.log_tail()
-            self.stop()
-            raise WorkerDied(describe_exit(code), tail) from None
+            raise self._died() from None
+
+    def prepare(self, message: dict[str, Any]) -> bool:
+        """Send a "prepare" request without waiting (the worker loads the problem, compiles the baseline):
+        its answer is skipped by the next ``request``. False when it could not be sent."""
+        if not self.alive() or self._to_worker is None:
+            return False
+        try:
+            protocol.send(self._to_worker, {**message, "op": "prepare"})
+        except OSError:
+            return False
+        self._unanswered_prepares += 1
+        return True
+
+    def _follow(self, limit: float, started: float) -> dict[str, Any]:
+        """Read frames until the answer. Each watch frame sets the deadline for what the worker does next
+        (the call it is about to make, and how long that may take); past it, or past ``limit`` seconds
+        from ``started``, the worker is killed."""
+        assert self._from_worker is not None
+        overall = started + limit
+        deadline, phase, call, allow = overall, "request", "waiting for the worker", limit
+        phase_started, phases = time.monotonic(), {}
+        while True:
+            now = time.monotonic()
+            try:
+                frame = protocol.recv(self._from_worker, timeout=max(min(deadline, overall) - now, 0.0))
+            except protocol.FrameTimeout:
+                now = time.monotonic()
+                phases[phase] = round(phases.get(phase, 0.0) + now - phase_started, 3)
+                tail = self._kill_and_stop()
+                if now >= overall - 0.05:
+                    what = f"the evaluation ran past its {limit:.0f} s limit"
+                else:
+                    what = f"{call} did not finish within its {allow:.1f} s allowance"
+                raise WorkerTimeout(f"{what} (phase {phase}); the worker was killed", tail, phase=phase,
+                                    call=call, allow_s=allow, phases=phases) from None
+            except protocol.ProtocolError:
+                raise self._died() from None
+            if frame.get("op") == "watch":
+                now = time.monotonic()
+                if frame.get("phase") != phase:
+                    phases[phase] = round(phases.get(phase, 0.0) + now - phase_started, 3)
+                    phase_started = now
+                phase, call = str(frame.get("phase", phase)), str(frame.get("call", call))
+                allow = float(frame.get("allow_s", limit))
+                deadline = now + allow
+                continue
+            if frame.get("op") == "prepared" and self._unanswered_prepares > 0:
+                self._unanswered_prepares -= 1
+                continue
+            return frame
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its answer, following the worker's watch frames (the hang
+        watchdog); ``timeout`` bounds the whole request."""
         if not self.alive():
             raise WorkerDied("the worker is not running")
         self.wait_ready()  # launched but not yet read its ready message
@@ -269,7 +340,7 @@ class WorkerClient:
             protocol.send(self._to_worker, message)
         except OSError:
             return self._receive(1.0)
-        response = self._receive(timeout)
+        response = self._follow(timeout, started)
         response.setdefault("seconds", time.monotonic() - started)
         if response.get("exit"):
             proc = self.proc

@@ -69,7 +69,10 @@ def _replay_check(device: str) -> Any:
 @contextmanager
 def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
     """Add the wall time of the block to ``phases[name]`` (shown in the verdict: where did the time go)."""
+    from kernelpilot.evaluation import watchdog
+
     t0 = time.monotonic()
+    watchdog.step(name)
     print(f"kernelpilot-worker: {name} ...", file=sys.stderr, flush=True)  # a timeout's log tail names the step
     try:
         yield
@@ -81,8 +84,10 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
 def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import verify as vf
+    from kernelpilot.evaluation import watchdog
 
     s = _settings(msg)
+    watchdog.begin(watchdog.Allowance.from_settings(s))
     device = worker.device
     cuda = device.startswith("cuda")
     mode = msg.get("mode", "benchmark")
@@ -90,6 +95,7 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     phases: dict[str, float] = {}
     with _phase(phases, "problem"):
         state = worker.problem_state(msg["problem"], seed)
+    watchdog.set_reference_seconds(state.reference_s)
     dname = vf.dtype_name(state.dtype)
     tol = tolerance_for(s, dname)
     notes: list[str] = []
@@ -193,12 +199,14 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     """What ran inside forward: ATen ops, the output's type, and (CUDA) the kernels and their streams."""
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import verify as vf
+    from kernelpilot.evaluation import watchdog
 
     cuda = device.startswith("cuda")
     found: list[Finding] = []
     audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
     try:
-        ops, audit_out = ra.record_ops(model, audit_inputs)
+        with watchdog.calls("audit", "forward under the operator recorder"):
+            ops, audit_out = ra.record_ops(model, audit_inputs)
         found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)))
         found += ra.output_type_findings(audit_out)
         del audit_out
@@ -212,7 +220,8 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     if cuda:  # other tensors than record_ops saw (both alive: distinct addresses), so a cache cannot hit
         profile_inputs = vf.draw_inputs(state.module, seed + 901, "normal", device)
         try:
-            trace = ra.profile_call(model, profile_inputs, device)
+            with watchdog.calls("audit", "forward under torch.profiler"):
+                trace = ra.profile_call(model, profile_inputs, device)
         except Exception as exc:
             if _is_cuda_error(exc):
                 raise

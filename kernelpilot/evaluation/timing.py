@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernelpilot.evaluation import watchdog
 from kernelpilot.verdict import Timing
 
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
@@ -178,21 +179,23 @@ def measure(impls: dict[str, Callable[..., Any]], pool: list[list[Any]], refill:
     run = TimingRun()
     names = list(impls)
     calls = dict(impls)
-    if settings.cuda_graphs:
-        static = pool[0]
-        for name in names:
-            try:
-                calls[name] = _graphed(impls[name], static)
-            except Exception as exc:  # capture refused (host sync, allocation): time it eagerly
-                run.notes.append(f"CUDA graph capture failed for {name} ({type(exc).__name__}); timed without graphs")
-        pool = [static]
-    flush = torch.empty(flush_buffer_bytes(device, settings.flush_bytes) // 4, dtype=torch.int32, device=device)
-    with torch.no_grad():
-        for i in range(max(settings.warmup, 1)):
+    warm_calls = (max(settings.warmup, 1) + 4 + (6 if settings.cuda_graphs else 0)) * len(names)
+    with watchdog.calls("timing", "warm-up, CUDA-graph capture and spin calibration", n=warm_calls):
+        if settings.cuda_graphs:
+            static = pool[0]
             for name in names:
-                calls[name](*pool[i % len(pool)])
-    pristine.synchronize()
-    spin = _spin_for(calls, pool[0], pristine, device) if settings.hide_launch else None
+                try:
+                    calls[name] = _graphed(impls[name], static)
+                except Exception as exc:  # capture refused (host sync, allocation): time it eagerly
+                    run.notes.append(f"CUDA graph capture failed for {name} ({type(exc).__name__}); timed without graphs")
+            pool = [static]
+        flush = torch.empty(flush_buffer_bytes(device, settings.flush_bytes) // 4, dtype=torch.int32, device=device)
+        with torch.no_grad():
+            for i in range(max(settings.warmup, 1)):
+                for name in names:
+                    calls[name](*pool[i % len(pool)])
+        pristine.synchronize()
+        spin = _spin_for(calls, pool[0], pristine, device) if settings.hide_launch else None
     if settings.hide_launch and spin is None and device.startswith("cuda"):
         run.notes.append("torch.cuda._sleep is unavailable: timings include the host's launch overhead")
     total = settings.rounds * settings.samples_per_round
@@ -202,50 +205,52 @@ def measure(impls: dict[str, Callable[..., Any]], pool: list[list[Any]], refill:
     host_ms: dict[str, list[float]] = {n: [] for n in names}
     rounds: dict[str, list[list[float]]] = {n: [] for n in names}
     sample = 0
-    for _r in range(settings.rounds):
+    for r in range(settings.rounds):
         for n in names:
             rounds[n].append([])
-        for _s in range(settings.samples_per_round):
-            inputs = pool[sample % len(pool)]
-            refill(inputs)
-            order = names[sample % len(names):] + names[: sample % len(names)]
-            keep = check is not None and sample % check_every == 0
-            device_timed = spin is not None and (sample % 2 == 0 or keep)
-            outs: dict[str, Any] = {}
-            for name in order:
-                flush.zero_()
-                start, end = pristine.event_cls(enable_timing=True), pristine.event_cls(enable_timing=True)
-                pristine.synchronize()
-                if device_timed and spin is not None:
-                    spin.queue()
-                h0 = pristine.perf_counter()
-                pristine.record(start)
-                with torch.no_grad():
-                    out = calls[name](*inputs)
-                issued = pristine.perf_counter()
-                pristine.record(end)
-                pristine.synchronize()
-                h1 = pristine.perf_counter()
-                ms = float(pristine.elapsed(start, end))
-                if device_timed and spin is not None:
-                    spin.saw(name, (issued - h0) * 1000.0)
-                    event_ms[name].append(ms)
-                    rounds[name][-1].append(ms)
-                else:
-                    launch_ms[name].append(ms)
-                    host_ms[name].append((h1 - h0) * 1000.0)
-                    if spin is None:
+        with watchdog.calls("timing", f"timed calls, round {r + 1} of {settings.rounds}",
+                            n=settings.samples_per_round * len(names)):
+            for _s in range(settings.samples_per_round):
+                inputs = pool[sample % len(pool)]
+                refill(inputs)
+                order = names[sample % len(names):] + names[: sample % len(names)]
+                keep = check is not None and sample % check_every == 0
+                device_timed = spin is not None and (sample % 2 == 0 or keep)
+                outs: dict[str, Any] = {}
+                for name in order:
+                    flush.zero_()
+                    start, end = pristine.event_cls(enable_timing=True), pristine.event_cls(enable_timing=True)
+                    pristine.synchronize()
+                    if device_timed and spin is not None:
+                        spin.queue()
+                    h0 = pristine.perf_counter()
+                    pristine.record(start)
+                    with torch.no_grad():
+                        out = calls[name](*inputs)
+                    issued = pristine.perf_counter()
+                    pristine.record(end)
+                    pristine.synchronize()
+                    h1 = pristine.perf_counter()
+                    ms = float(pristine.elapsed(start, end))
+                    if device_timed and spin is not None:
+                        spin.saw(name, (issued - h0) * 1000.0)
                         event_ms[name].append(ms)
                         rounds[name][-1].append(ms)
-                if keep and name in checked:
-                    outs[name] = _snapshot(out)
-                del out
-            if keep and all(k in outs for k in checked) and check is not None:
-                run.replay_checked += 1
-                problem = check(outs[checked[0]], outs[checked[1]])
-                if problem:
-                    run.replay_failures.append(f"timed call {sample}: {problem}")
-            sample += 1
+                    else:
+                        launch_ms[name].append(ms)
+                        host_ms[name].append((h1 - h0) * 1000.0)
+                        if spin is None:
+                            event_ms[name].append(ms)
+                            rounds[name][-1].append(ms)
+                    if keep and name in checked:
+                        outs[name] = _snapshot(out)
+                    del out
+                if keep and all(k in outs for k in checked) and check is not None:
+                    run.replay_checked += 1
+                    problem = check(outs[checked[0]], outs[checked[1]])
+                    if problem:
+                        run.replay_failures.append(f"timed call {sample}: {problem}")
+                sample += 1
     del flush
     for name in names:
         run.timings[name] = summarise(event_ms[name], host_ms[name], rounds[name], launch_ms[name])

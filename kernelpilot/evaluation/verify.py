@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kernelpilot.evaluation import watchdog
 from kernelpilot.verdict import Correctness, TrialResult
 
 SMALL_POOL_BLOCK = 1 << 20  # the caching allocator's small-pool limit (1 MiB)
@@ -349,7 +350,9 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             if order == "reference_first":
                 out_ref, out64 = reference_outputs(ref, pristine, device)
             poison_allocator(poison_bytes, device)
-            out = _run(candidate, inputs, device)
+            with watchdog.calls("verify", f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
+                                          f"{dist} inputs, {order.replace('_', ' ')})"):
+                out = _run(candidate, inputs, device)
             if order == "candidate_first":
                 out_ref, out64 = reference_outputs(ref, pristine, device)
             res = compare_all(out, out_ref, out64, tol)
@@ -374,7 +377,8 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
     if first is not None:
         pristine, out0 = first
         poison_allocator(poison_bytes, device)
-        again = _run(candidate, clone_inputs(pristine), device)
+        with watchdog.calls("verify", "candidate call, determinism re-run"):
+            again = _run(candidate, clone_inputs(pristine), device)
         if replay is not None and _shares_storage(out0, again):
             replay.append("the re-run on the same values returned the first call's output storage")
         same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))

@@ -54,6 +54,7 @@ class ProblemState:
     compiled: Any = None
     compile_note: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
 
 
 def _sandbox() -> list[str]:
@@ -144,6 +145,7 @@ class Worker:
         sample = draw_inputs(module, seed, "native", self.device)
         state = ProblemState(key, module, init_inputs, Reference(model, model64, module),
                              problem_dtype(sample, model))
+        state.reference_s = self._time_reference(model, sample)
         try:
             from kernelpilot.problem import analyse
 
@@ -153,6 +155,40 @@ class Worker:
             state.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
         self.problems[key] = state
         return state
+
+    def _time_reference(self, model: Any, sample: list[Any]) -> float:
+        """Seconds of one warm reference call (after a warm-up call), device synchronised."""
+        import torch
+
+        seconds = 0.0
+        with torch.no_grad():
+            for _ in range(2):
+                t0 = time.perf_counter()
+                model(*sample)
+                if self.device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                seconds = time.perf_counter() - t0
+        return seconds
+
+    def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Load the problem and, for a benchmark, compile the torch.compile baseline, ahead of the
+        evaluation request (sent while the candidate builds). Failures are left for the evaluation to report."""
+        from kernelpilot.evaluation import watchdog
+        from kernelpilot.evaluation.engine import _settings
+        from kernelpilot.evaluation.verify import draw_inputs
+
+        s = _settings(msg)
+        watchdog.begin(watchdog.Allowance.from_settings(s))
+        try:
+            watchdog.step("problem")
+            state = self.problem_state(msg["problem"], int(s.get("seed", 42)))
+            if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.get("compile_baseline", True):
+                watchdog.step("compile_baseline")
+                sample = draw_inputs(state.module, int(s.get("seed", 42)) + 500, "normal", self.device)
+                self.compiled(state, s.get("compile_mode", "default"), sample)
+        except Exception as exc:  # noqa: BLE001 - the evaluation request meets the same error and reports it
+            return {"ok": False, "op": "prepared", "error": f"{type(exc).__name__}: {exc}"[:600]}
+        return {"ok": True, "op": "prepared"}
 
     def compiled(self, state: ProblemState, mode: str, sample: list[Any]) -> Any:
         import torch
@@ -274,12 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-fd", type=int, required=True)
     parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
     args = parser.parse_args(argv)
+    from kernelpilot.evaluation import watchdog
+
     try:
         late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
         confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
         worker = Worker(args.device, confinement)
         if late and (applied := _sandbox()):
             worker.confinement = applied + ["confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
+        sync = worker.pristine.synchronize if worker.pristine is not None else None
+        watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(args.out_fd, frame), sync))
         protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment()})
     except Exception as exc:
         traceback.print_exc()
@@ -295,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if op == "ping":
             protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
+        elif op == "prepare":
+            protocol.send(args.out_fd, worker.prepare(msg))
         elif op == "evaluate":
             started = time.time()
             response = worker.evaluate(msg)

@@ -1,0 +1,119 @@
+"""The hang watchdog, worker side: a deadline for every call into candidate code.
+
+The worker is single-threaded, so a kernel that never returns blocks it in the next synchronize and it
+can say nothing more. Before each call into candidate code (and each batch of timed calls) the harness
+therefore tells the caller, in a ``watch`` frame on the response pipe, how long that call may take; the
+caller (client.py) waits for the next frame until then and kills the worker past it. After the call
+the harness synchronises the device (so a hang shows inside the call's own allowance, not in harness
+code) and re-arms with the allowance of the harness's own work.
+
+Allowances come from what is known: ``floor_s + multiple x (eager time of one reference call)`` per
+call, with ``first_call_s`` more for the candidate's first call (module load, lazy library handles),
+and ``n`` times the per-call part for a batch of ``n`` calls. Harness steps (loading the problem,
+compiling the torch.compile baseline, computing fp64 references) are not candidate code: they get
+``harness_s``. Outside a worker (unit tests of the harness) every function here is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+WATCH_OP = "watch"
+
+
+@dataclass(frozen=True)
+class Allowance:
+    floor_s: float = 5.0  # any one call (or batch) may take this long, whatever the eager time
+    multiple: float = 100.0  # x the eager time of one reference call, per call
+    first_call_s: float = 10.0  # extra for the candidate's first call: lazy module loading, handles
+    import_s: float = 30.0  # importing the candidate module and constructing ModelNew
+    harness_s: float = 300.0  # the harness's own steps between candidate calls
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> "Allowance":
+        return cls(floor_s=float(settings.get("call_floor_s", cls.floor_s)),
+                   multiple=float(settings.get("call_multiple", cls.multiple)),
+                   first_call_s=float(settings.get("first_call_s", cls.first_call_s)),
+                   import_s=float(settings.get("import_timeout_s", cls.import_s)),
+                   harness_s=float(settings.get("test_timeout_s", cls.harness_s)))
+
+    def calls(self, n: int, reference_s: float, first: bool) -> float:
+        return self.floor_s + n * self.multiple * max(reference_s, 0.0) + (self.first_call_s if first else 0.0)
+
+
+class Watchdog:
+    def __init__(self, send: Callable[[dict[str, Any]], None], synchronize: Callable[[], None] | None) -> None:
+        self._send = send
+        self._synchronize = synchronize
+        self.allowance = Allowance()
+        self.reference_s = 0.0
+        self._first = True
+
+    def begin(self, allowance: Allowance) -> None:
+        """A new request: the next candidate call is a first call again."""
+        self.allowance, self.reference_s, self._first = allowance, 0.0, True
+
+    def arm(self, phase: str, call: str, seconds: float) -> None:
+        self._send({"op": WATCH_OP, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
+
+    def step(self, phase: str) -> None:
+        """A step of the evaluation begins: importing the candidate is its code; the rest is the harness's."""
+        if phase == "import":
+            self.arm(phase, "import of the candidate module and ModelNew(...)", self.allowance.import_s)
+        else:
+            self.arm(phase, "harness", self.allowance.harness_s)
+
+    @contextmanager
+    def calls(self, phase: str, call: str, n: int = 1) -> Iterator[None]:
+        allow = self.allowance.calls(n, self.reference_s, self._first)
+        self._first = False
+        self.arm(phase, call, allow)
+        yield
+        if self._synchronize is not None:
+            self._synchronize()  # a hung kernel shows here, inside the call's own allowance
+        self.arm(phase, "harness", self.allowance.harness_s)
+
+
+_current: Watchdog | None = None
+
+
+def install(watchdog: Watchdog | None) -> None:
+    global _current
+    _current = watchdog
+
+
+def current() -> Watchdog | None:
+    return _current
+
+
+def begin(allowance: Allowance) -> None:
+    if _current is not None:
+        _current.begin(allowance)
+
+
+def arm(phase: str, call: str, seconds: float) -> None:
+    if _current is not None:
+        _current.arm(phase, call, seconds)
+
+
+def step(phase: str) -> None:
+    if _current is not None:
+        _current.step(phase)
+
+
+@contextmanager
+def calls(phase: str, call: str, n: int = 1) -> Iterator[None]:
+    """Run the block (``n`` calls into candidate or baseline code) under the watchdog's deadline."""
+    if _current is None:
+        yield
+        return
+    with _current.calls(phase, call, n):
+        yield
+
+
+def set_reference_seconds(seconds: float) -> None:
+    if _current is not None:
+        _current.reference_s = seconds
