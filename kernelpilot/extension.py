@@ -193,10 +193,11 @@ def stamp_path(spec: ExtensionSpec) -> Path:
     return spec.build_dir / "kernelpilot-build.json"
 
 
-def stamp_of(spec: ExtensionSpec) -> dict[str, Any]:
+def stamp_of(spec: ExtensionSpec, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What build.ninja in ``spec.build_dir`` was written for (without importing torch)."""
     from importlib.metadata import PackageNotFoundError, version
 
+    env = os.environ if env is None else env
     try:
         torch_version = version("torch")
     except PackageNotFoundError:
@@ -209,7 +210,8 @@ def stamp_of(spec: ExtensionSpec) -> dict[str, Any]:
         "ldflags": spec.ldflags,
         "torch": torch_version,
         "python": sys.executable,
-        "cuda_home": os.environ.get("CUDA_HOME", ""),
+        "cuda_home": env.get("CUDA_HOME", ""),
+        "cxx": env.get("CXX", ""),  # the compiler wrapper (precompiled headers) or the plain compiler
     }
 
 
@@ -220,7 +222,7 @@ def write_stamp(spec: ExtensionSpec) -> None:
         pass
 
 
-def ninja_is_current(spec: ExtensionSpec, cuda_home: str) -> bool:
+def ninja_is_current(spec: ExtensionSpec, env: Mapping[str, str]) -> bool:
     """True when build.ninja in the build directory was written by torch for exactly this spec.
 
     Then running ``ninja`` there rebuilds what changed without importing torch (the fast path of
@@ -232,9 +234,7 @@ def ninja_is_current(spec: ExtensionSpec, cuda_home: str) -> bool:
         recorded = json.loads(stamp_path(spec).read_text())
     except (OSError, ValueError):
         return False
-    expected = stamp_of(spec)
-    expected["cuda_home"] = cuda_home
-    return bool(recorded == expected)
+    return bool(recorded == stamp_of(spec, env))
 
 
 def _chain_text(exc: BaseException) -> str:

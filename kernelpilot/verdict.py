@@ -61,6 +61,8 @@ class BuildReport:
     timed_out: bool = False  # the build was killed at its timeout
     arch: str = ""  # target architecture, e.g. "sm_90" or "sm_90a"
     build_dir: str = ""  # where ninja keeps this candidate lineage's objects
+    pch: str = ""  # what the precompiled header did for each C++ source (evaluation/pch.py)
+    cache: str = ""  # "hit" when an identical single-file candidate was already built (nothing ran)
 
 
 @dataclass
@@ -209,6 +211,11 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+def from_plain(cls: type, data: Any) -> Any:
+    """A verdict part (BuildReport, Performance, ...) from its ``asdict`` form; unknown keys are ignored."""
+    return _from_dict(cls, data)
 
 
 def _from_dict(cls: type, data: Any) -> Any:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
+
+# Precompiled headers (kernelpilot/evaluation/pch.py) are built once per machine in the background,
+# hundreds of MB each: the tests' many one-off bindings would each start one. Tests of the mechanism
+# turn it on for themselves.
+os.environ.setdefault("KERNELPILOT_PCH", "0")
 
 
 @functools.cache

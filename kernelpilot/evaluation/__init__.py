@@ -31,7 +31,8 @@ from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, V
 MODES = ("build", "test", "benchmark")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
-                    "PATH", "TORCH_CUDA_ARCH_LIST")
+                    "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
+                    "KERNELPILOT_PCH")
 
 
 def _default_tolerances() -> dict[str, tuple[float, float]]:

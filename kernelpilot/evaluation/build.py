@@ -26,12 +26,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
+from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
-from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
+from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources, from_plain
 
 RESOURCES_FILE = "kernelpilot-resources.json"
+INLINE_RECORD = "kernelpilot-inline.json"  # the report of a finished single-file build in its directory
 # Variables a build may see when kernelpilot.evaluation.confine is not available.
 _ALLOWED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
@@ -71,16 +73,31 @@ sys.exit(0 if result["ok"] else 1)
 """
 
 
-def default_single_file_dir(candidate: Candidate) -> Path:
-    """TORCH_EXTENSIONS_DIR for a single-file candidate: stable per file location."""
+def default_single_file_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
+    """TORCH_EXTENSIONS_DIR for a single-file candidate: keyed on its exact bytes and the toolchain.
+
+    ``load_inline`` compiles whatever the module hands it at import, so the file's content (with the
+    torch version, the target architecture, the toolkit, the compiler and the Python that builds it)
+    determines the build: the same candidate, wherever it lies and however often it is evaluated,
+    is built once (:data:`INLINE_RECORD` marks a finished build).
+    """
     import platformdirs
+    from importlib.metadata import PackageNotFoundError, version
 
-    digest = hashlib.sha256(str(candidate.path.resolve()).encode()).hexdigest()[:10]
-    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"{candidate.path.stem}-{digest}"
+    env = os.environ if env is None else env
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = ""
+    digest = hashlib.sha256(candidate.path.read_bytes())
+    for part in (torch_version, sys.executable, env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", ""),
+                 env.get("KERNELPILOT_REAL_CXX") or env.get("CXX", "")):
+        digest.update(b"\0" + part.encode())
+    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"inline-{candidate.path.stem}-{digest.hexdigest()[:16]}"
 
 
-def candidate_build_dir(candidate: Candidate) -> Path:
-    return default_build_dir(candidate.path) if candidate.kind == "directory" else default_single_file_dir(candidate)
+def candidate_build_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
+    return default_build_dir(candidate.path) if candidate.kind == "directory" else default_single_file_dir(candidate, env)
 
 
 def build_env(
@@ -103,6 +120,7 @@ def build_env(
         base["KERNELPILOT_ARCH"] = normalize_arch(arch)
     target = normalize_arch(base["KERNELPILOT_ARCH"]) if base.get("KERNELPILOT_ARCH") else detect_arch(base)
     base.update(toolchain_env(target, base))
+    base.update(pch.compiler_env(base))
     variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
     base[variable] = str(resolve_build_dir(candidate, build_dir, base))
     package_root = str(Path(__file__).resolve().parents[2])
@@ -119,7 +137,7 @@ def resolve_build_dir(candidate: Candidate, build_dir: Path | None, env: Mapping
     variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
     if env.get(variable):
         return Path(env[variable]).expanduser()
-    return candidate_build_dir(candidate)
+    return candidate_build_dir(candidate, env)
 
 
 def _scrubbed_env() -> dict[str, str]:
@@ -146,6 +164,8 @@ def build_candidate(
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it."""
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
+    if candidate.kind == "single_file" and (cached := _inline_record(directory)) is not None:
+        return cached
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast
@@ -166,6 +186,7 @@ def build_candidate(
         ok=False, seconds=round(seconds, 3), command=command,
         arch=result.get("arch") or run_env.get("KERNELPILOT_ARCH") or _arch_of(run_env), build_dir=str(directory),
     )
+    report.pch = pch_summary(output)
     report.diagnostics = diag.parse_diagnostics(output, root=candidate.root)
     report.rebuilt = [_source_name(s, candidate) for s in diag.compiled_sources(output, root=candidate.root)]
     if candidate.kind == "single_file":
@@ -181,7 +202,36 @@ def build_candidate(
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
     report.kernels = _kernel_resources(output, directory, candidate)
     report.log_tail = diag.tail(output)
+    if candidate.kind == "single_file" and report.ok:
+        _write_inline_record(directory, report)
     return report
+
+
+def _inline_record(directory: Path) -> BuildReport | None:
+    """The report of the finished build in ``directory`` (a single-file candidate built before), or None."""
+    try:
+        data = json.loads((directory / INLINE_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    report = from_plain(BuildReport, data)
+    if not report.ok or not any(directory.glob("*/*.so")):
+        return None
+    report.seconds, report.rebuilt, report.cache = 0.0, [], "hit"
+    report.pch = ""
+    return report
+
+
+def _write_inline_record(directory: Path, report: BuildReport) -> None:
+    try:
+        (directory / INLINE_RECORD).write_text(json.dumps(asdict(report)))
+    except OSError:
+        pass
+
+
+def pch_summary(output: str) -> str:
+    """The compiler wrapper's precompiled-header lines (pch.py), one per C++ compile, in build order."""
+    lines = [line.split(pch.MARKER, 1)[1].strip() for line in output.splitlines() if pch.MARKER in line]
+    return "; ".join(dict.fromkeys(lines))
 
 
 def _ninja_fast_path(candidate: Candidate, directory: Path, env: Mapping[str, str]) -> tuple[list[str], str] | None:
@@ -199,7 +249,7 @@ def _ninja_fast_path(candidate: Candidate, directory: Path, env: Mapping[str, st
         spec = make_spec(candidate.path, build_dir=directory, env=env, **options)
     except KernelpilotError:
         return None
-    if not ninja_is_current(spec, env.get("CUDA_HOME", "")):
+    if not ninja_is_current(spec, env):
         return None
     ninja = shutil.which("ninja", path=env.get("PATH")) or shutil.which("ninja", path=str(Path(sys.executable).parent))
     if ninja is None:
