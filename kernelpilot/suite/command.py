@@ -74,11 +74,10 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _settings(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
-    from kernelpilot.evaluation import EvalSettings
-
-    if meta.get("settings"):
-        return EvalSettings.from_dict(meta["settings"])
+def _overrides(args: argparse.Namespace, meta: dict[str, Any]) -> dict[str, Any]:
+    """The suite's flags that override every problem's project config (kept in the run for --resume)."""
+    if "overrides" in meta:
+        return dict(meta["overrides"])
     overrides: dict[str, Any] = {"rules": args.rules, "device": args.device}
     if args.device == "cpu":
         overrides["confine"] = False
@@ -87,7 +86,28 @@ def _settings(args: argparse.Namespace, meta: dict[str, Any]) -> Any:
     if args.timeout:
         overrides.update(build_timeout_s=args.timeout, test_timeout_s=args.timeout,
                          benchmark_timeout_s=max(args.timeout, 600.0))
-    return EvalSettings(**overrides)
+    return overrides
+
+
+class ProblemSettings:
+    """Each problem's EvalSettings as `kernelpilot eval` would use them: the project config found from the
+    problem's folder (tolerances, extra shapes, allowed libraries...), then the suite's flags."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        from kernelpilot.evaluation import EvalSettings
+
+        self.overrides = overrides
+        self.base = EvalSettings(**overrides)
+        self._cache: dict[Path, Any] = {}
+
+    def __call__(self, job: Any) -> Any:
+        from kernelpilot.config import load_config
+        from kernelpilot.evaluation import EvalSettings
+
+        folder = Path(job.problem.path).parent
+        if folder not in self._cache:
+            self._cache[folder] = EvalSettings.from_config(load_config(folder), **self.overrides)
+        return self._cache[folder]
 
 
 def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str) -> Any:
@@ -135,14 +155,15 @@ def run_suite(args: argparse.Namespace) -> int:
     try:
         refs = discovery.discover_problems([Path(p) for p in args.problems], args.levels)
         jobs = [discovery.Job(r, None, 0) for r in refs] if agent else discovery.discover_jobs(refs, Path(args.solutions))
-        settings = _settings(args, meta)
+        per_problem = ProblemSettings(_overrides(args, meta))
+        settings = per_problem.base
     except KernelpilotError as exc:
         store.close()
         return _fail(str(exc))
     if not meta:
         store.set_meta(problems=[str(Path(p).resolve()) for p in args.problems], solutions=args.solutions and str(Path(args.solutions).resolve()),
                        mode=args.mode, levels=args.levels, model=args.model, replay=args.replay, rules=settings.rules,
-                       settings=settings.to_dict(), source=" ".join(args.problems))
+                       overrides=per_problem.overrides, source=" ".join(args.problems))
     store.plan(jobs)
     store.begin(sys.argv)
     from kernelpilot.suite.progress import Progress
@@ -163,7 +184,7 @@ def run_suite(args: argparse.Namespace) -> int:
             asyncio.run(run_agent_suite(refs, store, run_dir, args, pool, progress.result,
                                         concurrency=args.sessions or 2 * slots))
         else:
-            run_jobs(store, pool, jobs, args.mode, progress.result)
+            run_jobs(store, pool, jobs, args.mode, progress.result, settings_for=per_problem)
     except KeyboardInterrupt:
         interrupted = True
     except (KernelpilotError, RuntimeError, ImportError) as exc:

@@ -58,8 +58,17 @@ def _number(stem: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def _looks_like_problem(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "class Model" in text and "def get_inputs" in text
+
+
 def _problem_files(folder: Path) -> list[Path]:
-    files = [p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
+    """The folder's problem files: scripts beside them (no Model / get_inputs) are not problems."""
+    files = [p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_") and _looks_like_problem(p)]
     files += [d / "problem.py" for d in sorted(folder.iterdir()) if d.is_dir() and (d / "problem.py").is_file()]
     return files
 

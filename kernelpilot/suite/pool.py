@@ -78,9 +78,10 @@ class LocalPool:
             self._threads.append(t)
 
     # ---- public ----------------------------------------------------------------------------------
-    def submit(self, problem: Path, candidate: Path, mode: str) -> Future[SlotResult]:
+    def submit(self, problem: Path, candidate: Path, mode: str, settings: Any = None) -> Future[SlotResult]:
+        """``settings``: this job's EvalSettings (the problem's project config), else the pool's."""
         future: Future[SlotResult] = Future()
-        self._builders.submit(self._build, Path(problem), Path(candidate), mode, future)
+        self._builders.submit(self._build, Path(problem), Path(candidate), mode, settings or self.settings, future)
         return future
 
     def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", **_: Any) -> Verdict:
@@ -113,11 +114,13 @@ class LocalPool:
             self._local.evaluator = ev
         return ev
 
-    def _build(self, problem: Path, candidate: Path, mode: str, future: Future[SlotResult]) -> None:
+    def _build(self, problem: Path, candidate: Path, mode: str, settings: Any, future: Future[SlotResult]) -> None:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            built = self._builder().evaluate(problem, candidate, "build")
+            builder = self._builder()
+            builder.settings = settings
+            built = builder.evaluate(problem, candidate, "build")
         except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the suite
             future.set_result(SlotResult(failed_verdict(problem, candidate, mode, exc)))
             return
@@ -125,7 +128,7 @@ class LocalPool:
             built.mode = mode
             future.set_result(SlotResult(built))
             return
-        self._queue.put((problem, candidate, mode, built.seconds, time.monotonic(), future))
+        self._queue.put((problem, candidate, mode, settings, built.seconds, time.monotonic(), future))
 
     def _slot(self, evaluator: Any, stats: SlotStats) -> None:
         try:
@@ -133,11 +136,12 @@ class LocalPool:
                 item = self._queue.get()
                 if item is None:
                     return
-                problem, candidate, mode, build_s, queued_at, future = item
+                problem, candidate, mode, settings, build_s, queued_at, future = item
                 if self._cancelled:
                     continue
                 waited = time.monotonic() - queued_at
                 try:
+                    evaluator.settings = settings  # one job at a time on this slot: safe to switch
                     verdict = evaluator.evaluate(problem, candidate, mode)
                 except Exception as exc:  # noqa: BLE001
                     verdict = failed_verdict(problem, candidate, mode, exc)

@@ -69,10 +69,11 @@ class SuiteActor:
         self.root = Path(workdir) / self.name.replace("/", "-")
         self.evaluator = Evaluator(self.settings, workdir=self.root / "gpu", keep_warm=True, gpu=self.gpu)
         self._local = threading.local()
+        self._gpu_lock = threading.Lock()
 
     def evaluate(self, problem_name: str, problem: bytes, cand_name: str, cand: dict[str, bytes], single: bool,
-                 mode: str) -> tuple[dict[str, Any], str | None]:
-        from kernelpilot.evaluation import Evaluator
+                 mode: str, settings: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+        from kernelpilot.evaluation import EvalSettings, Evaluator
         from kernelpilot.suite.pool import failed_verdict
 
         problem_path = unpack(self.root / "inputs", problem_name, {problem_name: problem}, True)
@@ -81,12 +82,16 @@ class SuiteActor:
         if builder is None:
             builder = self._local.evaluator = Evaluator(self.settings, workdir=self.root / f"build-{threading.get_ident()}",
                                                         keep_warm=False)
+        job_settings = EvalSettings.from_dict(settings) if settings else self.settings
+        builder.settings = job_settings
         try:
             built = builder.evaluate(problem_path, cand_path, "build")
             if built.status != "ok" or mode == "build":
                 built.mode = mode
                 return built.to_dict(), None
-            verdict = self.evaluator.evaluate(problem_path, cand_path, mode)
+            with self._gpu_lock:  # one job at a time on this GPU: its settings cannot change under it
+                self.evaluator.settings = job_settings
+                verdict = self.evaluator.evaluate(problem_path, cand_path, mode)
             verdict.phases["suite_build"] = round(built.seconds, 3)
         except Exception as exc:  # noqa: BLE001
             return failed_verdict(problem_path, cand_path, mode, exc).to_dict(), None
@@ -118,7 +123,7 @@ class RayPool:
         self._rr = itertools.count()
         self.stats: dict[str, SlotStats] = {}
 
-    def submit(self, problem: Path, candidate: Path, mode: str) -> Future[SlotResult]:
+    def submit(self, problem: Path, candidate: Path, mode: str, settings: Any = None) -> Future[SlotResult]:
         problem, candidate = Path(problem), Path(candidate)
         with self._lock:
             start = next(self._rr) % len(self.actors)
@@ -126,7 +131,8 @@ class RayPool:
             index = order[0]
             self._outstanding[index] += 1
         ref = self.actors[index].evaluate.remote(problem.name, problem.read_bytes(), candidate.name,
-                                                 pack_candidate(candidate), candidate.is_file(), mode)
+                                                 pack_candidate(candidate), candidate.is_file(), mode,
+                                                 settings.to_dict() if settings is not None else None)
         future: Future[SlotResult] = Future()
 
         def done(inner: Future[Any]) -> None:

@@ -17,10 +17,11 @@ def pending_jobs(store: Store, jobs: list[Job]) -> list[Job]:
 
 
 def run_jobs(store: Store, pool: Any, jobs: list[Job], mode: str,
-             on_result: Callable[[Job, str, Any], None] | None = None) -> int:
+             on_result: Callable[[Job, str, Any], None] | None = None,
+             settings_for: Callable[[Job], Any] | None = None) -> int:
     """Evaluate every job without a stored verdict; returns how many were stored now.
 
-    Jobs without a candidate are stored at once as ``missing``. An interrupt (Ctrl-C) propagates after
+    ``settings_for(job)`` gives a job's EvalSettings (default: the pool's). Jobs without a candidate are stored at once as ``missing``. An interrupt (Ctrl-C) propagates after
     the verdicts already finished are stored; the rest stay pending for ``--resume``.
     """
     stored = 0
@@ -32,7 +33,8 @@ def run_jobs(store: Store, pool: Any, jobs: list[Job], mode: str,
             if on_result:
                 on_result(job, "missing", None)
             continue
-        futures[pool.submit(job.problem.path, job.candidate, mode)] = job
+        settings = settings_for(job) if settings_for else None
+        futures[pool.submit(job.problem.path, job.candidate, mode, settings)] = job
     remaining = set(futures)
     while remaining:
         finished, remaining = wait(remaining, return_when=FIRST_COMPLETED, timeout=1.0)
