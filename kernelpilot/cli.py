@@ -33,8 +33,10 @@ IMPLEMENTATIONS = {
     "skills": "kernelpilot.skills:skills_command",
     "hotspots": "kernelpilot.profiling.hotspots:hotspots_command",
     "profile": "kernelpilot.profiling.command:profile_command",
+    "suite": "kernelpilot.suite.command:run_suite",
+    "report": "kernelpilot.suite.command:run_report",
 }
-SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -48,6 +50,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
+  kernelpilot suite PROBLEMS --solutions DIR   score many problems on every GPU; `report RUN` reprints
 
 Run `kernelpilot COMMAND --help` for a command's options (`kernelpilot PATH --help` for the UI's)."""
 
@@ -168,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     hs.add_argument("script", metavar="SCRIPT", help="the Python script to profile")
     hs.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
 
+    from kernelpilot.suite.command import add_parsers
+
+    add_parsers(sub, fmt, _duration, _positive_int, _positive_float)
     pair = sub.add_parser("pair", formatter_class=fmt, prog="kernelpilot", usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]",
                           description="Pair with the agent in the terminal UI. Needs a git repository (the agent works in a worktree of it).")
     pair.add_argument("path", metavar="PATH", nargs="?", default=".", help="problem file, or a directory with problem.py or a kernelpilot.toml (default: .)")

@@ -29,6 +29,7 @@ from kernelpilot.errors import KernelpilotError
 from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, Verdict
 
 MODES = ("build", "test", "benchmark")
+RULES = ("kernelpilot", "kernelbench")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
                     "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
@@ -69,6 +70,9 @@ class EvalSettings:
     flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
     host_gap_threshold: float = 0.2
     small_numel: int = 4096  # torch compute ops on smaller tensors are warnings, not rejections
+    # "kernelpilot": torch compute ops in forward are refused; "kernelbench": KernelBench's rules, they are
+    # allowed and each is listed as a warn finding (every other check as strict)
+    rules: str = "kernelpilot"
     # the hang watchdog (watchdog.py): each call into candidate code may take call_floor_s plus call_multiple
     # times one eager reference call; the candidate's first call gets first_call_s more
     call_floor_s: float = 5.0
@@ -91,6 +95,8 @@ class EvalSettings:
         bad = [d for d in self.distributions if d not in ("normal", "uniform", "scaled", "native")]
         if bad or not self.distributions:
             raise KernelpilotError(f"unknown input distribution {bad or '[]'}; use normal, uniform, scaled or native.")
+        if self.rules not in RULES:
+            raise KernelpilotError(f"unknown scoring rules {self.rules!r}; use one of {', '.join(RULES)}.")
 
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> "EvalSettings":
@@ -411,4 +417,4 @@ class Evaluator:
         v.environment.confinement, v.environment.relaxed_rules = confinement, relaxed
 
 
-__all__ = ["EvalSettings", "Evaluator", "Finding", "MODES"]
+__all__ = ["EvalSettings", "Evaluator", "Finding", "MODES", "RULES"]

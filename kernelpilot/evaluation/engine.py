@@ -207,7 +207,8 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     try:
         with watchdog.calls("audit", "forward under the operator recorder"):
             ops, audit_out = ra.record_ops(model, audit_inputs)
-        found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)))
+        found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)),
+                                rules=str(s.get("rules") or "kernelpilot"))
         found += ra.output_type_findings(audit_out)
         del audit_out
     except Exception as exc:
@@ -228,7 +229,8 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
             trace = ra.KernelTrace()  # kernel_findings reports the profiler as unavailable
             corr.notes.append(f"torch.profiler failed ({type(exc).__name__}: {str(exc)[:200]})")
         del profile_inputs
-        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []))
+        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []),
+                                    rules=str(s.get("rules") or "kernelpilot"))
     return found
 
 

@@ -1,0 +1,161 @@
+"""The suite's arithmetic, on stored rows: pass and faster rates, geomeans, KernelBench's fast_p, throughput.
+
+Definitions (the report prints them):
+
+- A problem's denominator is every planned problem: no candidate (``missing``), not started, build
+  error, ... all count as failures, never as skipped.
+- pass: status ``ok`` (built, correct on fresh inputs, no reject finding).
+- faster than eager / torch.compile: pass and speedup > 1 (KernelBench's fast_1 threshold; the
+  verdict's own tier asks 5% more).
+- geomean: over the passing problems that have a speedup (CUDA Agent's reading), with ``fast_1``
+  over all problems beside it, so a failure is never hidden.
+- fast_p (KernelBench §2.4): the share of all problems that pass with speedup vs eager > p; fast_0
+  is the pass rate. KernelBench scores sample 0 only: the ``sample0`` view; ``best_of_k`` takes each
+  problem's best sample (pass first, then speedup vs torch.compile, then vs eager).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from kernelpilot.suite.store import Row
+
+FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+EXCESSIVE_SPEEDUP = 10.0  # KernelBench flags a speedup above this (a flag, not a verdict)
+
+
+@dataclass
+class Pick:
+    """A problem's row in one view (None when no verdict was stored for it)."""
+
+    problem: str
+    level: int | None
+    row: Row | None
+
+    @property
+    def ok(self) -> bool:
+        return self.row is not None and self.row.status == "ok"
+
+    @property
+    def status(self) -> str:
+        return self.row.status if self.row is not None else "not_started"
+
+
+def _rank(row: Row) -> tuple[int, float, float]:
+    return (row.status == "ok", row.speedup_vs_compile or 0.0, row.speedup_vs_eager or 0.0)
+
+
+def views(planned: list[dict[str, Any]], rows: list[Row]) -> dict[str, list[Pick]]:
+    """``sample0`` and ``best_of_k`` picks, one per planned problem (in plan order)."""
+    problems: dict[str, int | None] = {}
+    for job in planned:
+        problems.setdefault(job["problem"], job["level"])
+    by_problem: dict[str, list[Row]] = {p: [] for p in problems}
+    for r in rows:
+        by_problem.setdefault(r.problem, []).append(r)
+        problems.setdefault(r.problem, r.level)
+    sample0 = [Pick(p, problems[p], next((r for r in by_problem[p] if r.sample == 0), None)) for p in problems]
+    best = [Pick(p, problems[p], max(by_problem[p], key=_rank) if by_problem[p] else None) for p in problems]
+    return {"sample0": sample0, "best_of_k": best}
+
+
+def geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _rate(count: int, total: int) -> float | None:
+    return count / total if total else None
+
+
+def summarize(picks: list[Pick]) -> dict[str, Any]:
+    """Every figure of one group of problems (a level, or all)."""
+    n = len(picks)
+    passed = [p for p in picks if p.ok]
+    eager = [p.row.speedup_vs_eager for p in passed if p.row and p.row.speedup_vs_eager]
+    compiled = [p.row.speedup_vs_compile for p in passed if p.row and p.row.speedup_vs_compile]
+    timed = any(eager) or any(compiled)
+    fast_eager = sum(1 for s in eager if s > 1.0)
+    fast_compile = sum(1 for s in compiled if s > 1.0)
+    out: dict[str, Any] = {
+        "problems": n,
+        "passed": len(passed),
+        "pass_rate": _rate(len(passed), n),
+        "faster_than_eager": fast_eager if timed else None,
+        "faster_than_eager_rate": _rate(fast_eager, n) if timed else None,
+        "faster_than_compile": fast_compile if timed else None,
+        "faster_than_compile_rate": _rate(fast_compile, n) if timed else None,
+        "geomean_vs_eager": geomean(eager),
+        "geomean_vs_compile": geomean(compiled),
+        "timed": len(eager),
+        "fast_p_vs_eager": {f"{p:g}": _rate(sum(1 for s in eager if s > p), n) if (timed or p == 0) else None
+                            for p in FAST_P},
+        "fast_1_vs_compile": _rate(fast_compile, n) if timed else None,
+        "statuses": dict(sorted(Counter(p.status for p in picks).items())),
+    }
+    out["fast_p_vs_eager"]["0"] = _rate(len(passed), n)
+    return out
+
+
+def by_level(picks: list[Pick]) -> dict[str, dict[str, Any]]:
+    levels = sorted({p.level for p in picks if p.level is not None})
+    out = {f"level{lv}": summarize([p for p in picks if p.level == lv]) for lv in levels}
+    if any(p.level is None for p in picks) and levels:
+        out["no level"] = summarize([p for p in picks if p.level is None])
+    out["overall"] = summarize(picks)
+    return out
+
+
+def suspicious(rows: list[Row], limit: int = 8) -> list[dict[str, Any]]:
+    """Verdicts a human should look at: suspicion flags, warn findings, speedups KernelBench would flag."""
+    found = []
+    for r in rows:
+        v = r.verdict or {}
+        reasons = list(v.get("flags") or [])
+        reasons += [f"{f.get('rule')}: {f.get('evidence') or f.get('message', '')[:80]}" for f in v.get("findings") or []
+                    if f.get("severity") == "warn"]
+        if r.status == "ok" and (r.speedup_vs_eager or 0) > EXCESSIVE_SPEEDUP:
+            reasons.append(f"speedup {r.speedup_vs_eager:.1f}x vs eager (above {EXCESSIVE_SPEEDUP:g}x)")
+        if reasons:
+            found.append({"job": r.job_key, "status": r.status, "speedup_vs_eager": r.speedup_vs_eager,
+                          "reasons": reasons, "score": len(reasons) + (r.status == "ok") + (r.speedup_vs_eager or 0) / 100})
+    found.sort(key=lambda d: -d["score"])
+    for d in found:
+        d.pop("score")
+    return found[:limit]
+
+
+def slowest(rows: list[Row], limit: int = 5) -> list[dict[str, Any]]:
+    timed = sorted((r for r in rows if r.seconds), key=lambda r: -(r.seconds or 0))
+    return [{"job": r.job_key, "status": r.status, "seconds": r.seconds} for r in timed[:limit]]
+
+
+def throughput(sessions: list[dict[str, Any]], rows: list[Row],
+               windows: list[tuple[str, float, float, int]]) -> dict[str, Any]:
+    """Wall time over all sessions, candidates per minute, and per GPU its busy seconds and busy share.
+
+    A session killed without an end counts until its last stored verdict. A GPU's busy share is its
+    worker's busy time over the span from its first request's start to its last request's end in each
+    session: the time work was queued for it (the build of the first candidate comes before that span)."""
+    wall = 0.0
+    for s in sessions:
+        end = s["ended"] or s.get("last_verdict") or s["started"]
+        wall += max(0.0, end - s["started"])
+    evaluated = sum(1 for r in rows if r.status not in ("missing", "not_started"))
+    gpus: dict[str, dict[str, Any]] = {}
+    spans: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for gpu, start, end, session in windows:
+        spans.setdefault((gpu or "?", session), []).append((start, end))
+    for (gpu, _session), ws in spans.items():
+        g = gpus.setdefault(gpu, {"requests": 0, "busy_s": 0.0, "span_s": 0.0})
+        g["requests"] += len(ws)
+        g["busy_s"] += sum(max(0.0, e - s) for s, e in ws)
+        g["span_s"] += max(e for _, e in ws) - min(s for s, _ in ws)
+    for g in gpus.values():
+        g["busy_share"] = g["busy_s"] / g["span_s"] if g["span_s"] > 0 else None
+        g["busy_of_wall"] = g["busy_s"] / wall if wall > 0 else None
+    return {"wall_s": wall, "evaluated": evaluated,
+            "candidates_per_minute": evaluated / (wall / 60) if wall > 0 else None, "gpus": gpus}

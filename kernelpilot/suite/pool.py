@@ -1,0 +1,157 @@
+"""The local pool: builds on every core ahead of the GPUs, one evaluation worker per GPU.
+
+``submit(problem, candidate, mode)`` returns a Future of a :class:`SlotResult`. The candidate is
+first built (static policy + build, ``mode="build"``, no worker, no GPU) by a thread of the build pool
+(its own build-only Evaluator per thread; the build itself runs in a subprocess, so threads overlap);
+a candidate that built is queued for the GPU slots. Each slot owns one warm Evaluator pinned to its
+GPU (``Evaluator(gpu=N)``, its own workdir) and serves one request at a time, so no two timed
+measurements ever share a GPU. The slot's evaluation finds the build done (a no-op ninja step).
+A hang or a crash costs its slot the watchdog time; the engine gives the slot a fresh worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.verdict import Verdict
+
+
+@dataclass
+class SlotResult:
+    verdict: Verdict
+    gpu: str | None = None  # the slot ("gpu0", "node-ab12/gpu1"); None when it never reached a GPU
+
+
+@dataclass
+class SlotStats:
+    name: str
+    served: int = 0
+    busy_s: float = 0.0  # from the worker's own windows
+    windows: list[tuple[float, float]] = field(default_factory=list)
+
+
+def failed_verdict(problem: Path, candidate: Path, mode: str, exc: BaseException) -> Verdict:
+    """A verdict for an evaluation the engine could not even attempt (a broken problem file, say)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return Verdict(status="runtime_error", problem=str(problem), candidate=str(candidate), mode=mode,
+                   error=text, summary=f"not evaluated: {text[:200]}",
+                   flags=["the suite could not evaluate this job (see error)"])
+
+
+def default_build_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+class LocalPool:
+    """Build threads feeding one GPU slot per entry of ``gpus`` (None: the caller's CUDA_VISIBLE_DEVICES)."""
+
+    def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None) -> None:
+        from kernelpilot.evaluation import Evaluator
+
+        if not gpus:
+            raise ValueError("a pool needs at least one GPU slot")
+        self.settings = settings
+        self.workdir = Path(workdir)
+        self._builders = ThreadPoolExecutor(max_workers=build_workers or default_build_workers(),
+                                            thread_name_prefix="kp-build")
+        self._local = threading.local()
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._closed = False
+        self._cancelled = False
+        self.stats: list[SlotStats] = []
+        self._threads: list[threading.Thread] = []
+        for index, gpu in enumerate(gpus):
+            name = f"gpu{gpu if gpu is not None else index}"
+            evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu)
+            stats = SlotStats(name)
+            self.stats.append(stats)
+            t = threading.Thread(target=self._slot, args=(evaluator, stats), name=f"kp-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    # ---- public ----------------------------------------------------------------------------------
+    def submit(self, problem: Path, candidate: Path, mode: str, settings: Any = None) -> Future[SlotResult]:
+        """``settings``: this job's EvalSettings (the problem's project config), else the pool's."""
+        future: Future[SlotResult] = Future()
+        self._builders.submit(self._build, Path(problem), Path(candidate), mode, settings or self.settings, future)
+        return future
+
+    def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", **_: Any) -> Verdict:
+        return self.submit(Path(problem), Path(candidate), mode).result().verdict
+
+    async def evaluate_async(self, problem: Any, candidate: Any, mode: str = "benchmark", **_: Any) -> Verdict:
+        path = getattr(problem, "path", problem)
+        result = await asyncio.wrap_future(self.submit(Path(path), Path(candidate), mode))
+        return result.verdict
+
+    def close(self, cancel: bool = False) -> None:
+        """Finish (or, with ``cancel``, drop) queued work, stop the slots and their workers."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cancelled = cancel
+        self._builders.shutdown(wait=not cancel, cancel_futures=cancel)
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout=None if not cancel else 5)
+
+    # ---- stages ----------------------------------------------------------------------------------
+    def _builder(self) -> Any:
+        ev = getattr(self._local, "evaluator", None)
+        if ev is None:
+            from kernelpilot.evaluation import Evaluator
+
+            ev = Evaluator(self.settings, workdir=self.workdir / f"build-{threading.get_ident()}", keep_warm=False)
+            self._local.evaluator = ev
+        return ev
+
+    def _build(self, problem: Path, candidate: Path, mode: str, settings: Any, future: Future[SlotResult]) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            builder = self._builder()
+            builder.settings = settings
+            built = builder.evaluate(problem, candidate, "build")
+        except Exception as exc:  # noqa: BLE001 - one job's failure must not stop the suite
+            future.set_result(SlotResult(failed_verdict(problem, candidate, mode, exc)))
+            return
+        if built.status != "ok" or mode == "build":
+            built.mode = mode
+            future.set_result(SlotResult(built))
+            return
+        self._queue.put((problem, candidate, mode, settings, built.seconds, time.monotonic(), future))
+
+    def _slot(self, evaluator: Any, stats: SlotStats) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    return
+                problem, candidate, mode, settings, build_s, queued_at, future = item
+                if self._cancelled:
+                    continue
+                waited = time.monotonic() - queued_at
+                try:
+                    evaluator.settings = settings  # one job at a time on this slot: safe to switch
+                    verdict = evaluator.evaluate(problem, candidate, mode)
+                except Exception as exc:  # noqa: BLE001
+                    verdict = failed_verdict(problem, candidate, mode, exc)
+                verdict.phases["suite_build"] = round(build_s, 3)
+                verdict.phases["suite_queue"] = round(waited, 3)
+                if len(verdict.worker_window) == 2:
+                    start, end = verdict.worker_window
+                    stats.windows.append((start, end))
+                    stats.busy_s += max(0.0, end - start)
+                stats.served += 1
+                future.set_result(SlotResult(verdict, stats.name))
+        finally:
+            evaluator.close()

@@ -1,0 +1,86 @@
+"""The suite report's arithmetic on known verdicts (expectations computed by hand in the comments)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.suite.discovery import Job, ProblemRef
+from kernelpilot.suite.report import build_report, write_report
+from kernelpilot.suite.store import Store
+from kernelpilot.verdict import Performance, Verdict
+
+
+def _job(key: str, level: int, sample: int = 0, candidate: bool = True) -> Job:
+    return Job(ProblemRef(f"level{level}/{key}", Path(f"/p/{key}.py"), level, 1), Path(f"/s/{key}_{sample}.py") if candidate else None, sample)
+
+
+def _v(status: str, eager: float | None = None, compiled: float | None = None, window: list[float] | None = None,
+       flags: list[str] | None = None) -> Verdict:
+    perf = Performance(speedup_vs_eager=eager, speedup_vs_compile=compiled) if eager else None
+    return Verdict(status=status, mode="benchmark", performance=perf, worker_window=window or [], flags=flags or [])  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "run")
+    s.set_meta(rules="kernelbench", mode="benchmark", source="fixture")
+    plan = [_job("A", 1), _job("A", 1, 1), _job("B", 1), _job("C", 1), _job("C", 1, 1), _job("D", 1, candidate=False),
+            _job("E", 2), _job("F", 2)]
+    s.plan(plan)
+    session = s.begin(["kernelpilot", "suite"])
+    verdicts = [_v("ok", 2.0, 1.5, [1010, 1030]), _v("ok", 4.0, 3.0, [1040, 1060]), _v("ok", 0.5, 0.4),
+                _v("incorrect"), _v("ok", 1.2, 0.9), None, _v("ok", 8.0, 2.0, flags=["faster than the roofline"]),
+                _v("build_error")]
+    for job, verdict in zip(plan, verdicts, strict=True):
+        assert s.add(job, verdict, status="missing" if verdict is None else None, gpu="gpu0" if verdict and verdict.worker_window else None)
+    assert not s.add(plan[0], verdicts[0])  # a second verdict for a finished job is never stored
+    s._db.execute("UPDATE sessions SET started = 1000, ended = 1100 WHERE id = ?", (session,))
+    yield s
+    s.close()
+
+
+def test_sample0_and_best_of_k(store: Store) -> None:
+    r = build_report(store)
+    assert r["rules"] == "kernelbench" and r["jobs"] == 8 and r["verdicts"] == 8
+    l1 = r["views"]["sample0"]["level1"]
+    # level 1, sample 0: A ok (2.0, 1.5), B ok (0.5, 0.4), C incorrect, D missing
+    assert (l1["problems"], l1["passed"], l1["pass_rate"]) == (4, 2, 0.5)
+    assert l1["faster_than_eager_rate"] == 0.25 and l1["faster_than_compile_rate"] == 0.25
+    assert l1["geomean_vs_eager"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
+    assert l1["geomean_vs_compile"] == pytest.approx(math.sqrt(0.6))
+    assert l1["fast_p_vs_eager"] == {"0": 0.5, "0.5": 0.25, "0.8": 0.25, "1": 0.25, "1.5": 0.25, "2": 0.0}
+    assert l1["statuses"] == {"incorrect": 1, "missing": 1, "ok": 2}
+    l2 = r["views"]["sample0"]["level2"]  # E ok (8.0, 2.0), F build error
+    assert (l2["pass_rate"], l2["fast_p_vs_eager"]["2"], l2["geomean_vs_compile"]) == (0.5, 0.5, pytest.approx(2.0))
+    overall = r["views"]["sample0"]["overall"]
+    assert overall["problems"] == 6 and overall["pass_rate"] == 0.5
+    assert overall["faster_than_compile_rate"] == pytest.approx(2 / 6) and overall["fast_1_vs_compile"] == pytest.approx(2 / 6)
+    assert overall["geomean_vs_eager"] == pytest.approx(2.0)  # (2.0 * 0.5 * 8.0) ** (1/3)
+    assert overall["geomean_vs_compile"] == pytest.approx(1.2 ** (1 / 3))
+    # best of k: A takes sample 1 (3.0 vs compile), C its passing sample 1 (1.2, 0.9)
+    b1 = r["views"]["best_of_k"]["level1"]
+    assert (b1["passed"], b1["faster_than_eager_rate"], b1["faster_than_compile_rate"]) == (3, 0.5, 0.25)
+    assert b1["geomean_vs_eager"] == pytest.approx(2.4 ** (1 / 3)) and b1["geomean_vs_compile"] == pytest.approx(1.08 ** (1 / 3))
+
+
+def test_throughput_and_flags(store: Store) -> None:
+    t = build_report(store)["throughput"]
+    assert t["wall_s"] == pytest.approx(100.0) and t["evaluated"] == 7  # D had no candidate
+    assert t["candidates_per_minute"] == pytest.approx(4.2)
+    g = t["gpus"]["gpu0"]  # busy 20 + 20 s over the span 1010..1060
+    assert (g["requests"], g["busy_s"], g["busy_share"], g["busy_of_wall"]) == (2, 40.0, pytest.approx(0.8), pytest.approx(0.4))
+    sus = build_report(store)["suspicious"]
+    assert [d["job"] for d in sus] == ["level2/E#0"] and "faster than the roofline" in sus[0]["reasons"]
+
+
+def test_written_report(store: Store) -> None:
+    report, text = write_report(store.run_dir)
+    assert "Scoring rules: **kernelbench**" in text and "## Best of k samples" in text
+    assert "| level1 | 4 | 50.0% | 25.0% | 25.0% | 1.00x | 0.77x |" in text
+    assert json.loads((store.run_dir / "report.json").read_text())["views"]["sample0"]["overall"]["problems"] == 6
+    png = (store.run_dir / "speedup.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and "![speedup vs torch.compile](speedup.png)" in text
