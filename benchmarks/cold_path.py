@@ -5,7 +5,7 @@
 For a native candidate (examples/softmax: binding.cpp + softmax.cu) and a KernelBench single-file
 candidate (benchmarks/data/kb_scale_add.py, load_inline with torch/extension.h): the one-time
 precompiled-header builds (reported apart), then cold edit -> verdict (sources never built, a fresh
-Evaluator: worker start included) in test and benchmark mode, a warm edit, and the same single-file
+Evaluator: worker start included) in test and benchmark mode (the single-file one in test mode), a warm edit, and the same single-file
 candidate again in a new Evaluator (the build cache). For a planted hang (the corpus's spinning
 kernel): seconds from the end of its build to the ``timeout`` verdict, in test and benchmark mode,
 and the next verdict on the same Evaluator. Writes OUTDIR/cold_path.json and prints a table last.
@@ -118,11 +118,11 @@ def main() -> int:
             kernel = cand / "softmax.cu"
             kernel.write_text(kernel.read_text() + "\n// an edit\n")
             runs[f"native warm edit {mode}"] = evaluate(ev, SOFTMAX / "problem.py", cand, mode)
-        kb = fresh_kb(work, mode)
-        with Evaluator(SETTINGS, workdir=work / f"kb-{mode}") as ev:
-            runs[f"kernelbench cold {mode}"] = evaluate(ev, SCALE_ADD, kb, mode)
-        with Evaluator(SETTINGS, workdir=work / f"kb-again-{mode}") as ev:
-            runs[f"kernelbench again (new evaluator) {mode}"] = evaluate(ev, SCALE_ADD, kb, mode)
+    kb = fresh_kb(work, "test")
+    with Evaluator(SETTINGS, workdir=work / "kb-test") as ev:
+        runs["kernelbench cold test"] = evaluate(ev, SCALE_ADD, kb, "test")
+    with Evaluator(SETTINGS, workdir=work / "kb-again-test") as ev:
+        runs["kernelbench again (new evaluator) test"] = evaluate(ev, SCALE_ADD, kb, "test")
 
     hang = next(c for c in CASES if c.name == "hang_infinite_loop")
     honest = next(c for c in CASES if c.name == "honest_scale_add")
