@@ -121,6 +121,11 @@ def main() -> int:
     kb = fresh_kb(work, "test")
     with Evaluator(SETTINGS, workdir=work / "kb-test") as ev:
         runs["kernelbench cold test"] = evaluate(ev, SCALE_ADD, kb, "test")
+        # another candidate with the same load_inline name, wrong on purpose, in the same warm worker:
+        # its own build must run (incorrect), not the module already loaded under that name
+        wrong = fresh_kb(work, "wrong")
+        wrong.write_text(wrong.read_text().replace("alpha * x[i] + y[i]", "alpha * x[i] - y[i]"))
+        runs["kernelbench same name, other code (expect incorrect)"] = evaluate(ev, SCALE_ADD, wrong, "test")
     with Evaluator(SETTINGS, workdir=work / "kb-again-test") as ev:
         runs["kernelbench again (new evaluator) test"] = evaluate(ev, SCALE_ADD, kb, "test")
 

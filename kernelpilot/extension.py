@@ -284,7 +284,7 @@ def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
         if not copy.exists():
             shutil.copy2(spec.library, copy)
         _prune(copies, keep=copy)
-        _forget_pybind11_module(spec.name)
+        forget_pybind11_module(spec.name)
         import_spec = importlib.util.spec_from_file_location(spec.name, copy)
         assert import_spec is not None and import_spec.loader is not None
         module = importlib.util.module_from_spec(import_spec)
@@ -295,7 +295,7 @@ def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
     return module
 
 
-def _forget_pybind11_module(name: str) -> None:
+def forget_pybind11_module(name: str) -> None:
     """pybind11 >= 3 hands back the module it initialised first for a name (a cache in the interpreter
     state dict); drop that entry so the new library's module is created and initialised."""
     import ctypes

@@ -57,6 +57,45 @@ class ProblemState:
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
 
 
+def _inline_names(path: Path) -> list[str]:
+    """The literal ``name=`` of each ``load_inline`` call in a candidate file (read, not run)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "load_inline":
+            for kw in node.keywords:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    names.append(kw.value.value)
+    return names
+
+
+def _forget_inline_extensions(path: Path) -> None:
+    """Let a single-file candidate load its own build under its extension name in this warm worker.
+
+    KernelBench candidates of different problems often share a ``load_inline`` name. torch would rename
+    the second one (name_v1) and rebuild it here, inside the timed-out import; instead each build lives
+    in a directory keyed on the candidate's bytes (build.py), under its plain name, and this process
+    forgets the earlier module of that name (torch's version table, sys.modules, pybind11's cache) so
+    the import loads the new library, not the old module.
+    """
+    names = _inline_names(path)
+    if not names:
+        return
+    import torch.utils.cpp_extension as cpp
+
+    from kernelpilot.extension import forget_pybind11_module
+
+    for name in names:
+        cpp.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+        sys.modules.pop(name, None)
+        forget_pybind11_module(name)
+
+
 def _sandbox() -> list[str]:
     """Apply the confinement the caller described in $KERNELPILOT_SANDBOX (Landlock, seccomp) to itself."""
     if not os.environ.get("KERNELPILOT_SANDBOX"):
@@ -217,6 +256,7 @@ class Worker:
             raise CandidateError(f"cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
+        _forget_inline_extensions(path)
         sys.path.insert(0, str(path.parent))
         try:
             spec.loader.exec_module(module)
