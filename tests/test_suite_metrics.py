@@ -19,9 +19,10 @@ def _job(key: str, level: int, sample: int = 0, candidate: bool = True) -> Job:
 
 
 def _v(status: str, eager: float | None = None, compiled: float | None = None, window: list[float] | None = None,
-       flags: list[str] | None = None) -> Verdict:
+       flags: list[str] | None = None, phases: dict[str, float] | None = None) -> Verdict:
     perf = Performance(speedup_vs_eager=eager, speedup_vs_compile=compiled) if eager else None
-    return Verdict(status=status, mode="benchmark", performance=perf, worker_window=window or [], flags=flags or [])  # type: ignore[arg-type]
+    return Verdict(status=status, mode="benchmark", performance=perf, worker_window=window or [], flags=flags or [],  # type: ignore[arg-type]
+                   phases=phases or {})
 
 
 @pytest.fixture()
@@ -32,7 +33,9 @@ def store(tmp_path: Path) -> Store:
             _job("E", 2), _job("F", 2)]
     s.plan(plan)
     session = s.begin(["kernelpilot", "suite"])
-    verdicts = [_v("ok", 2.0, 1.5, [1010, 1030]), _v("ok", 4.0, 3.0, [1040, 1060]), _v("ok", 0.5, 0.4),
+    # A#0: its request took 20 s, its preparation 2 s more, and the slot held it 25 s; A#1: 20 s of 25 s
+    verdicts = [_v("ok", 2.0, 1.5, [1010, 1030], phases={"worker_busy": 22.0, "suite_slot": 25.0}),
+                _v("ok", 4.0, 3.0, [1040, 1060], phases={"suite_slot": 25.0}), _v("ok", 0.5, 0.4),
                 _v("incorrect"), _v("ok", 1.2, 0.9), None, _v("ok", 8.0, 2.0, flags=["faster than the roofline"]),
                 _v("build_error")]
     for job, verdict in zip(plan, verdicts, strict=True):
@@ -71,8 +74,9 @@ def test_throughput_and_flags(store: Store) -> None:
     t = build_report(store)["throughput"]
     assert t["wall_s"] == pytest.approx(100.0) and t["evaluated"] == 7  # D had no candidate
     assert t["candidates_per_minute"] == pytest.approx(4.2)
-    g = t["gpus"]["gpu0"]  # busy 20 + 20 s over the span 1010..1060
-    assert (g["requests"], g["busy_s"], g["busy_share"], g["busy_of_wall"]) == (2, 40.0, pytest.approx(0.8), pytest.approx(0.4))
+    g = t["gpus"]["gpu0"]  # busy 22 + 20 s while the slot held its two jobs 25 + 25 s; the run took 100 s
+    assert (g["requests"], g["busy_s"], g["held_s"]) == (2, 42.0, 50.0)
+    assert (g["busy_share"], g["busy_of_wall"]) == (pytest.approx(0.84), pytest.approx(0.42))
     sus = build_report(store)["suspicious"]
     assert [d["job"] for d in sus] == ["level2/E#0"] and "faster than the roofline" in sus[0]["reasons"]
 

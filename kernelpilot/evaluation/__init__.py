@@ -237,6 +237,12 @@ class Evaluator:
             return False
         return True
 
+    def allow(self, readable: list[Path], writable: list[Path] = ()) -> None:  # type: ignore[assignment]
+        """Paths the worker may read (and write) from its start, besides each evaluation's own: a caller that
+        knows every problem and candidate up front (a suite) saves a worker restart per new directory."""
+        self._readable = sorted(set(self._readable) | {Path(p).resolve() for p in readable})
+        self._writable = sorted(set(self._writable) | {Path(p).resolve() for p in writable})
+
     def _prepare(self, problem: Path, mode: str) -> None:
         """Have the worker load the problem (and compile the baseline) while the candidate builds."""
         client = self._client
@@ -361,6 +367,8 @@ class Evaluator:
         window = response.get("window")
         if isinstance(window, list) and len(window) == 2:
             v.worker_window = [float(window[0]), float(window[1])]
+        if isinstance(response.get("busy_s"), (int, float)):
+            v.phases["worker_busy"] = float(response["busy_s"])
         v.error = merged.error
         if not self.keep_warm and self._client is not None:
             self._client.stop()

@@ -365,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         protocol.send(args.out_fd, {"op": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         return 3
+    prepared_s = 0.0
     while True:
         try:
             msg = protocol.recv(args.in_fd)
@@ -376,11 +377,17 @@ def main(argv: list[str] | None = None) -> int:
         if op == "ping":
             protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
         elif op == "prepare":
-            protocol.send(args.out_fd, worker.prepare(msg))
+            started = time.time()
+            answer = worker.prepare(msg)
+            prepared_s += time.time() - started
+            protocol.send(args.out_fd, answer)
         elif op == "evaluate":
             started = time.time()
             response = worker.evaluate(msg)
             response["window"] = [started, time.time()]
+            # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
+            response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
+            prepared_s = 0.0
             sys.stdout.flush()
             sys.stderr.flush()
             protocol.send(args.out_fd, response)

@@ -110,13 +110,14 @@ class ProblemSettings:
         return self._cache[folder]
 
 
-def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str) -> Any:
+def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str, jobs: list[Any] = ()) -> Any:  # type: ignore[assignment]
+    from kernelpilot.suite.pool import LocalPool, default_build_workers, job_roots
+
     if args.ray:
         from kernelpilot.suite.ray_pool import RayPool
 
         return RayPool(settings, "auto" if args.ray == "auto" else args.ray, run_dir / "work",
-                       build_workers=args.build_workers or 4)
-    from kernelpilot.suite.pool import LocalPool
+                       build_workers=args.build_workers or default_build_workers())
 
     gpus: list[int | None] = list(args.gpus) if args.gpus else []
     if not gpus and mode != "build" and settings.device == "cuda":
@@ -126,7 +127,11 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
         if not gpus:
             raise RuntimeError(f"`kernelpilot suite --mode {mode}` needs a CUDA GPU and none is visible; "
                                "use --mode build to only compile, or --ray ADDRESS for a cluster's GPUs.")
-    return LocalPool(settings, gpus or [None], run_dir / "work", build_workers=args.build_workers)
+    # every problem and solution, and the run folder (agent mode's per-problem repositories)
+    paths = [Path(j.problem.path) for j in jobs] + [Path(j.candidate) for j in jobs if j.candidate is not None]
+    paths.append(run_dir)
+    return LocalPool(settings, gpus or [None], run_dir / "work", build_workers=args.build_workers,
+                     roots=job_roots(paths))
 
 
 def run_suite(args: argparse.Namespace) -> int:
@@ -174,7 +179,7 @@ def run_suite(args: argparse.Namespace) -> int:
     pool: Any = None
     interrupted = False
     try:
-        pool = _make_pool(args, settings, run_dir, args.mode)
+        pool = _make_pool(args, settings, run_dir, args.mode, jobs)
         if agent:
             import asyncio
 

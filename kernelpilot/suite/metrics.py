@@ -137,25 +137,30 @@ def throughput(sessions: list[dict[str, Any]], rows: list[Row],
                windows: list[tuple[str, float, float, int]]) -> dict[str, Any]:
     """Wall time over all sessions, candidates per minute, and per GPU its busy seconds and busy share.
 
-    A session killed without an end counts until its last stored verdict. A GPU's busy share is its
-    worker's busy time over the span from its first request's start to its last request's end in each
-    session: the time work was queued for it (the build of the first candidate comes before that span)."""
+    A session killed without an end counts until its last stored verdict. A GPU is busy while its worker
+    serves a request or prepares one (the worker's own clock: phases ``worker_busy``, else the request's
+    window). Its busy share is that over the time its slot held a job (phases ``suite_slot``): the time
+    work was queued for it, leaving out the waits for a build when the queue was empty."""
     wall = 0.0
     for s in sessions:
         end = s["ended"] or s.get("last_verdict") or s["started"]
         wall += max(0.0, end - s["started"])
     evaluated = sum(1 for r in rows if r.status not in ("missing", "not_started"))
     gpus: dict[str, dict[str, Any]] = {}
-    spans: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for gpu, start, end, session in windows:
-        spans.setdefault((gpu or "?", session), []).append((start, end))
-    for (gpu, _session), ws in spans.items():
-        g = gpus.setdefault(gpu, {"requests": 0, "busy_s": 0.0, "span_s": 0.0})
-        g["requests"] += len(ws)
-        g["busy_s"] += sum(max(0.0, e - s) for s, e in ws)
-        g["span_s"] += max(e for _, e in ws) - min(s for s, _ in ws)
+    for gpu, start, end, _session in windows:
+        g = gpus.setdefault(gpu or "?", {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
+        g["requests"] += 1
+    for r in rows:
+        phases = (r.verdict or {}).get("phases") or {}
+        window = (r.verdict or {}).get("worker_window") or []
+        if r.gpu is None or len(window) != 2:
+            continue
+        g = gpus.setdefault(r.gpu, {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
+        busy = float(phases.get("worker_busy", window[1] - window[0]))
+        g["busy_s"] += busy
+        g["held_s"] += float(phases.get("suite_slot", busy))
     for g in gpus.values():
-        g["busy_share"] = g["busy_s"] / g["span_s"] if g["span_s"] > 0 else None
+        g["busy_share"] = g["busy_s"] / g["held_s"] if g["held_s"] > 0 else None
         g["busy_of_wall"] = g["busy_s"] / wall if wall > 0 else None
     return {"wall_s": wall, "evaluated": evaluated,
             "candidates_per_minute": evaluated / (wall / 60) if wall > 0 else None, "gpus": gpus}

@@ -46,6 +46,12 @@ def failed_verdict(problem: Path, candidate: Path, mode: str, exc: BaseException
                    flags=["the suite could not evaluate this job (see error)"])
 
 
+def job_roots(paths: list[Path]) -> list[Path]:
+    """The fewest directories that hold every path (problems, candidates): their folders, nested ones dropped."""
+    folders = sorted({(p if p.is_dir() else p.parent).resolve() for p in paths})
+    return [f for f in folders if not any(o != f and o in f.parents for o in folders)]
+
+
 def default_build_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
@@ -53,7 +59,10 @@ def default_build_workers() -> int:
 class LocalPool:
     """Build threads feeding one GPU slot per entry of ``gpus`` (None: the caller's CUDA_VISIBLE_DEVICES)."""
 
-    def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None) -> None:
+    def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None,
+                 roots: list[Path] = ()) -> None:  # type: ignore[assignment]
+        """``roots``: directories holding every problem and candidate of the run, opened to each slot's
+        worker from its start (its confinement is fixed then: a new directory would cost a restart)."""
         from kernelpilot.evaluation import Evaluator
 
         if not gpus:
@@ -71,6 +80,7 @@ class LocalPool:
         for index, gpu in enumerate(gpus):
             name = f"gpu{gpu if gpu is not None else index}"
             evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu)
+            evaluator.allow(list(roots))
             stats = SlotStats(name)
             self.stats.append(stats)
             t = threading.Thread(target=self._slot, args=(evaluator, stats), name=f"kp-{name}", daemon=True)
@@ -139,7 +149,8 @@ class LocalPool:
                 problem, candidate, mode, settings, build_s, queued_at, future = item
                 if self._cancelled:
                     continue
-                waited = time.monotonic() - queued_at
+                taken = time.monotonic()
+                waited = taken - queued_at
                 try:
                     evaluator.settings = settings  # one job at a time on this slot: safe to switch
                     verdict = evaluator.evaluate(problem, candidate, mode)
@@ -147,6 +158,7 @@ class LocalPool:
                     verdict = failed_verdict(problem, candidate, mode, exc)
                 verdict.phases["suite_build"] = round(build_s, 3)
                 verdict.phases["suite_queue"] = round(waited, 3)
+                verdict.phases["suite_slot"] = round(time.monotonic() - taken, 3)  # the slot held this job
                 if len(verdict.worker_window) == 2:
                     start, end = verdict.worker_window
                     stats.windows.append((start, end))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ class SuiteActor:
         self.name = f"{node}/gpu{self.gpu if self.gpu is not None else ray.get_runtime_context().get_actor_id()[:6]}"
         self.root = Path(workdir) / self.name.replace("/", "-")
         self.evaluator = Evaluator(self.settings, workdir=self.root / "gpu", keep_warm=True, gpu=self.gpu)
+        self.evaluator.allow([self.root / "inputs"])  # every job's files land there: one worker for them all
         self._local = threading.local()
         self._gpu_lock = threading.Lock()
 
@@ -90,8 +92,10 @@ class SuiteActor:
                 built.mode = mode
                 return built.to_dict(), None
             with self._gpu_lock:  # one job at a time on this GPU: its settings cannot change under it
+                taken = time.monotonic()
                 self.evaluator.settings = job_settings
                 verdict = self.evaluator.evaluate(problem_path, cand_path, mode)
+                verdict.phases["suite_slot"] = round(time.monotonic() - taken, 3)
             verdict.phases["suite_build"] = round(built.seconds, 3)
         except Exception as exc:  # noqa: BLE001
             return failed_verdict(problem_path, cand_path, mode, exc).to_dict(), None

@@ -80,9 +80,10 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
     out += ["## Throughput", "", f"Wall time {t['wall_s']:.1f} s; {t['evaluated']} candidates evaluated"
             + (f"; {t['candidates_per_minute']:.1f} candidates per minute." if t["candidates_per_minute"] else "."), ""]
     if t["gpus"]:
-        out += ["| GPU | requests | busy s | busy share while queued | busy of wall |", "|---|---|---|---|---|"]
+        out += ["| GPU | requests | busy s | held s | busy share while queued | busy of wall |", "|---|---|---|---|---|---|"]
         for name, g in sorted(t["gpus"].items()):
-            out.append(f"| {name} | {g['requests']} | {g['busy_s']:.1f} | {_pct(g['busy_share'])} | {_pct(g['busy_of_wall'])} |")
+            out.append(f"| {name} | {g['requests']} | {g['busy_s']:.1f} | {g['held_s']:.1f} | {_pct(g['busy_share'])} | "
+                       f"{_pct(g['busy_of_wall'])} |")
         out.append("")
     if report["slowest"]:
         out += ["## Slowest evaluations", ""] + [f"- {d['job']}: {d['status']}, {d['seconds']:.1f} s" for d in report["slowest"]] + [""]
