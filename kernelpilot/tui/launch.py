@@ -31,7 +31,7 @@ def launch(args: Any) -> int:
 def _config(args: Any) -> Any:
     config = getattr(args, "config", None)
     if config is None:
-        from kernelpilot.cli import resolve_problem
+        from kernelpilot.project import resolve_problem
 
         overrides = {"model": args.model} if getattr(args, "model", None) else {}
         config, args.problem = resolve_problem(getattr(args, "path", None), overrides)
