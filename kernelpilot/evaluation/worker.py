@@ -295,9 +295,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if op == "ping":
             protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
-        elif op == "evaluate":
+        elif op in ("evaluate", "baselines"):
             started = time.time()
-            response = worker.evaluate(msg)
+            if op == "evaluate":
+                response = worker.evaluate(msg)
+            else:  # eager and torch.compile timed before any candidate: baselines.py
+                from kernelpilot.evaluation.baselines import answer
+
+                response = answer(worker, msg)
             response["window"] = [started, time.time()]
             sys.stdout.flush()
             sys.stderr.flush()
