@@ -73,13 +73,16 @@ class EventView:
             await conv.tool_finished(e.call_id, e.name, e.result, e.ok, e.seconds)
             self.busy.stop(f"tool-{e.call_id}")
         elif isinstance(e, ev.CandidateEvaluated):
-            from kernelpilot.tui.verdict_view import verdict_of
-
             rec = self.panel.upsert(e.candidate_id, e.verdict, diff=e.diff, commit=e.commit, source=e.source)
             self.latest = e.candidate_id
             who = "your edit" if e.source == "engineer" else "candidate"
+            from kernelpilot.tui.verdict_view import BUILD_ONLY_NOTE, build_only, build_summary
+
             v = rec.verdict
-            await conv.note(f"{who} {e.candidate_id}: {v.summary or v.status}", "candidate")
+            if build_only(v):
+                await conv.note(f"{who} {e.candidate_id}: {build_summary(v)} — {BUILD_ONLY_NOTE}", "candidate")
+            else:
+                await conv.note(f"{who} {e.candidate_id}: {v.summary or v.status}", "candidate")
         elif isinstance(e, ev.ProposalReady):
             rec = self.panel.upsert(e.candidate_id, e.verdict, diff=e.diff, summary=e.summary)
             self.panel.set_state(e.candidate_id, "proposed")
