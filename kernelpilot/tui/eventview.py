@@ -36,6 +36,7 @@ class EventView:
     report_error: Any
     push_screen: Any
     pop_screen: Any
+    card_below: Any
 
     # the model is working (between the engineer's turn or a tool result and the next reply)
     THINKING_AFTER = (ev.SessionStarted, ev.ToolCallFinished, ev.EngineerMessage, ev.ProposalRejected)
@@ -59,7 +60,7 @@ class EventView:
             manual = self.startup is not None and self.startup.manual
             self.status.set_model("" if manual else e.model, e.replay or bool(self.startup and self.startup.replay))
             where = f" in {e.worktree}" if e.worktree else ""
-            await conv.note(f"Session {e.session_id} on {e.problem}{where}", "system")
+            self.card_below(await conv.note(f"Session {e.session_id} on {e.problem}{where}", "system"))
         elif isinstance(e, ev.TextDelta):
             await conv.append_delta(e.text)
         elif isinstance(e, ev.AssistantMessage):

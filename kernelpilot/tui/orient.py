@@ -135,6 +135,12 @@ class ProblemCardView:
             facts.ceilings = message.baselines.ceilings
         self._refresh_cards()
 
+    def card_below(self, widget: Any) -> None:
+        """Keep the first card under the session's opening line, the last thing on the first screen."""
+        cards = list(self.query(ProblemCard))
+        if cards and cards[0].parent is widget.parent:
+            self.conversation.move_child(cards[0], after=widget)
+
     def _refresh_cards(self) -> None:
         for card in self.query(ProblemCard):
             card.refresh_facts()

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -113,7 +115,7 @@ def card_lines(facts: CardFacts) -> list[tuple[str, str]]:
 def _baseline_rows(facts: CardFacts, floor_ms: float | None) -> list[tuple[str, str]]:
     if not facts.gpu:
         return [("baselines", "eager and torch.compile times need a GPU; none is visible"),
-                ("", "here each save gets a build-only verdict: diagnostics, registers, spills")]
+                ("", "so saves get build-only verdicts (registers, spills)")]
     if facts.baselines_error:
         return [("baselines", f"not measured: {facts.baselines_error}")]
     b = facts.baselines
@@ -139,7 +141,7 @@ def _start_rows(facts: CardFacts) -> list[tuple[str, str]]:
         where = facts.edit_dir or "the candidate directory"
         return [("start", f"tell the agent what to try; it writes {where}/"),
                 ("", f"your own saves there are evaluated too ({edit_key} opens them)")]
-    agent = ("agent", "none; restart with --model anthropic/claude-sonnet-4-5 to pair")
+    agent = ("agent", "none: restart with --model anthropic/claude-sonnet-4-5")
     if facts.edit_file:
         return [("edit", facts.edit_file),
                 ("", f"{edit_key} opens it in $EDITOR; every save is evaluated"), agent]
@@ -148,24 +150,39 @@ def _start_rows(facts: CardFacts) -> list[tuple[str, str]]:
             ("", "every save there is evaluated"), agent]
 
 
-def card_text(facts: CardFacts) -> Text:
-    text = Text()
-    text.append(facts.name or "problem", style="bold")
+def _title(facts: CardFacts) -> Text:
+    text = Text(facts.name or "problem", style="bold")
     if facts.file:
         text.append(f"  {facts.file}", style="dim")
-    for label, value in card_lines(facts):
-        text.append("\n")
-        text.append(f"{label:<10}", style="bold dim")
-        text.append(value)
     return text
+
+
+def card_text(facts: CardFacts) -> str:
+    """The card as plain text, one row a line (for tests and logs)."""
+    rows = [f"{label:<10}{value}" for label, value in card_lines(facts)]
+    return "\n".join([_title(facts).plain, *rows])
+
+
+def card_renderable(facts: CardFacts) -> Group:
+    """The card on screen: labels in a column of their own, so wrapped values keep their indent."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold dim", width=9, no_wrap=True)
+    grid.add_column(ratio=1)
+    for label, value in card_lines(facts):
+        grid.add_row(label, value)
+    return Group(_title(facts), grid)
 
 
 class ProblemCard(Static):
     """The card in the conversation; ``refresh_facts`` re-renders it from the shared facts."""
 
     def __init__(self, facts: CardFacts, **kw: Any) -> None:
-        super().__init__(card_text(facts), classes="problem-card", **kw)
+        super().__init__(card_renderable(facts), classes="problem-card", **kw)
         self.facts = facts
 
+    @property
+    def plain(self) -> str:
+        return card_text(self.facts)
+
     def refresh_facts(self) -> None:
-        self.update(card_text(self.facts))
+        self.update(card_renderable(self.facts))

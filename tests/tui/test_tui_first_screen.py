@@ -52,7 +52,7 @@ def make_app(tmp_path: Path, evaluator: Any = None, *, gpu: bool = True, events:
 
 
 def card_text(app: KernelpilotApp, index: int = 0) -> str:
-    return str(list(app.query(ProblemCard))[index].content)
+    return list(app.query(ProblemCard))[index].plain
 
 
 def analysed(app: KernelpilotApp) -> bool:
@@ -110,7 +110,8 @@ async def test_without_a_gpu_the_card_and_an_edit_say_what_needs_one(tmp_path: P
         text = card_text(app)
         assert "floor     needs this GPU's measured ceilings: no GPU is visible" in text
         assert "eager and torch.compile times need a GPU; none is visible" in text
-        assert "build-only verdict: diagnostics, registers, spills" in text
+        assert "so saves get build-only verdicts (registers, spills)" in text
+        assert "agent     none: restart with --model anthropic/claude-sonnet-4-5" in text
         assert baselines.calls == []  # nothing asked of a GPU that is not there
         row = table_rows(app)["e1"]
         assert row[1] == "built" and row[2:7] == ["—"] * 5  # never ok, never crashed, nothing timed
