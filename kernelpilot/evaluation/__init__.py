@@ -373,10 +373,11 @@ class Evaluator:
             return None
         return None
 
-    def baselines(self, problem: Any) -> Any:
+    def baselines(self, problem: Any, *, readable: list[Path] | None = None) -> Any:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
-        (worker op ``baselines``, see baselines.py); a ``Baselines``. Raises KernelpilotError when the
-        worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time)."""
+        (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
+        evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
+        when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time)."""
         from kernelpilot.evaluation.baselines import Baselines
         from kernelpilot.evaluation.client import WorkerFailure
         from kernelpilot.problem import load_problem
@@ -385,7 +386,8 @@ class Evaluator:
         message = {"op": "baselines", "problem": str(path), "settings": self.settings.to_dict()}
         with self._lock:
             try:
-                response = self._worker([path.parent]).request(message, self.settings.benchmark_timeout_s)
+                client = self._worker([path.parent, *(readable or [])])
+                response = client.request(message, self.settings.benchmark_timeout_s)
             except WorkerFailure as exc:
                 raise KernelpilotError(f"the baselines were not measured: {exc}") from None
         if not response.get("ok"):

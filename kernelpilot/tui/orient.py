@@ -109,7 +109,9 @@ class ProblemCardView:
 
     def _measure_baselines(self, s: Startup) -> None:
         try:
-            baselines = s.call_engine(s.evaluator.baselines, Path(s.problem.path))
+            # the worktree too: the worker started here then evaluates the first edit, warm
+            readable = [s.worktree] if s.worktree is not None and s.worktree.is_dir() else None
+            baselines = s.call_engine(s.evaluator.baselines, Path(s.problem.path), readable=readable)
         except Exception as err:
             self.post_message(BaselinesMeasured(error=str(err).removeprefix("the baselines were not measured: ")))
             return

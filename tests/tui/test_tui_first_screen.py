@@ -85,6 +85,7 @@ async def test_card_says_what_the_problem_is_then_what_it_costs(tmp_path: Path) 
         assert "compile   1.124 ms (45% of speed of light)" in text
         assert not app.busy.display
         assert baselines.calls == [SOFTMAX.resolve()] and baselines.threads[0].startswith("kp-engine")
+        assert baselines.readable == [tmp_path / "wt"]  # the worker it starts may read the worktree's edits
 
         await pilot.press(*"/problem", "enter")
         await wait_for(pilot, lambda: len(app.query(ProblemCard)) == 2, what="/problem")

@@ -131,11 +131,12 @@ class FixtureBaselines:
         self.calls: list[Path] = []
         self.threads: list[str] = []
 
-    def baselines(self, problem: Path) -> Any:
+    def baselines(self, problem: Path, *, readable: list[Path] | None = None) -> Any:
         from kernelpilot.errors import KernelpilotError
         from kernelpilot.evaluation.baselines import Baselines
 
         self.calls.append(Path(problem))
+        self.readable = list(readable or [])
         self.threads.append(threading.current_thread().name)
         if self.release is not None:
             self.release.wait(30)
