@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import json
 import re
-import shutil
-import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kernelpilot import __version__
-from kernelpilot.errors import KernelpilotError, ModelConfigError, NoGPUError, ProblemError, WorkspaceError
+from kernelpilot.errors import (CandidateNotFoundError, InstallError, KernelpilotError, ModelConfigError,
+                                NotFoundError, UsageError)
+from kernelpilot.machine import gpu_count, require_gpu  # noqa: F401 - re-exported for implementations
+from kernelpilot.project import require_git, resolve_problem
 
 IMPLEMENTATIONS = {
     "pair": "kernelpilot.tui.app:run_app",
@@ -94,9 +96,17 @@ def _problem_and_candidate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an argument error is raised (``UsageError``) so ``main`` can print it as JSON
+    when machine-readable output was asked for; otherwise main prints what argparse would."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, parser=self)
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
         usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
               "       kernelpilot {run,eval,profile,init,skills,hotspots} ...",
@@ -184,71 +194,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ---- checks -----------------------------------------------------------------------------------
 
 
-def gpu_count() -> int:
-    """Visible NVIDIA GPUs, via NVML (nvidia-ml-py) or `nvidia-smi -L`; honours CUDA_VISIBLE_DEVICES=''."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1", "NoDevFiles"):
-        return 0
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver, no library: try nvidia-smi
-        pass
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return 0
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
-
-
-def require_gpu(what: str, alternative: str) -> None:
-    if gpu_count() == 0:
-        raise NoGPUError(f"{what} needs a CUDA GPU and none is visible (checked NVML and nvidia-smi); run it on a machine with an NVIDIA GPU and driver, or {alternative}.")
-
-
-def _find_git_root(start: Path) -> Path | None:
-    from kernelpilot.config import find_git_root
-
-    return find_git_root(start.resolve())
-
-
-def require_git(where: Path) -> Path:
-    root = _find_git_root(where if where.is_dir() else where.parent)
-    if root is None:
-        directory = where if where.is_dir() else where.parent
-        raise WorkspaceError(f"{directory.resolve()} is not inside a git repository; kernelpilot works on a branch of your repository, so run `git init && git add -A && git commit -m initial` there first.")
-    return root
-
-
-def resolve_problem(path_arg: str | None, overrides: dict[str, Any]) -> tuple[Any, Path]:
-    """(config, problem path) from a problem file, a directory, or the config's ``problem``."""
-    from kernelpilot.config import load_config
-    from kernelpilot.problem import load_problem
-
-    target = Path(path_arg).expanduser() if path_arg else Path.cwd()
-    if not target.exists():
-        raise ProblemError(f"{target} does not exist; pass a problem file in KernelBench format or a project directory (see `kernelpilot init`).")
-    if target.is_file():
-        load_problem(target)
-        config = load_config(start=target.parent, overrides={**overrides, "problem": str(target.resolve())})
-        return config, target.resolve()
-    config = load_config(start=target, overrides=overrides)
-    if config.problem is None and (target / "problem.py").is_file():
-        config = load_config(start=target, overrides={**overrides, "problem": str((target / "problem.py").resolve())})
-    if config.problem is None:
-        raise ProblemError(f"no problem found in {target.resolve()}: pass a problem file, add `problem = \"...\"` to kernelpilot.toml, or run `kernelpilot init`.")
-    load_problem(config.problem)
-    return config, config.problem
-
-
 def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = {"model": "model", "api_base": "api_base", "max_turns": "max_turns", "max_tokens": "max_tokens",
              "budget_usd": "max_cost_usd", "max_wall": "max_wall_s", "trials": "trials", "compile_mode": "compile_mode",
@@ -265,9 +210,9 @@ def prepare(args: argparse.Namespace) -> None:
     if command in ("pair", "run"):
         path = args.path if command == "pair" else args.problem
         if getattr(args, "replay", None) and not Path(args.replay).is_file():
-            raise KernelpilotError(f"replay file {args.replay} does not exist; pass a JSONL transcript written by `kernelpilot run --jsonl` or the UI.")
+            raise NotFoundError(f"replay file {args.replay} does not exist; pass a JSONL transcript written by `kernelpilot run --jsonl` or the UI.")
         if command == "run" and args.candidate and not Path(args.candidate).is_dir():
-            raise KernelpilotError(f"candidate directory {args.candidate} does not exist; create it or leave out --candidate.")
+            raise CandidateNotFoundError(f"candidate directory {args.candidate} does not exist; create it or leave out --candidate.")
         args.config, args.problem = resolve_problem(path, _flag_overrides(args))
         args.project_root = args.config.root
         args.candidate = args.config.candidate_dir
@@ -281,7 +226,7 @@ def prepare(args: argparse.Namespace) -> None:
         candidate = Path(args.candidate).expanduser()
         args.config, args.problem = resolve_problem(args.problem, _flag_overrides(args))
         if not candidate.exists():
-            raise KernelpilotError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
         args.candidate = candidate.resolve()
         args.project_root = args.config.root
         if args.mode != "build":
@@ -290,14 +235,14 @@ def prepare(args: argparse.Namespace) -> None:
         candidate = Path(args.candidate).expanduser()
         _config, args.problem = resolve_problem(args.problem, {})
         if not candidate.exists():
-            raise KernelpilotError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
         if args.verdict and not Path(args.verdict).is_file():
-            raise KernelpilotError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM CANDIDATE --json > FILE`.")
+            raise NotFoundError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM CANDIDATE --json > FILE`.")
         args.candidate = candidate.resolve()
         require_gpu("`kernelpilot profile`", "profile on a machine with a GPU")
     elif command == "hotspots":
         if not Path(args.script).is_file():
-            raise KernelpilotError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")
+            raise NotFoundError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -307,14 +252,11 @@ def dispatch(args: argparse.Namespace) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            print(f"kernelpilot: `{_shown(args.command)}` is not available in this installation ({module_name} is missing); reinstall kernelpilot.", file=sys.stderr)
-            return 2
-        print(f"kernelpilot: `{_shown(args.command)}` needs the Python package {exc.name!r}, which is not installed; install it (pip install {exc.name}).", file=sys.stderr)
-        return 2
+            raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({module_name} is missing); reinstall kernelpilot.") from None
+        raise InstallError(f"`{_shown(args.command)}` needs the Python package {exc.name!r}, which is not installed; install it (pip install {exc.name}).") from None
     func = getattr(module, func_name, None)
     if func is None:
-        print(f"kernelpilot: `{_shown(args.command)}` is not available in this installation ({target} is missing); reinstall kernelpilot.", file=sys.stderr)
-        return 2
+        raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({target} is missing); reinstall kernelpilot.")
     result = func(args)
     return int(result or 0)
 
@@ -323,21 +265,62 @@ def _shown(command: str) -> str:
     return "kernelpilot" if command == "pair" else f"kernelpilot {command}"
 
 
+# ---- machine-readable errors -------------------------------------------------------------------
+
+MACHINE_FLAGS = ("--json", "--jsonl")  # the flags that make stdout JSON, on any subcommand that has one
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether this command line asks for machine-readable output (read before parsing, so that an
+    argument error is JSON too). Arguments after ``--`` and a profiled script's own are not ours."""
+    if not argv or argv[0] == "hotspots":
+        return False
+    ours = argv[: argv.index("--")] if "--" in argv else argv
+    return any(token in MACHINE_FLAGS for token in ours)
+
+
+def print_error(message: str, kind: str, machine: bool) -> None:
+    """One JSON object on stdout with ``--json``/``--jsonl``; otherwise ``kernelpilot: message`` on stderr."""
+    if machine:
+        sys.stdout.write(json.dumps({"error": message, "kind": kind}) + "\n")
+        sys.stdout.flush()
+    else:
+        print(f"kernelpilot: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["pair", *argv]
+    machine = wants_json(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 2
+        machine = bool(getattr(args, "json", False) or getattr(args, "jsonl", False))
         prepare(args)
         return dispatch(args)
+    except UsageError as exc:
+        if machine:
+            print_error(str(exc), exc.kind, True)
+        elif isinstance(exc.parser, argparse.ArgumentParser):  # exactly what argparse prints
+            exc.parser.print_usage(sys.stderr)
+            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+        else:
+            print_error(str(exc), exc.kind, False)
+        return exc.exit_code
     except KernelpilotError as exc:
-        print(f"kernelpilot: {exc}", file=sys.stderr)
+        print_error(str(exc), exc.kind, machine)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("kernelpilot: interrupted.", file=sys.stderr)
+        print_error("interrupted.", "interrupted", machine)
         return 130
+    except Exception as exc:
+        if not machine:
+            raise
+        traceback.print_exc()  # the details for a bug report, on stderr; stdout stays JSON
+        print_error(f"internal error: {type(exc).__name__}: {exc}; please report it with the traceback printed on stderr.",
+                    "internal", True)
+        return 1

@@ -69,6 +69,8 @@ class ExtensionSpec:
 class ExtensionBuildError(KernelpilotError):
     """The candidate's extension did not compile, link or load."""
 
+    kind = "build_failed"
+
 
 def default_name(directory: Path) -> str:
     """A module name stable for this directory: ``kp_<dirname>_<hash>``."""

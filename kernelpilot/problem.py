@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelpilot.errors import ProblemError
+from kernelpilot.errors import ProblemError, ProblemNotFoundError
 
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 CPU_FALLBACK_LIMIT_BYTES = 2 << 30  # never allocate more than this on CPU to analyse a problem
@@ -68,7 +68,7 @@ def load_problem(path: str | Path) -> Problem:
     """Read ``path`` and check it statically: a class ``Model`` and functions ``get_inputs``, ``get_init_inputs``."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ProblemError(f"problem file {path} does not exist; check the path (or run `kernelpilot init` to write a starter problem).")
+        raise ProblemNotFoundError(f"problem file {path} does not exist; check the path (or run `kernelpilot init` to write a starter problem).")
     if path.is_dir():
         candidate = path / "problem.py"
         if candidate.is_file():

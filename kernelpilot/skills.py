@@ -47,6 +47,8 @@ _LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s#]+\.md)(?:#[^)]*)?\)")
 class SkillError(KernelpilotError):
     """A skill document is missing or malformed."""
 
+    kind = "bad_skill"
+
 
 @dataclass(frozen=True)
 class Skill:

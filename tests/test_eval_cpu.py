@@ -250,3 +250,23 @@ def test_watchdog_catches_a_hang_after_good_calls(tmp_path: Path) -> None:
         assert waited < 10, waited  # one call's allowance plus the kill, far from the 120 s request limit
         assert ev._client is not None and ev._client.alive()  # a fresh worker is already starting
         assert _ask(ev, "good.py").status == "ok"
+
+
+def test_baselines_op_reaches_the_worker_and_says_it_needs_a_gpu(cpu_evaluator: Evaluator) -> None:
+    """The worker answers op "baselines" (no CUDA here: a clear refusal, and the worker stays up)."""
+    from kernelpilot.errors import KernelpilotError
+
+    with pytest.raises(KernelpilotError, match="the baselines were not measured: .*need a CUDA GPU"):
+        cpu_evaluator.baselines(PROBLEM)
+    assert cpu_evaluator._client is not None and cpu_evaluator._client.alive()
+    assert _ask(cpu_evaluator, "good.py").status == "ok"  # the same worker still evaluates
+
+
+def test_baselines_round_trip_as_plain_data() -> None:
+    from kernelpilot.evaluation.baselines import Baselines
+    from kernelpilot.verdict import SpeedOfLight, Timing
+
+    b = Baselines(eager=Timing(1.0, 0.9, 1.1, 0.8, 50), compiled=None, gpu="H200",
+                  speed_of_light=SpeedOfLight(bound="memory", floor_ms=0.5), eager_pct_of_ceiling=50.0)
+    again = Baselines.from_dict(b.to_dict())
+    assert again == b and isinstance(again.eager, Timing) and isinstance(again.speed_of_light, SpeedOfLight)

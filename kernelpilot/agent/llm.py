@@ -19,10 +19,13 @@ from kernelpilot.errors import KernelpilotError
 class LLMError(KernelpilotError):
     """The model call failed (after retries where retrying makes sense)."""
 
+    kind = "llm"
+
     def __init__(self, message: str, *, retryable: bool = False, kind: str = "") -> None:
         super().__init__(message)
         self.retryable = retryable
-        self.kind = kind
+        if kind:
+            self.kind = kind
 
 
 def new_call_id() -> str:

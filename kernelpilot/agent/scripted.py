@@ -25,6 +25,8 @@ from kernelpilot.errors import KernelpilotError
 class ScriptError(KernelpilotError):
     """The replay file is missing or malformed."""
 
+    kind = "bad_replay"
+
 
 def load_script(path: Path) -> list[dict[str, Any]]:
     try:

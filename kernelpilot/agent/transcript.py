@@ -29,6 +29,8 @@ from kernelpilot.errors import KernelpilotError
 class TranscriptError(KernelpilotError):
     """A transcript is missing or unreadable."""
 
+    kind = "bad_transcript"
+
 
 def data_dir() -> Path:
     override = os.environ.get("KERNELPILOT_DATA_DIR")

@@ -408,6 +408,27 @@ class Evaluator:
             return None
         return None
 
+    def baselines(self, problem: Any, *, readable: list[Path] | None = None) -> Any:
+        """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
+        (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
+        evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
+        when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time)."""
+        from kernelpilot.evaluation.baselines import Baselines
+        from kernelpilot.evaluation.client import WorkerFailure
+        from kernelpilot.problem import load_problem
+
+        path = Path(load_problem(_path_of(problem)).path).resolve()
+        message = {"op": "baselines", "problem": str(path), "settings": self.settings.to_dict()}
+        with self._lock:
+            try:
+                client = self._worker([path.parent, *(readable or [])])
+                response = client.request(message, self.settings.benchmark_timeout_s)
+            except WorkerFailure as exc:
+                raise KernelpilotError(f"the baselines were not measured: {exc}") from None
+        if not response.get("ok"):
+            raise KernelpilotError(f"the baselines were not measured: {response.get('error', 'the worker refused')}")
+        return Baselines.from_dict(response["baselines"])
+
     def _reload_failed(self, response: dict[str, Any]) -> bool:
         part = response.get("verdict") or {}
         if part.get("status") != "runtime_error" or self._client is None or self._client.served < 2:

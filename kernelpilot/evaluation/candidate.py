@@ -27,6 +27,8 @@ CandidateKind = Literal["directory", "single_file"]
 class CandidateError(KernelpilotError):
     """The candidate is missing files or is not in a format kernelpilot can build."""
 
+    kind = "bad_candidate"
+
 
 @dataclass
 class Candidate:

@@ -234,16 +234,13 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     return found
 
 
-def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any) -> tuple[
-        dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
+def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[Any]], Any]:
+    """Input sets with distinct storage for timing, and the refill that re-draws one in place."""
     import torch
 
-    from kernelpilot.evaluation import runtime_audit as ra
-    from kernelpilot.evaluation import timing as tm
-    from kernelpilot.evaluation.speed_of_light import speed_of_light, suspicion_flags
     from kernelpilot.evaluation.verify import draw_inputs
 
-    device, seed = worker.device, int(s.get("seed", 42))
+    seed = int(s.get("seed", 42))
     pool_n = max(int(s.get("input_pool", 4)), 2)
     pool = [draw_inputs(state.module, seed + 7000 + j, "normal", device) for j in range(pool_n)]
     signed = [[bool((x < 0).any()) if isinstance(x, torch.Tensor) and x.is_floating_point() else True for x in p]
@@ -257,14 +254,31 @@ def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, 
                 if not sg:
                     x.abs_()
 
+    return pool, refill
+
+
+def timing_settings(s: dict[str, Any]) -> Any:
+    from kernelpilot.evaluation import timing as tm
+
+    return tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=int(s.get("rounds", 5)),
+                             samples_per_round=int(s.get("samples_per_round", 20)),
+                             replay_checks=int(s.get("replay_checks", 8)), cuda_graphs=bool(s.get("cuda_graphs")),
+                             flush_bytes=s.get("flush_bytes"))
+
+
+def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any) -> tuple[
+        dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
+    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation import timing as tm
+    from kernelpilot.evaluation.speed_of_light import speed_of_light, suspicion_flags
+
+    device = worker.device
+    pool, refill = input_pool(state, s, device)
     impls: dict[str, Any] = {"eager": state.reference.model}
     if compiled is not None:
         impls["compiled"] = compiled
     impls["candidate"] = model
-    ts = tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=int(s.get("rounds", 5)),
-                           samples_per_round=int(s.get("samples_per_round", 20)),
-                           replay_checks=int(s.get("replay_checks", 8)), cuda_graphs=bool(s.get("cuda_graphs")),
-                           flush_bytes=s.get("flush_bytes"))
+    ts = timing_settings(s)
     threads0 = ra.ThreadSnapshot.take()
     run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device))
     findings: list[Finding] = ra.thread_findings(threads0, ra.ThreadSnapshot.take(), native=False)

@@ -381,9 +381,14 @@ def main(argv: list[str] | None = None) -> int:
             answer = worker.prepare(msg)
             prepared_s += time.time() - started
             protocol.send(args.out_fd, answer)
-        elif op == "evaluate":
+        elif op in ("evaluate", "baselines"):
             started = time.time()
-            response = worker.evaluate(msg)
+            if op == "evaluate":
+                response = worker.evaluate(msg)
+            else:  # eager and torch.compile timed before any candidate: baselines.py
+                from kernelpilot.evaluation.baselines import answer
+
+                response = answer(worker, msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)

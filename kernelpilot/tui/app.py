@@ -26,8 +26,11 @@ from kernelpilot.tui.commands import SlashCommandProvider
 from kernelpilot.tui.edits import EngineerEdits
 from kernelpilot.tui.eventview import EventView
 from kernelpilot.tui.gpu import GpuSource, NvmlGpuSource
+from kernelpilot.tui.layout import ResponsiveLayout
 from kernelpilot.tui.messages import AgentEvent, GpuUpdated, ResumeOffered, StartupReady
+from kernelpilot.tui.orient import ProblemCardView
 from kernelpilot.tui.pairing import CandidateWatcher
+from kernelpilot.tui.problem_card import CardFacts
 from kernelpilot.tui.review import ConfirmModal
 from kernelpilot.tui.session import SessionRunner
 from kernelpilot.tui.startup import ResumeFinder, Startup, StartupFactory
@@ -36,7 +39,7 @@ from kernelpilot.tui.widgets.conversation import ConversationPane
 from kernelpilot.tui.widgets.statusbar import BusyLine, StatusBar
 
 
-class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
+class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, ResponsiveLayout, App[int]):
     CSS_PATH = "kernelpilot.tcss"
     TITLE = "kernelpilot"
     COMMANDS = App.COMMANDS | {SlashCommandProvider}
@@ -86,6 +89,7 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
         self.latest: str | None = None
         self.errors: list[str] = []
         self.done_reason = ""
+        self.card_facts: CardFacts | None = None
 
     # ---- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,6 +122,7 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
         if self._keys:
             self.set_keymap(self._keys)
         self.query_one("#banner").display = False
+        self.apply_layout(self.size.width, self.size.height)
         self.query_one(Input).focus()
         self.busy.start("startup", "starting the session")
         self.run_worker(self._gpu_loop, thread=True, group="gpu", name="gpu", exit_on_error=False)
@@ -166,6 +171,7 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
             banner = self.query_one("#banner", Static)
             banner.update(s.banner())
             banner.display = True
+        await self.start_problem_card(s)
         for line in s.notes:
             await self.conversation.note(line, "system")
         if s.watch_dir is not None and s.edit_evaluator is not None:
@@ -208,9 +214,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
             self.open_review(self.panel.records[self.latest])
         else:
             self.notify("No candidate yet.")
-
-    def action_focus_table(self) -> None:
-        self.panel.table.focus()
 
     def action_edit_latest(self) -> None:
         rec = self.panel.records.get(self.latest or "")
@@ -301,6 +304,9 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, App[int]):
         if evaluator is not None and not self._evaluator_closed:
             self._evaluator_closed = True
             evaluator.close()
+        engine = self.startup.engine if self.startup else None
+        if engine is not None:
+            engine.close()
 
     async def action_quit(self) -> None:
         if self._quitting:  # a second quit while stopping: leave now

@@ -21,6 +21,7 @@ class SlashCommand:
 
 
 SLASH_COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("problem", "/problem", "the problem card: shapes, bytes, FLOPs, floor, eager and torch.compile times"),
     SlashCommand("model", "/model [NAME]", "show the model, or switch to NAME (litellm model string)"),
     SlashCommand("budget", "/budget", "budgets of this session and what has been used"),
     SlashCommand("skills", "/skills", "list the skills the agent can read"),

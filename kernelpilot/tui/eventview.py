@@ -36,6 +36,7 @@ class EventView:
     report_error: Any
     push_screen: Any
     pop_screen: Any
+    card_below: Any
 
     # the model is working (between the engineer's turn or a tool result and the next reply)
     THINKING_AFTER = (ev.SessionStarted, ev.ToolCallFinished, ev.EngineerMessage, ev.ProposalRejected)
@@ -59,7 +60,7 @@ class EventView:
             manual = self.startup is not None and self.startup.manual
             self.status.set_model("" if manual else e.model, e.replay or bool(self.startup and self.startup.replay))
             where = f" in {e.worktree}" if e.worktree else ""
-            await conv.note(f"Session {e.session_id} on {e.problem}{where}", "system")
+            self.card_below(await conv.note(f"Session {e.session_id} on {e.problem}{where}", "system"))
         elif isinstance(e, ev.TextDelta):
             await conv.append_delta(e.text)
         elif isinstance(e, ev.AssistantMessage):
@@ -73,13 +74,16 @@ class EventView:
             await conv.tool_finished(e.call_id, e.name, e.result, e.ok, e.seconds)
             self.busy.stop(f"tool-{e.call_id}")
         elif isinstance(e, ev.CandidateEvaluated):
-            from kernelpilot.tui.verdict_view import verdict_of
-
             rec = self.panel.upsert(e.candidate_id, e.verdict, diff=e.diff, commit=e.commit, source=e.source)
             self.latest = e.candidate_id
             who = "your edit" if e.source == "engineer" else "candidate"
+            from kernelpilot.tui.verdict_view import BUILD_ONLY_NOTE, build_only, build_summary
+
             v = rec.verdict
-            await conv.note(f"{who} {e.candidate_id}: {v.summary or v.status}", "candidate")
+            if build_only(v):
+                await conv.note(f"{who} {e.candidate_id}: {build_summary(v)} — {BUILD_ONLY_NOTE}", "candidate")
+            else:
+                await conv.note(f"{who} {e.candidate_id}: {v.summary or v.status}", "candidate")
         elif isinstance(e, ev.ProposalReady):
             rec = self.panel.upsert(e.candidate_id, e.verdict, diff=e.diff, summary=e.summary)
             self.panel.set_state(e.candidate_id, "proposed")

@@ -2,7 +2,9 @@
 
 Agent mode (a model, or ``--replay FILE``): an ``AgentSession`` over a new or resumed worktree,
 the engine's Evaluator and a litellm or scripted client; the engineer's edits become candidates
-of that session. Manual mode (no model): a worktree, the Evaluator, and every save evaluated.
+of that session. Manual mode (no model): a worktree, the Evaluator, and every save evaluated
+(build-only when no GPU is visible). Both get the problem card's sources: the problem, whether a
+GPU is visible, and the Evaluator for the baselines, called on one long-lived engine thread.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def launch(args: Any) -> int:
 def _config(args: Any) -> Any:
     config = getattr(args, "config", None)
     if config is None:
-        from kernelpilot.cli import resolve_problem
+        from kernelpilot.project import resolve_problem
 
         overrides = {"model": args.model} if getattr(args, "model", None) else {}
         config, args.problem = resolve_problem(getattr(args, "path", None), overrides)
@@ -59,12 +61,18 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
         path = find_transcript(resume)
         transcript = Transcript(path)
         session_id = str(transcript.load().header.get("session_id") or path.stem)
+    from kernelpilot.machine import gpu_count
+    from kernelpilot.tui.engine_thread import EngineThread
+
     workspace = Workspace.open(config.root, session_id, candidate_dir=config.candidate_dir, problem=problem.path)
     watch_dir = workspace.path / candidate_rel(problem, workspace, config)
     evaluator = make_evaluator(config)
+    gpu = gpu_count() > 0
+    engine = EngineThread()
     common: dict[str, Any] = dict(project=str(config.root), session_id=workspace.session_id,
                                   worktree=workspace.path, watch_dir=watch_dir, workspace=workspace,
-                                  budgets=dict(config.budgets), notes=list(workspace.notes))
+                                  budgets=dict(config.budgets), notes=list(workspace.notes),
+                                  problem=problem, gpu=gpu, evaluator=evaluator, engine=engine)
     if model or replay:
         from kernelpilot.agent.headless import make_client
         from kernelpilot.agent.loop import AgentSession, Budgets
@@ -85,8 +93,9 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
                              worktree=str(workspace.path), branch=workspace.branch)
     session = EventStreamSession([started], on_approve=workspace.approve, on_reject=workspace.reject)
+    mode = "benchmark" if gpu else "build"  # no GPU: diagnostics, registers and spills, honestly labelled
     edit = WorkspaceEditEvaluator(workspace, watch_dir,
-                                  lambda d: evaluator.evaluate(problem, d, mode="benchmark"),
+                                  lambda d: engine.call(evaluator.evaluate, problem, d, mode=mode),
                                   close=evaluator.close)
     return Startup(session=session, model="", edit_evaluator=edit, **common)
 

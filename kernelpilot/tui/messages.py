@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -62,3 +62,22 @@ class EditEvaluated(Message):
         super().__init__()
         self.event = event
         self.paths = paths
+
+
+class ProblemAnalysed(Message):
+    """The problem's shapes, bytes and FLOPs (``info``, a ProblemInfo) and any cached ceilings of this GPU."""
+
+    def __init__(self, info: Any = None, ceilings: dict[str, Any] | None = None, error: str = "") -> None:
+        super().__init__()
+        self.info = info
+        self.ceilings = ceilings
+        self.error = error
+
+
+class BaselinesMeasured(Message):
+    """Eager and torch.compile times from the evaluation worker (``baselines``), or why there are none."""
+
+    def __init__(self, baselines: Any = None, error: str = "") -> None:
+        super().__init__()
+        self.baselines = baselines
+        self.error = error

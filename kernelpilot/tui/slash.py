@@ -160,11 +160,16 @@ async def _help(app: KernelpilotApp, arg: str) -> None:
     await app.conversation.note_markdown(help_text(lines), "system")
 
 
+async def _problem(app: KernelpilotApp, arg: str) -> None:
+    if not await app.show_problem_card():
+        await app.conversation.note("No problem card yet: the session is still starting (or it has no problem file).", "warning")
+
+
 async def _quit(app: KernelpilotApp, arg: str) -> None:
     await app.action_quit()
 
 
 HANDLERS: dict[str, Handler] = {
     "model": _model, "budget": _budget, "cost": _cost, "skills": _skills, "skill": _skill,
-    "profile": _profile, "revert": _revert, "help": _help, "quit": _quit,
+    "profile": _profile, "revert": _revert, "help": _help, "quit": _quit, "problem": _problem,
 }

@@ -31,14 +31,24 @@ class Startup:
     workspace: Any = None
     budgets: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # the problem card (shown when ``problem`` is set): the problem (kernelpilot.problem.Problem), whether a
+    # GPU is visible, and what measures the baselines (``baselines(problem_path)``, e.g. the Evaluator)
+    problem: Any = None
+    gpu: bool = True
+    evaluator: Any = None
+    engine: Any = None  # EngineThread: calls into the engine run there (None: in the calling thread)
 
     @property
     def manual(self) -> bool:
         return not self.model
 
+    def call_engine(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """Run an engine call on the engine thread when there is one (blocking: from a thread worker)."""
+        return self.engine.call(fn, *args, **kw) if self.engine is not None else fn(*args, **kw)
+
     def banner(self) -> str:
-        where = f"saves in {self.watch_dir} are evaluated" if self.watch_dir else "each save is evaluated"
-        return f"Manual mode (no model): to pair with an agent use {MODEL_HELP} · {where}"
+        where = "each save is evaluated" if self.gpu else "each save is built (no GPU: build-only verdicts)"
+        return f"Manual mode (no model): {where} · to pair with an agent use {MODEL_HELP}"
 
 
 StartupFactory = Callable[[str | None], Startup]  # argument: the session id to resume, or None

@@ -33,6 +33,35 @@ TIER_WORDS = {
 }
 
 
+BUILD_ONLY_NOTE = "correctness and timing need a GPU"
+
+
+def build_only(v: Verdict) -> bool:
+    """Built and nothing more was asked (no GPU, or ``--mode build``): neither ok nor a failure."""
+    return v.status == "ok" and v.mode == "build"
+
+
+def status_word(v: Verdict) -> str:
+    return "built" if build_only(v) else STATUS_WORDS.get(v.status, v.status)
+
+
+def status_style(v: Verdict) -> str:
+    return "cyan" if build_only(v) else STATUS_STYLE.get(v.status, "")
+
+
+def build_summary(v: Verdict) -> str:
+    """'built in 3.1 s; softmax_kernel: 40 registers, no spills' (kernels from the build report)."""
+    parts = [v.summary or "built"]
+    for k in (v.build.kernels if v.build else [])[:2]:
+        spill = (k.spill_stores_bytes or 0) + (k.spill_loads_bytes or 0)
+        regs = f"{k.registers} registers" if k.registers is not None else "registers unknown"
+        parts.append(f"{k.kernel}: {regs}, {'no spills' if not spill else f'{spill} B spilled'}")
+    warnings = sum(1 for d in (v.build.diagnostics if v.build else []) if d.severity == "warning")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings > 1 else ''}")
+    return "; ".join(parts)
+
+
 def verdict_of(data: dict[str, Any] | Verdict) -> Verdict:
     return data if isinstance(data, Verdict) else Verdict.from_dict(data)
 
@@ -63,7 +92,7 @@ def row_cells(candidate_id: str, v: Verdict, source: str = "agent") -> tuple[str
     ident = candidate_id + (" ✎" if source == "engineer" else "")
     return (
         ident,
-        STATUS_WORDS.get(v.status, v.status),
+        status_word(v),
         correctness_cell(v),
         _ms(p.candidate if p else None),
         _x(p.speedup_vs_eager if p else None),
@@ -102,13 +131,15 @@ def verdict_text(v: Verdict) -> RenderableType:
     """The whole verdict for the review screen, in plain words."""
     parts: list[RenderableType] = []
     head = Text()
-    head.append(STATUS_WORDS.get(v.status, v.status).upper(), style=f"bold {STATUS_STYLE.get(v.status, '')}")
+    head.append(status_word(v).upper(), style=f"bold {status_style(v)}")
     repeats_error = bool(v.error) and v.error.split("\n")[0][:60] in v.summary
     if v.summary and not repeats_error:
         head.append(f"  {v.summary}")
     parts.append(head)
     if v.error:
         parts.append(Text(f"Error: {v.error}", style="red"))
+    if build_only(v):
+        parts.append(Text(f"Build-only verdict: {BUILD_ONLY_NOTE}; nothing was run or timed.", style="cyan"))
 
     if v.build is not None:
         b = v.build

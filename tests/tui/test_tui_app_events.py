@@ -37,7 +37,7 @@ async def test_stream_tools_candidates_and_proposal_opens_review() -> None:
         assert list(rows) == ["c1", "c2"]
         assert rows["c1"][1] == "incorrect" and rows["c1"][2] == "fail 0/3"
         assert rows["c2"][1] == "proposed" and rows["c2"][4] == "1.62x" and rows["c2"][6] == "41%"
-        assert app.query_one(Sparkline).data == [0.0, 1.62]
+        assert app.query_one(Sparkline).data == [1.62]  # only what was measured: c1 was wrong, so no bar
         assert app.tokens == 1800 and abs(app.cost - 0.012) < 1e-9
 
         # the tool entry expands to the full output

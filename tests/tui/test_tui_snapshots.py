@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.widgets import Input
 
 from kernelpilot.agent import events as ev
@@ -65,3 +66,50 @@ def test_review_screen_side_by_side(snap_compare: Any) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+# ---- the first screen at three terminal sizes (the problem card with the baselines filled in) ------
+
+def first_screen(tmp_path: Any, gpu: bool = True, events: list[ev.Event] | None = None) -> KernelpilotApp:
+    from test_tui_first_screen import make_app
+    from tui_support import FixtureBaselines
+
+    return make_app(tmp_path, FixtureBaselines(), gpu=gpu, events=events)
+
+
+async def _card_ready(pilot: Any, app: KernelpilotApp, gpu: bool = True) -> None:
+    def ready() -> bool:
+        f = app.card_facts
+        return f is not None and f.info is not None and (f.baselines is not None or not gpu)
+
+    await wait_for(pilot, ready, timeout=60, what="the problem card")
+    for widget in app.query(Input):
+        widget.cursor_blink = False
+    await wait_for(pilot, lambda: not app.busy.display, what="idle")
+    await pilot.pause(0.3)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 55)], ids=["80x24", "120x40", "200x55"])
+def test_first_screen(snap_compare: Any, tmp_path: Any, size: tuple[int, int]) -> None:
+    app = first_screen(tmp_path)
+
+    async def run_before(pilot: Any) -> None:
+        await _card_ready(pilot, app)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_first_screen_without_a_gpu_after_an_edit(snap_compare: Any, tmp_path: Any) -> None:
+    from test_tui_first_screen import build_only_verdict
+
+    edit = ev.CandidateEvaluated(candidate_id="e1", verdict=build_only_verdict(), source="engineer",
+                                 at=1_700_000_000.0)
+    app = first_screen(tmp_path, gpu=False, events=[edit])
+
+    async def run_before(pilot: Any) -> None:
+        await _card_ready(pilot, app, gpu=False)
+        await wait_for(pilot, lambda: "e1" in table_rows(app), what="the edit")
+        await pilot.press("ctrl+t")  # the candidates panel, hidden at 80x24, shown by its key
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kernelpilot.agent import events as ev
@@ -12,6 +15,7 @@ from kernelpilot.tui.gpu import FixedGpuSource, GpuReading
 from kernelpilot.verdict import (Correctness, Finding, Performance, SpeedOfLight, Timing, TrialResult,
                                  Verdict)
 
+DATA_DIR = Path(__file__).parents[1] / "data"
 GPU = FixedGpuSource(GpuReading("H200", 37, 1024, 143771, 1980, 45))
 
 DIFF = """\
@@ -111,3 +115,31 @@ def table_rows(app: Any) -> dict[str, list[str]]:
 
 async def settle(seconds: float = 0.1) -> None:
     await asyncio.sleep(seconds)
+
+
+BASELINES = DATA_DIR / "baselines" / "softmax_h200.json"
+SOFTMAX = Path(__file__).parents[2] / "examples" / "softmax" / "problem.py"
+
+
+class FixtureBaselines:
+    """The Evaluator's ``baselines(problem)`` answering from fixture JSON: the accepted test double (CI
+    has no GPU). With ``release`` it blocks until that event is set, like a worker still measuring."""
+
+    def __init__(self, release: threading.Event | None = None, fail: str = "") -> None:
+        self.release = release
+        self.fail = fail
+        self.calls: list[Path] = []
+        self.threads: list[str] = []
+
+    def baselines(self, problem: Path, *, readable: list[Path] | None = None) -> Any:
+        from kernelpilot.errors import KernelpilotError
+        from kernelpilot.evaluation.baselines import Baselines
+
+        self.calls.append(Path(problem))
+        self.readable = list(readable or [])
+        self.threads.append(threading.current_thread().name)
+        if self.release is not None:
+            self.release.wait(30)
+        if self.fail:
+            raise KernelpilotError(f"the baselines were not measured: {self.fail}")
+        return Baselines.from_dict(json.loads(BASELINES.read_text()))

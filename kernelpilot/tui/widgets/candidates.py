@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label, Sparkline
 
-from kernelpilot.tui.verdict_view import STATUS_STYLE, row_cells, speedup, verdict_of
+from kernelpilot.tui.verdict_view import row_cells, speedup, status_style, verdict_of
 from kernelpilot.verdict import Verdict
 
 COLUMNS = ("id", "status", "correctness", "time", "x eager", "x compile", "%SOL", "flags")
@@ -53,6 +53,7 @@ class CandidatesPanel(Vertical):
         table = self.query_one(DataTable)
         for col, width in zip(COLUMNS, WIDTHS):
             table.add_column(col, width=width, key=col)
+        self._render_spark()
 
     @property
     def table(self) -> DataTable[Any]:
@@ -85,12 +86,12 @@ class CandidatesPanel(Vertical):
 
     def _render_row(self, rec: CandidateRecord) -> None:
         cells: list[Any] = list(row_cells(rec.candidate_id, rec.verdict, rec.source))
-        status_style = STATUS_STYLE.get(rec.verdict.status, "")
+        style = status_style(rec.verdict)
         cells[1] = SHORT_STATUS.get(rec.verdict.status, cells[1])
         if rec.state:
             cells[1] = rec.state
-            status_style = {"approved": "bold green", "rejected": "dim", "proposed": "bold yellow"}[rec.state]
-        cells[1] = Text(str(cells[1]), style=status_style)
+            style = {"approved": "bold green", "rejected": "dim", "proposed": "bold yellow"}[rec.state]
+        cells[1] = Text(str(cells[1]), style=style)
         table = self.table
         if rec.candidate_id in table.rows:
             for col, value in zip(COLUMNS, cells):
@@ -99,12 +100,13 @@ class CandidatesPanel(Vertical):
             table.add_row(*cells, key=rec.candidate_id)
 
     def _render_spark(self) -> None:
-        data = [speedup(r.verdict) for r in self.records.values()]
-        self.query_one(Sparkline).data = data
-        best = max(data, default=0.0)
+        """Only what was measured: candidates that are correct and timed (no bars for the others)."""
+        data = [x for x in (speedup(r.verdict) for r in self.records.values()) if x > 0]
+        spark = self.query_one(Sparkline)
+        spark.data = data
+        spark.display = bool(data)
         label = "speedup vs eager over candidates"
-        if best > 0:
-            label += f" (best {best:.2f}x)"
+        label += f" (best {max(data):.2f}x)" if data else ": nothing timed yet"
         self.query_one("#spark-label", Label).update(label)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -1,0 +1,97 @@
+"""What the problem costs today on this GPU: eager and torch.compile times, and the speed of light.
+
+``answer(worker, msg)`` runs inside the evaluation worker (op ``baselines``): it times the
+problem's reference model and its torch.compile build with the engine's own timing (``timing.measure``,
+interleaved, behind a GPU spin, L2 flushed, the same input pool and settings as a candidate's
+benchmark) and adds the GPU's measured ceilings, so the floor and the share of it each baseline
+reaches use the same numbers as the verdicts that follow. The compiled baseline stays cached in the
+worker, so the first benchmark of a candidate does not compile it again.
+
+``Baselines`` is the answer as plain data (``Evaluator.baselines(problem)`` returns it); importing
+this module imports neither torch nor CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kernelpilot.verdict import SpeedOfLight, Timing, _from_dict
+
+
+@dataclass
+class Baselines:
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    compile_mode: str = "default"
+    speed_of_light: SpeedOfLight | None = None  # floor and bound at the measured ceilings
+    eager_pct_of_ceiling: float | None = None
+    ceilings: dict[str, Any] = field(default_factory=dict)  # ceilings.Ceilings as a dict
+    gpu: str = ""
+    notes: list[str] = field(default_factory=list)  # e.g. the torch.compile failure, no ceilings
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Baselines":
+        return _from_dict(cls, data)
+
+
+def answer(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """The worker's answer to ``{"op": "baselines", "problem": PATH, "settings": {...}}``: ``ok`` and
+    ``baselines``, or ``ok: False`` and ``error`` (with ``exit`` when the CUDA context is unusable)."""
+    try:
+        return measure(worker, msg)
+    except Exception as exc:  # the problem's own code failed on the GPU: say so, keep the worker if healthy
+        message, fatal = worker.classify(exc)
+        return {"ok": False, "error": message.splitlines()[0] if message else type(exc).__name__, "exit": fatal}
+
+
+def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    import time
+
+    from kernelpilot.evaluation import engine, watchdog
+    from kernelpilot.evaluation import timing as tm
+    from kernelpilot.evaluation.speed_of_light import speed_of_light
+    from kernelpilot.evaluation.verify import draw_inputs
+
+    t0 = time.monotonic()
+    s = dict(msg.get("settings") or {})
+    device = worker.device
+    if not device.startswith("cuda"):
+        return {"ok": False, "error": "eager and torch.compile timings need a CUDA GPU"}
+    seed = int(s.get("seed", 42))
+    watchdog.begin(watchdog.Allowance.from_settings(s))
+    watchdog.step("problem")
+    state = worker.problem_state(msg["problem"], seed)
+    watchdog.set_reference_seconds(state.reference_s)  # the timed rounds get the eager-based allowance
+    watchdog.step("compile_baseline")
+    mode = str(s.get("compile_mode", "default"))
+    out = Baselines(compile_mode=mode, gpu=str(worker.environment().get("gpu", "")))
+    impls: dict[str, Any] = {"eager": state.reference.model}
+    if s.get("compile_baseline", True):
+        compiled = worker.compiled(state, mode, draw_inputs(state.module, seed + 500, "normal", device))
+        if compiled is not None:
+            impls["compiled"] = compiled
+        elif state.compile_note:
+            out.notes.append(state.compile_note)
+    pool, refill = engine.input_pool(state, s, device)
+    run = tm.measure(impls, pool, refill, engine.timing_settings(s), worker.pristine, device)
+    out.notes += run.notes
+    out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")
+    ceil = worker.ceilings
+    if ceil is None:
+        out.notes.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
+    else:
+        out.ceilings = asdict(ceil)
+        sol = speed_of_light(bytes_moved=state.info.get("bytes_moved"), flops=state.info.get("flops"),
+                             copy_tbps=ceil.copy_tbps, tflops=ceil.flops_rate(str(state.dtype).replace("torch.", "")),
+                             candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None,
+                             source=ceil.source())
+        out.speed_of_light = sol
+        if sol.floor_ms and out.eager.median_ms > 0:
+            out.eager_pct_of_ceiling = 100.0 * sol.floor_ms / out.eager.median_ms
+    out.seconds = round(time.monotonic() - t0, 3)
+    return {"ok": True, "baselines": out.to_dict()}
