@@ -305,7 +305,8 @@ class Evaluator:
             build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
-            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env)
+            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
+                                     problem=problem_path)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             kernels += [k.kernel for k in report.kernels]
@@ -322,7 +323,8 @@ class Evaluator:
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
-                   "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env}
+                   "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env,
+                   "warmup": getattr(cand_obj, "kind", "") == "triton"}
         response = self._ask(message, timeout, v, build_dirs)
         if response is not None and self._reload_failed(response):
             # A warm worker that already imported another build of this extension failed to load the
@@ -338,6 +340,8 @@ class Evaluator:
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})
+        if v.build is not None and "build_warmup" in v.phases:  # Triton compiled at the worker's warm-up
+            v.build.seconds = round(v.build.seconds + v.phases["build_warmup"], 3)
         window = response.get("window")
         if isinstance(window, list) and len(window) == 2:
             v.worker_window = [float(window[0]), float(window[1])]

@@ -142,10 +142,18 @@ def build_candidate(
     arch: str | None = None,
     timeout_s: float = 300,
     env: Mapping[str, str] | None = None,
+    problem: Path | None = None,
 ) -> BuildReport:
-    """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it."""
+    """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
+
+    ``problem``: the problem file, for Triton candidates (their kernels' signatures come from its inputs).
+    """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
+    if candidate.kind == "triton":  # its own build step: triton_build.py
+        from kernelpilot.evaluation.triton_build import build_triton
+
+        return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory)
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast
