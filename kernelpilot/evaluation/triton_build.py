@@ -2,8 +2,8 @@
 
 Triton compiles a kernel for one specialisation (argument dtypes, alignment of pointers, integers
 equal to 1 or divisible by 16, constexpr values, num_warps/num_stages), which it learns from the
-launch. So the build runs ``ModelNew.forward`` once in a subprocess, on the meta device, with the
-problem's real shapes and dtypes, and with Triton's launcher replaced by its own ``warmup`` path:
+launch. So the build runs ``ModelNew.forward`` once in a subprocess, on fake CUDA tensors (torch's
+FakeTensorMode: shapes, dtypes, strides, no memory, no GPU) with the problem's real shapes and dtypes, and with Triton's launcher replaced by its own ``warmup`` path:
 every launch is compiled by Triton itself (``triton.compile`` for an explicit ``GPUTarget``, through a
 stand-in driver that answers the target and never touches CUDA) and nothing is launched. The compiled
 kernels land in ``TRITON_CACHE_DIR`` (the worker's cache), so the worker's first launch of the same
@@ -12,7 +12,7 @@ specialisation loads the cubin instead of compiling.
 What cannot be compiled ahead is said in the build report (a ``note``), and the worker compiles it in
 its ``build_warmup`` phase, one forward call before verification (engine.py): an autotuned kernel
 (each config is compiled here; the choice is a benchmark on the GPU), or a forward that does not run
-on the meta device (``.item()``, data-dependent shapes). Compilation errors become diagnostics at the
+on fake tensors (``.item()``, data-dependent shapes, torch.cuda calls). Compilation errors become diagnostics at the
 kernel's file and line. Per-kernel registers and local memory (Triton's ``n_regs``/``n_spills``) come
 from ``cuobjdump -res-usage`` on the cubin.
 
@@ -121,7 +121,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.kernels: dict[str, Any] = {}  # kernel name -> CompiledKernel (last specialisation)
         self.notes: list[str] = []
-        self.current: list[Any] = []  # the JITFunction being compiled (for error locations)
+        self.current: list[Any] = []  # the JITFunction being compiled
+        self.failed: list[Any] = []  # the JITFunction whose compilation raised (for error locations)
 
     def install(self) -> None:
         from triton.runtime.autotuner import Autotuner
@@ -133,7 +134,12 @@ class _Recorder:
         def run(fn: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
             recorder.current.append(fn)
             try:
+                args = tuple(_pointer(a) for a in args)
+                kwargs = {k: _pointer(v) for k, v in kwargs.items()}
                 kernel = original(fn, *args, grid=grid, warmup=True, **kwargs)
+            except BaseException:
+                recorder.failed.append(fn)
+                raise
             finally:
                 recorder.current.pop()
             if kernel is not None:
@@ -155,6 +161,28 @@ class _Recorder:
 
         JITFunction.run = run  # type: ignore[method-assign]
         Autotuner.run = tuned  # type: ignore[method-assign]
+
+
+class _Pointer:
+    """What Triton's specialisation reads of a tensor argument: its dtype and its address's alignment."""
+
+    def __init__(self, tensor: Any) -> None:
+        self.dtype = tensor.dtype
+        self.shape = tuple(tensor.shape)
+        self._strides = tuple(tensor.stride())
+        self._address = 1024 + tensor.storage_offset() * tensor.element_size()  # allocations are 256-B aligned
+
+    def data_ptr(self) -> int:
+        return self._address
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+
+def _pointer(value: Any) -> Any:
+    import torch
+
+    return _Pointer(value) if isinstance(value, torch.Tensor) else value
 
 
 def _name(fn: Any) -> str:
@@ -194,8 +222,7 @@ def _error_location(exc: BaseException, recorder: _Recorder, model_file: Path) -
     node = getattr(exc, "node", None)
     src = getattr(exc, "src", None)
     if node is not None and hasattr(node, "lineno"):
-        candidates = list(recorder.current) + list(recorder.kernels.values())
-        for fn in [c for c in candidates if hasattr(c, "def_file_line_number")] + _all_jit(model_file.parent):
+        for fn in recorder.failed + _all_jit(model_file.parent):
             if src is None or getattr(fn, "src", None) == src:
                 file = getattr(getattr(fn, "fn", None), "__code__", None)
                 return {"file": file.co_filename if file else str(model_file),
@@ -228,6 +255,7 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
 
     import torch
     import triton
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
 
@@ -243,8 +271,10 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
         spec = importlib.util.spec_from_file_location("kp_triton_candidate", model_file)
         assert spec is not None and spec.loader is not None
         candidate = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = candidate
         spec.loader.exec_module(candidate)
-        with torch.device("meta"):
+        fake = FakeTensorMode()
+        with fake, torch.device("cuda"):
             torch.manual_seed(42)
             model = candidate.ModelNew(*module.get_init_inputs())
             torch.manual_seed(42)
@@ -254,7 +284,7 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
                                       **_error_location(exc, recorder, model_file)})
         return result
     try:
-        with torch.no_grad():
+        with fake, torch.device("cuda"), torch.no_grad():
             model(*inputs)
     except triton.CompilationError as exc:
         result["diagnostics"].append({"severity": "error", "message": _message(exc), "tool": "triton",
@@ -267,7 +297,7 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
             return result
         where = _error_location(exc, recorder, model_file)
         at = f" at {Path(where['file']).name}:{where['line']}" if where else ""
-        recorder.notes.append(f"forward does not run on the meta device{at} ({_message(exc)[:300]}); the kernels "
+        recorder.notes.append(f"forward does not run on fake tensors{at} ({_message(exc)[:300]}); the kernels "
                               "it launches after that point compile at the worker's warm-up")
     cuobjdump = None
     try:
@@ -276,7 +306,7 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
         pass
     result["kernels"] = [_resources(k, cuobjdump) for k in recorder.kernels.values()]
     if not recorder.kernels:
-        recorder.notes.append("no Triton kernel was launched by forward on the meta device: they compile at the "
+        recorder.notes.append("no Triton kernel was launched by forward on fake tensors: they compile at the "
                               "worker's warm-up")
     result["diagnostics"] += [{"severity": "note", "message": n, "tool": "triton"} for n in recorder.notes]
     result["ok"] = True
