@@ -297,6 +297,7 @@ class Evaluator:
         build_dirs: list[Path] = []
         try:
             from kernelpilot.evaluation.build import build_candidate, build_env
+            from kernelpilot.evaluation.candidate import triton_kernels
 
             env = self._cache_env()
             build_dir = Path(s.build_dir) if s.build_dir else None
@@ -310,6 +311,7 @@ class Evaluator:
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             kernels += [k.kernel for k in report.kernels]
+            kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
             if not report.ok:
                 first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
                 v.error = first or report.log_tail[-2000:]

@@ -166,6 +166,14 @@ def triton_kernel_names(tree: ast.Module) -> list[str]:
     return names
 
 
+def triton_kernels(candidate: Candidate) -> list[str]:
+    """Every @triton.jit function name in a Triton candidate's files (its own kernels, for the audit)."""
+    names: list[str] = []
+    for file in candidate.kernel_files if candidate.kind == "triton" else []:
+        names += triton_kernel_names(_parse(file))
+    return names
+
+
 def _triton_siblings(directory: Path, model: Path) -> list[Path]:
     """The .py files beside ``model`` that define @triton.jit kernels (unparsable ones are left to the policy)."""
     found = []

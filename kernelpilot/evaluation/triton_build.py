@@ -273,31 +273,31 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
         candidate = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = candidate
         spec.loader.exec_module(candidate)
-        fake = FakeTensorMode()
+    except Exception as exc:  # the module does not import: a build error, with its line
+        result["diagnostics"].append({"severity": "error", "message": _message(exc), "tool": "python",
+                                      **_error_location(exc, recorder, model_file)})
+        return result
+    fake = FakeTensorMode()
+    try:
         with fake, torch.device("cuda"):
             torch.manual_seed(42)
             model = candidate.ModelNew(*module.get_init_inputs())
             torch.manual_seed(42)
             inputs = list(make_inputs(module))
-    except Exception as exc:  # the module or the constructor fails: a build error, with its line
-        result["diagnostics"].append({"severity": "error", "message": _message(exc), "tool": "python",
-                                      **_error_location(exc, recorder, model_file)})
-        return result
-    try:
         with fake, torch.device("cuda"), torch.no_grad():
             model(*inputs)
     except triton.CompilationError as exc:
         result["diagnostics"].append({"severity": "error", "message": _message(exc), "tool": "triton",
                                       **_error_location(exc, recorder, model_file)})
         return result
-    except Exception as exc:  # forward needs real data (item(), data-dependent shapes) or a GPU
+    except Exception as exc:  # ModelNew needs real data (item(), data-dependent shapes) or a GPU (streams)
         if type(exc).__name__ in ("PTXASError", "MLIRCompilationError") or "triton" in type(exc).__module__:
             result["diagnostics"].append({"severity": "error", "message": _message(exc), "tool": "triton",
                                           **_error_location(exc, recorder, model_file)})
             return result
         where = _error_location(exc, recorder, model_file)
         at = f" at {Path(where['file']).name}:{where['line']}" if where else ""
-        recorder.notes.append(f"forward does not run on fake tensors{at} ({_message(exc)[:300]}); the kernels "
+        recorder.notes.append(f"ModelNew does not run on fake tensors{at} ({_message(exc)[:300]}); the kernels "
                               "it launches after that point compile at the worker's warm-up")
     cuobjdump = None
     try:
@@ -305,7 +305,7 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
     except Exception:  # older triton: no knobs; the figures are then only the shared memory
         pass
     result["kernels"] = [_resources(k, cuobjdump) for k in recorder.kernels.values()]
-    if not recorder.kernels:
+    if not recorder.kernels and not recorder.notes:
         recorder.notes.append("no Triton kernel was launched by forward on fake tensors: they compile at the "
                               "worker's warm-up")
     result["diagnostics"] += [{"severity": "note", "message": n, "tool": "triton"} for n in recorder.notes]
