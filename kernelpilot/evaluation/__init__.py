@@ -323,9 +323,12 @@ class Evaluator:
 
         # 3. the worker: verify, audit, time
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
+        from kernelpilot.evaluation.inductor_origin import declared_settings, within_compile_flag
+
+        settings, declared = declared_settings(cand_obj, s.to_dict(), v)
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
-                   "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env,
+                   "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
                    "warmup": getattr(cand_obj, "kind", "") == "triton"}
         response = self._ask(message, timeout, v, build_dirs)
         if response is not None and self._reload_failed(response):
@@ -348,6 +351,7 @@ class Evaluator:
         if isinstance(window, list) and len(window) == 2:
             v.worker_window = [float(window[0]), float(window[1])]
         v.error = merged.error
+        v.flags += within_compile_flag(declared, v.performance)
         if not self.keep_warm and self._client is not None:
             self._client.stop()
         return done(merged.status)

@@ -174,6 +174,23 @@ def triton_kernels(candidate: Candidate) -> list[str]:
     return names
 
 
+LIBRARY_DECLARATION = "KERNELPILOT_LIBRARIES"  # e.g. ("cublas",): library calls this candidate keeps
+ORIGIN_DECLARATION = "KERNELPILOT_ORIGIN"  # "inductor": torch.compile's own kernels (kernelpilot.inductor)
+
+
+def declarations(candidate: Candidate) -> dict[str, object]:
+    """Module-level ``KERNELPILOT_*`` constants of the model file, read statically (literals only)."""
+    out: dict[str, object] = {}
+    for node in _parse(candidate.model_file).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id.startswith("KERNELPILOT_"):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+
+
 def _triton_siblings(directory: Path, model: Path) -> list[Path]:
     """The .py files beside ``model`` that define @triton.jit kernels (unparsable ones are left to the policy)."""
     found = []
