@@ -25,7 +25,7 @@ MARKER = "KERNELPILOT_INDUCTOR_RECORDING "
 class Recording:
     code: str
     configs: dict[str, Any]  # kernel name -> {"kwargs", "num_warps", "num_stages"}
-    sources: list[str]  # graph input i -> "x" / "self.linear.weight"
+    sources: list[str] | None  # graph input i -> "x" / "self.linear.weight" (None: match by shape)
     torch: str
 
 
@@ -70,6 +70,27 @@ def _compiled_graph_class() -> Any:
     raise ConversionError("this torch has no CompiledFxGraph: cannot observe Inductor's launches")
 
 
+def _namespaces(fn: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The module globals behind Inductor's callable (through bound methods, wrappers and closures)."""
+    if fn is None or depth > 3:
+        return []
+    fn = getattr(fn, "__func__", fn)
+    found = [fn.__globals__] if hasattr(fn, "__globals__") else []
+    for inner in [getattr(fn, "__wrapped__", None), getattr(fn, "func", None)] + \
+            [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _filled(c)]:
+        if callable(inner):
+            found += _namespaces(inner, depth + 1)
+    return found
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
 def _main(problem: str, mode: str) -> dict[str, Any]:
     import inspect
 
@@ -105,14 +126,13 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
     if len(codes) != 1 or len(seen) < 1:
         return {"error": f"torch.compile produced {len(codes)} graphs (graph breaks); only one graph can be converted"}
     compiled, args = seen[0]
-    fn = compiled.current_callable
-    namespace = getattr(getattr(fn, "__func__", fn), "__globals__", {})
     configs = {}
-    for value in namespace.values():
-        launchers = getattr(value, "launchers", None)
-        if launchers:
-            name = (getattr(value, "inductor_meta", None) or {}).get("kernel_name") or value.fn.__name__
-            configs[name] = config_dict(launchers[0].config)
+    for namespace in _namespaces(compiled.current_callable):
+        for value in list(namespace.values()):
+            launchers = getattr(value, "launchers", None)
+            if launchers and hasattr(launchers[0], "config"):
+                name = (getattr(value, "inductor_meta", None) or {}).get("kernel_name") or value.fn.__name__
+                configs[name] = config_dict(launchers[0].config)
     names = [p for p in inspect.signature(model.forward).parameters]
     where = {}
     for i, x in enumerate(inputs):
@@ -121,11 +141,12 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
         expr = f"self.{name}" if all(p.isidentifier() for p in name.split(".")) else f"self.get_parameter({name!r})"
         where.setdefault((t.data_ptr(), tuple(t.shape)), expr)
-    sources = []
+    sources: list[str] | None = []
     for a in args:
         key = (a.data_ptr(), tuple(a.shape)) if isinstance(a, torch.Tensor) else None
-        if key not in where:
-            return {"error": "a graph input is neither a parameter, a buffer nor a forward input of Model"}
+        if key not in where:  # copied on the way in (alignment): the converter matches by shape instead
+            sources = None
+            break
         sources.append(where[key])
     return {"code": codes[0], "configs": configs, "sources": sources, "torch": torch.__version__}
 
