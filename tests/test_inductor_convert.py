@@ -138,3 +138,18 @@ def test_converted_candidate_compiles_ahead_for_sm90(tmp_path: Path) -> None:
                              env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
     assert report.ok, report.diagnostics
     assert len(report.kernels) == 3 and all(k.registers for k in report.kernels)
+
+
+@pytest.mark.slow
+def test_init_from_inductor_without_a_gpu_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from kernelpilot.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the recording would run")
+    rc = main(["init", "--from-inductor", str(ROOT / "examples" / "softmax" / "problem.py"),
+               "--out", str(tmp_path / "c0")])
+    assert rc != 0
+    assert "cannot start from torch.compile's kernels: no CUDA GPU is visible" in capsys.readouterr().err
+    assert not (tmp_path / "c0").exists() or not any((tmp_path / "c0").iterdir())
