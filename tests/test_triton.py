@@ -135,3 +135,40 @@ def test_autotuned_kernel_compiles_every_config_and_defers_the_choice(tmp_path: 
     notes = [d.message for d in report.diagnostics if d.severity == "note"]
     assert any("autotuned over 2 configs" in n and "warm-up" in n for n in notes), notes
     assert len(list((tmp_path / "triton").rglob("add_kernel.cubin"))) == 2
+
+
+@pytest.mark.slow
+def test_engine_build_mode_runs_the_triton_build_with_the_problem(tmp_path: Path) -> None:
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    with Evaluator(EvalSettings(device="cpu", confine=False), workdir=tmp_path / "work") as ev:
+        v = ev.evaluate(PROBLEM, KB, mode="build")
+    assert v.status == "ok", (v.error, v.build)
+    assert v.build is not None and [k.kernel for k in v.build.kernels] == ["add_kernel"]
+    assert v.phases["build"] > 0
+
+
+def test_declared_libraries_are_allowed_for_that_candidate_and_listed(tmp_path: Path) -> None:
+    from kernelpilot.evaluation.inductor_origin import declared_settings, within_compile_flag
+    from kernelpilot.verdict import Performance, Timing, Verdict
+
+    path = tmp_path / "c0.py"
+    path.write_text(KB.read_text() + '\nKERNELPILOT_LIBRARIES = ("cublas", "os")\nKERNELPILOT_ORIGIN = "inductor"\n')
+    v = Verdict(status="ok")
+    settings, declared = declared_settings(load_candidate(path), {"allowed_libraries": ["add"]}, v)
+    assert settings["allowed_libraries"] == ["add", "cublas"]  # unknown names are not libraries
+    assert [(f.rule, f.severity, f.evidence) for f in v.findings] == [("library-call", "warn", "cublas")]
+    # a plain candidate declares nothing and changes nothing
+    plain, nothing = declared_settings(load_candidate(KB), {"allowed_libraries": []}, Verdict(status="ok"))
+    assert plain == {"allowed_libraries": []} and nothing == {}
+
+    def perf(cand: float, comp: float) -> Performance:
+        def t(ms: float) -> Timing:
+            return Timing(median_ms=ms, q1_ms=ms, q3_ms=ms, min_ms=ms, samples=10)
+
+        return Performance(candidate=t(cand), compiled=t(comp))
+
+    assert within_compile_flag(declared, perf(1.04, 1.0)) == []
+    flag = within_compile_flag(declared, perf(1.2, 1.0))
+    assert len(flag) == 1 and "+20.0%" in flag[0] and "not within 5%" in flag[0]
+    assert within_compile_flag({}, perf(2.0, 1.0)) == []
