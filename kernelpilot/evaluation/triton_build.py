@@ -178,6 +178,9 @@ class _Pointer:
     def stride(self) -> tuple[int, ...]:
         return self._strides
 
+    def ptr_range(self) -> int:  # older Triton asks (32-bit pointer range); as its own MockTensor answers
+        return 0
+
 
 def _pointer(value: Any) -> Any:
     import torch
@@ -223,15 +226,25 @@ def _error_location(exc: BaseException, recorder: _Recorder, model_file: Path) -
     src = getattr(exc, "src", None)
     if node is not None and hasattr(node, "lineno"):
         for fn in recorder.failed + _all_jit(model_file.parent):
+            if not hasattr(fn, "starting_line_number"):
+                continue
             if src is None or getattr(fn, "src", None) == src:
                 file = getattr(getattr(fn, "fn", None), "__code__", None)
                 return {"file": file.co_filename if file else str(model_file),
-                        "line": fn.def_file_line_number + node.lineno - 1, "column": node.col_offset + 1}
+                        "line": _def_line(fn) + node.lineno - 1, "column": node.col_offset + 1}
     root = model_file.parent.resolve()
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve().parent == root]
     if frames:
         return {"file": frames[-1].filename, "line": frames[-1].lineno}
     return {}
+
+
+def _def_line(fn: Any) -> int:
+    """The file line of a JITFunction's ``def`` (its source, which error lines count from, starts there)."""
+    if hasattr(fn, "def_file_line_number"):
+        return int(fn.def_file_line_number)
+    offset = next((i for i, line in enumerate(getattr(fn, "raw_src", [])) if line.strip().startswith("def ")), 0)
+    return int(fn.starting_line_number) + offset
 
 
 def _all_jit(directory: Path) -> list[Any]:
