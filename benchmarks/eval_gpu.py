@@ -47,12 +47,12 @@ def corpus(work: Path) -> tuple[str, int]:
     with Evaluator(BASE, workdir=work / "corpus-eval") as ev:
         for case in CASES:
             for relaxed in ([False, True] if case.static_rule else [True]):
-                materialize(case, directory)
+                path = materialize(case, directory)
                 ev.settings = dataclasses.replace(
                     BASE, relaxed_policy=list(case.relax) if relaxed else [], allowed_libraries=list(case.allowed),
                     test_timeout_s=60 if case.expect == {"timeout"} else BASE.test_timeout_s)
                 t0 = time.monotonic()
-                v = ev.evaluate(PROBLEMS[case.problem], directory, mode=case.mode)
+                v = ev.evaluate(PROBLEMS[case.problem], path, mode=case.mode)
                 seconds = time.monotonic() - t0
                 misses = check_verdict(case, v, relaxed=relaxed)
                 failures += bool(misses)

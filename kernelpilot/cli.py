@@ -50,6 +50,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
   kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
   kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
+  kernelpilot init --from-inductor P     torch.compile's kernels for problem P as a Triton candidate
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
   kernelpilot suite PROBLEMS --solutions DIR   score many problems on every GPU; `report RUN` reprints
@@ -164,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("dir", metavar="DIR", nargs="?", default=".", help="project directory (default: the current directory)")
     init.add_argument("--problem", metavar="NAME", default="softmax", help="problem name; writes NAME.py (default: softmax)")
     init.add_argument("--force", action="store_true", help="overwrite NAME.py and kernelpilot.toml if they exist")
+    init.add_argument("--from-inductor", metavar="PROBLEM", dest="from_inductor",
+                      help="instead: write torch.compile's own kernels for PROBLEM as a Triton candidate (needs a GPU); "
+                           "into DIR/kernels/<problem>-inductor, or --out")
+    init.add_argument("--out", metavar="DIR", help="with --from-inductor: the candidate directory to write")
 
     sk = sub.add_parser("skills", prog="kernelpilot skills", help="list the skills, or print one", formatter_class=fmt, description=(
         "Skills are short markdown guides (memory coalescing, warp reductions, TMA, ...) the agent reads\n"

@@ -1,4 +1,5 @@
-"""``kernelpilot init``: a starter KernelBench problem (row softmax, bf16) and a commented kernelpilot.toml."""
+"""``kernelpilot init``: a starter KernelBench problem (row softmax, bf16) and a commented kernelpilot.toml;
+``kernelpilot init --from-inductor PROBLEM``: torch.compile's kernels for PROBLEM as a Triton candidate."""
 
 from __future__ import annotations
 
@@ -59,8 +60,32 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
     return [problem, config]
 
 
+def inductor_command(problem: str, target: Path, compile_mode: str = "default") -> int:
+    """``kernelpilot init --from-inductor PROBLEM``: torch.compile's kernels as a Triton candidate."""
+    from kernelpilot.inductor import ConversionError
+    from kernelpilot.inductor.generate import inductor_candidate
+
+    if target.exists() and any(target.iterdir()):
+        raise KernelpilotError(f"{target} is not empty; pass --out with a new directory, or remove it.")
+    try:
+        conversion = inductor_candidate(problem, target, compile_mode)
+    except ConversionError as exc:
+        raise KernelpilotError(f"cannot start from torch.compile's kernels: {exc}") from exc
+    for name in sorted(conversion.files):
+        print(f"wrote {target / name}")
+    libs = f"; library calls kept: {', '.join(conversion.libraries)}" if conversion.libraries else ""
+    print(f"kernels: {', '.join(conversion.kernels)} (launch configs: {conversion.configs}{libs})")
+    print(f"next: kernelpilot eval {problem} {target}")
+    return 0
+
+
 def init_command(args: Any) -> int:
     directory = Path(args.dir)
+    if getattr(args, "from_inductor", None):
+        stem = Path(args.from_inductor).stem
+        name = Path(args.from_inductor).resolve().parent.name if stem == "problem" else stem
+        target = Path(args.out) if args.out else directory / "kernels" / f"{name}-inductor"
+        return inductor_command(args.from_inductor, target)
     written = init_project(directory, args.problem, args.force)
     for path in written:
         print(f"wrote {path}")

@@ -7,6 +7,10 @@ deliberately broken variants selected by a mode argument); ``materialize`` write
 candidate's ``model_new.py`` into a candidate directory. Evaluating the cases one after another in
 the same directory rebuilds nothing: only model_new.py changes.
 
+Triton twins (``triton_*``): the same cheats written as Triton candidates (one model_new.py with its
+@triton.jit kernel, no kit), materialised into a sibling directory ``<directory>-triton`` so the CUDA
+cases' build stays warm.
+
 Cheats that the static policy already refuses (``static_rule``) are evaluated twice: once as they
 are (rejected before anything runs) and once with that rule relaxed (``relax``), so the runtime
 defence is exercised too.
@@ -77,13 +81,33 @@ CASES: list[Case] = [
        breaks_worker=True),
     _c("hang_infinite_loop", "scale_add", "timeout", breaks_worker=True),
     _c("oom", "scale_add", "runtime_error", check="error:out of memory", breaks_worker=True),
+    # Triton twins
+    _c("triton_honest_scale_add", "scale_add", "ok", mode="benchmark"),
+    _c("triton_honest_softmax", "softmax", "ok", mode="benchmark"),
+    _c("triton_stale_memory", "scale_add", "incorrect", check="unwritten", note="the kernel stores nothing"),
+    _c("triton_partial_write", "scale_add", "incorrect", check="unwritten"),
+    _c("triton_torch_op_in_forward", "softmax", "rejected", rules=("torch-compute-op",)),
+    _c("triton_never_called", "scale_add", "rejected", rules=("no-custom-kernel",), allowed=("add", "mul"),
+       note="torch.add/mul allowed by config, so only the profiler rule can catch it"),
+    _c("triton_side_stream", "scale_add", "rejected", rules=("side-stream",), static_rule="side-stream",
+       relax=("side-stream",)),
+    _c("triton_cache_data_ptr", "scale_add", "incorrect", "rejected", rules=("result-replay", "no-custom-kernel"),
+       mode="benchmark"),
+    _c("triton_cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark"),
 ]
 
 HONEST = [c for c in CASES if c.name.startswith("honest_")]
+TRITON = [c for c in CASES if c.name.startswith("triton_")]
 
 
 def materialize(case: Case, directory: Path) -> Path:
-    """Write the kit and this case's model_new.py into ``directory`` (kept between cases)."""
+    """Write the kit and this case's model_new.py into ``directory`` (kept between cases); a Triton case
+    gets ``<directory>-triton`` with its model_new.py only. Returns the candidate directory to evaluate."""
+    if case.name.startswith("triton_"):
+        target = directory.with_name(directory.name + "-triton")
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "model_new.py").write_text(case.source.read_text(encoding="utf-8"), encoding="utf-8")
+        return target
     directory.mkdir(parents=True, exist_ok=True)
     for src in (ROOT / "kit").iterdir():
         dst = directory / src.name

@@ -74,7 +74,7 @@ def test_python_syntax_error_names_the_line(directory: Path) -> None:
 
 def test_no_kernels_and_no_load_inline(directory: Path) -> None:
     (directory / "kernel.cu").unlink()
-    with pytest.raises(CandidateError, match=r"has no .cu files and model_new.py does not call load_inline"):
+    with pytest.raises(CandidateError, match=r"has no .cu files, no @triton.jit kernels, and model_new.py does not call load_inline"):
         load_candidate(directory)
 
 
@@ -93,7 +93,7 @@ def test_load_extension_never_called(directory: Path) -> None:
 def test_single_file_without_load_inline(tmp_path: Path) -> None:
     path = tmp_path / "plain.py"
     path.write_text("from torch import nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
-    with pytest.raises(CandidateError, match=r"plain.py compiles no kernels \(no load_inline call\)"):
+    with pytest.raises(CandidateError, match=r"plain.py compiles no kernels \(no load_inline call, no @triton.jit function\)"):
         load_candidate(path)
 
 

@@ -1,5 +1,6 @@
 """Tools that go through the evaluation engine: build, test, benchmark, profile, propose, revert,
-plus show_problem and inductor_kernel (the torch.compile baseline's own Triton code)."""
+plus show_problem, inductor_kernel (the torch.compile baseline's own Triton code) and inductor (that
+code converted into a runnable Triton candidate, benchmarked)."""
 
 from __future__ import annotations
 
@@ -245,6 +246,43 @@ async def inductor_kernel(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     part = text[offset : offset + size]
     more = f"\n… {len(text) - offset - len(part)} more chars: call inductor_kernel with offset={offset + len(part)}" if offset + len(part) < len(text) else ""
     return ToolResult(f"torch.compile (Inductor) generated code, chars {offset}-{offset + len(part)} of {len(text)}:\n{part}{more}")
+
+
+def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, compile_mode: str = "default") -> Any:
+    """Record torch.compile's output on the GPU, convert it, and replace the candidate's files with it."""
+    from kernelpilot.inductor import candidate_from_code
+    from kernelpilot.inductor.generate import record
+
+    rec = record(problem, compile_mode)
+    conversion = candidate_from_code(problem, rec.code, rec.configs, rec.sources)
+    root = candidate_dir
+    for old in sorted(root.rglob("*")) if root.is_dir() else []:
+        if old.is_file() and "__pycache__" not in old.parts and old.name not in conversion.files:
+            Path(guard(str(old))).unlink()
+    for name, text in conversion.files.items():
+        fileops.atomic_write(Path(guard(str(root / name))), text)
+    return conversion
+
+
+async def inductor(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    from kernelpilot.inductor import ConversionError
+
+    mode = str(getattr(ctx.config, "compile_mode", "default") or "default")
+
+    def guard(path: str) -> Any:
+        return ctx.workspace.guard(str(Path(path).resolve().relative_to(ctx.root.resolve())))
+
+    try:
+        conversion = await asyncio.to_thread(write_inductor_candidate, Path(ctx.problem.path), ctx.candidate_dir,
+                                             guard, mode)
+    except ConversionError as exc:
+        return ToolResult(f"inductor unavailable: {exc}", ok=False)
+    libs = f"; library calls kept: {', '.join(conversion.libraries)}" if conversion.libraries else ""
+    head = (f"wrote torch.compile's kernels as a Triton candidate in {ctx.candidate_rel}/ "
+            f"({', '.join(sorted(conversion.files))}; kernels: {', '.join(conversion.kernels)}; launch configs: "
+            f"{conversion.configs}{libs})\n")
+    result = await benchmark(ctx, {})
+    return ToolResult(head + result.text, ok=result.ok, events=result.events)
 
 
 async def propose(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

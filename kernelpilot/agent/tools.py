@@ -239,6 +239,9 @@ def build_tools() -> dict[str, Tool]:
              _obj(), ev.show_problem),
         Tool("inductor_kernel", "Show the Triton code torch.compile generates for this problem: a starting point and the bar to beat.",
              _obj({"offset": _INT, "max_chars": _INT}), ev.inductor_kernel),
+        Tool("inductor", "Replace the candidate with torch.compile's own kernels as a runnable Triton candidate (its kernels, "
+             "a ModelNew launching them with Inductor's grid and configs) and benchmark it: the starting point c0.",
+             _obj(), ev.inductor),
         Tool("propose", "Propose the current candidate to the engineer. Needs an ok benchmark of exactly the current files. Say what changed and why it is faster.",
              _obj({"summary": _STR}, ["summary"]), ev.propose),
         Tool("revert", "Restore the candidate files of an earlier candidate id (e.g. c2).",

@@ -322,6 +322,7 @@ class Evaluator:
         build_dirs: list[Path] = []
         try:
             from kernelpilot.evaluation.build import build_candidate, build_env
+            from kernelpilot.evaluation.candidate import triton_kernels
 
             env = self._cache_env()
             build_dir = Path(s.build_dir) if s.build_dir else None
@@ -331,10 +332,12 @@ class Evaluator:
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, mode)
-            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env)
+            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
+                                     problem=problem_path)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             kernels += [k.kernel for k in report.kernels]
+            kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
             if not report.ok:
                 first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
                 v.error = first or report.log_tail[-2000:]
@@ -346,9 +349,13 @@ class Evaluator:
 
         # 3. the worker: verify, audit, time
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
+        from kernelpilot.evaluation.inductor_origin import declared_settings, within_compile_flag
+
+        settings, declared = declared_settings(cand_obj, s.to_dict(), v)
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
-                   "mode": mode, "settings": s.to_dict(), "own_kernels": kernels, "env": worker_env}
+                   "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
+                   "warmup": getattr(cand_obj, "kind", "") == "triton"}
         response = self._ask(message, timeout, v, build_dirs)
         if response is not None and self._reload_failed(response):
             # A warm worker that already imported another build of this extension failed to load the
@@ -364,12 +371,15 @@ class Evaluator:
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})
+        if v.build is not None and "build_warmup" in v.phases:  # Triton compiled at the worker's warm-up
+            v.build.seconds = round(v.build.seconds + v.phases["build_warmup"], 3)
         window = response.get("window")
         if isinstance(window, list) and len(window) == 2:
             v.worker_window = [float(window[0]), float(window[1])]
         if isinstance(response.get("busy_s"), (int, float)):
             v.phases["worker_busy"] = float(response["busy_s"])
         v.error = merged.error
+        v.flags += within_compile_flag(declared, v.performance)
         if not self.keep_warm and self._client is not None:
             self._client.stop()
         return done(merged.status)

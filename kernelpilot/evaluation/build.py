@@ -97,7 +97,14 @@ def default_single_file_dir(candidate: Candidate, env: Mapping[str, str] | None 
 
 
 def candidate_build_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
-    return default_build_dir(candidate.path) if candidate.kind == "directory" else default_single_file_dir(candidate, env)
+    if candidate.kind == "directory":
+        return default_build_dir(candidate.path)
+    if candidate.kind == "single_file":
+        return default_single_file_dir(candidate, env)
+    import platformdirs  # a Triton candidate: its compile record, stable per location
+
+    digest = hashlib.sha256(str(candidate.path.resolve()).encode()).hexdigest()[:10]
+    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"{candidate.path.stem}-{digest}"
 
 
 def build_env(
@@ -160,12 +167,20 @@ def build_candidate(
     arch: str | None = None,
     timeout_s: float = 300,
     env: Mapping[str, str] | None = None,
+    problem: Path | None = None,
 ) -> BuildReport:
-    """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it."""
+    """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
+
+    ``problem``: the problem file, for Triton candidates (their kernels' signatures come from its inputs).
+    """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
     if candidate.kind == "single_file" and (cached := _inline_record(directory)) is not None:
         return cached
+    if candidate.kind == "triton":  # its own build step: triton_build.py
+        from kernelpilot.evaluation.triton_build import build_triton
+
+        return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory)
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast

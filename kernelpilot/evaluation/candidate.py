@@ -3,6 +3,9 @@
 Directory form: ``model_new.py`` defines ``class ModelNew`` and gets its kernels with
 ``load_extension(__file__)``; ``binding.cpp`` holds the torch glue and every ``*.cu`` file is compiled.
 Single-file form: a KernelBench ``ModelNew`` module that compiles its kernels with ``load_inline``.
+Triton form: ``model_new.py`` (a directory) or one .py file whose kernels are ``@triton.jit`` functions,
+in that file or in .py files beside it (a KernelBench Triton-backend file is accepted unchanged); no
+load_inline, no load_extension. Its kernels are compiled ahead of time by triton_build.py.
 Loading is static (ast): nothing of the candidate runs here.
 """
 
@@ -21,7 +24,7 @@ KERNEL_SUFFIXES = (".cu", ".cuh")
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
 MODEL_CLASS = "ModelNew"
 
-CandidateKind = Literal["directory", "single_file"]
+CandidateKind = Literal["directory", "single_file", "triton"]
 
 
 class CandidateError(KernelpilotError):
@@ -38,17 +41,17 @@ class Candidate:
     kind: CandidateKind
     model_file: Path  # the module that defines ModelNew
     sources: list[Path] = field(default_factory=list)  # compiled sources: binding.cpp first, then *.cu
-    kernel_files: list[Path] = field(default_factory=list)  # *.cu and *.cuh (the files an edit usually touches)
+    kernel_files: list[Path] = field(default_factory=list)  # *.cu/*.cuh, or the .py files with @triton.jit kernels
     files: list[Path] = field(default_factory=list)  # every candidate file (python + native), sorted
 
     @property
     def root(self) -> Path:
         """The directory diagnostics are relative to."""
-        return self.path if self.kind == "directory" else self.path.parent
+        return self.path if self.path.is_dir() else self.path.parent
 
     @property
     def name(self) -> str:
-        return self.path.name if self.kind == "directory" else self.path.stem
+        return self.path.name if self.path.is_dir() else self.path.stem
 
     def relative(self, file: Path) -> str:
         try:
@@ -70,7 +73,7 @@ def load_candidate(path: str | Path) -> Candidate:
             f"Candidate {p.name} is neither a directory nor a .py file: pass the directory that holds "
             f"{MODEL_FILE}, or a single-file ModelNew module."
         )
-    if p.name == MODEL_FILE and _has_directory_layout(p.parent):
+    if p.name == MODEL_FILE and (_has_directory_layout(p.parent) or _triton_siblings(p.parent, p)):
         return _load_directory(p.parent)
     return _load_single_file(p)
 
@@ -94,9 +97,15 @@ def _load_directory(directory: Path) -> Candidate:
     if not cu_files:
         if _calls(tree, "load_inline"):  # a KernelBench module that happens to be named model_new.py
             return _single_file(model, tree)
+        triton_files = ([model] if has_triton_kernels(tree) else []) + _triton_siblings(directory, model)
+        if triton_files and not _calls(tree, "load_extension"):
+            files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
+            return Candidate(path=directory, kind="triton", model_file=model, kernel_files=sorted(triton_files),
+                             files=files)
         raise CandidateError(
-            f"Candidate directory {directory} has no .cu files and {MODEL_FILE} does not call load_inline: "
-            "put the kernels in kernel.cu (with extern \"C\" launchers) next to binding.cpp."
+            f"Candidate directory {directory} has no .cu files, no @triton.jit kernels, and {MODEL_FILE} does "
+            "not call load_inline: put the kernels in kernel.cu (with extern \"C\" launchers) next to "
+            "binding.cpp, or write them as @triton.jit functions."
         )
     if not binding.is_file():
         raise CandidateError(
@@ -127,11 +136,76 @@ def _load_single_file(file: Path) -> Candidate:
 def _single_file(file: Path, tree: ast.Module) -> Candidate:
     _require_model_class(tree, file)
     if not _calls(tree, "load_inline"):
+        if has_triton_kernels(tree):
+            return Candidate(path=file, kind="triton", model_file=file, kernel_files=[file], files=[file])
         raise CandidateError(
-            f"{file.name} compiles no kernels (no load_inline call): build them with "
-            "torch.utils.cpp_extension.load_inline, or use the directory form with kernel.cu."
+            f"{file.name} compiles no kernels (no load_inline call, no @triton.jit function): build them with "
+            "torch.utils.cpp_extension.load_inline, write them as @triton.jit functions, or use the "
+            "directory form with kernel.cu."
         )
     return Candidate(path=file, kind="single_file", model_file=file, sources=[], kernel_files=[], files=[file])
+
+
+def has_triton_kernels(tree: ast.Module) -> bool:
+    """Whether the module defines a function decorated with ``triton.jit`` (or ``jit`` imported from triton)."""
+    return bool(triton_kernel_names(tree))
+
+
+def triton_kernel_names(tree: ast.Module) -> list[str]:
+    """Names of the module-level ``@triton.jit`` functions (``@triton.jit(...)`` and ``from triton import jit`` too)."""
+    from_triton = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "triton"
+                   for a in n.names if a.name == "jit"}
+    names = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
+                    and target.value.id == "triton") or (isinstance(target, ast.Name) and target.id in from_triton):
+                names.append(node.name)
+                break
+    return names
+
+
+def triton_kernels(candidate: Candidate) -> list[str]:
+    """Every @triton.jit function name in a Triton candidate's files (its own kernels, for the audit)."""
+    names: list[str] = []
+    for file in candidate.kernel_files if candidate.kind == "triton" else []:
+        names += triton_kernel_names(_parse(file))
+    return names
+
+
+LIBRARY_DECLARATION = "KERNELPILOT_LIBRARIES"  # e.g. ("cublas",): library calls this candidate keeps
+ORIGIN_DECLARATION = "KERNELPILOT_ORIGIN"  # "inductor": torch.compile's own kernels (kernelpilot.inductor)
+
+
+def declarations(candidate: Candidate) -> dict[str, object]:
+    """Module-level ``KERNELPILOT_*`` constants of the model file, read statically (literals only)."""
+    out: dict[str, object] = {}
+    for node in _parse(candidate.model_file).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id.startswith("KERNELPILOT_"):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+
+
+def _triton_siblings(directory: Path, model: Path) -> list[Path]:
+    """The .py files beside ``model`` that define @triton.jit kernels (unparsable ones are left to the policy)."""
+    found = []
+    for p in sorted(directory.glob("*.py")):
+        if p.resolve() == model.resolve():
+            continue
+        try:
+            tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        if has_triton_kernels(tree):
+            found.append(p)
+    return found
 
 
 def _parse(file: Path) -> ast.Module:

@@ -81,6 +81,18 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
         print(f"kernelpilot-worker: {name} took {phases[name]:.2f} s", file=sys.stderr, flush=True)
 
 
+def _forget_candidate_modules(before: set[str], msg: dict[str, Any]) -> None:
+    """Drop the modules a candidate imported from its own directory (a Triton candidate's kernels.py), so
+    the next candidate with a file of the same name imports its own."""
+    from pathlib import Path
+
+    directory = Path(msg.get("candidate_dir") or Path(msg["candidate_model"]).parent).resolve()
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and directory in Path(file).resolve().parents:
+            sys.modules.pop(name, None)
+
+
 def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import verify as vf
@@ -109,8 +121,12 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
     threads0 = ra.ThreadSnapshot.take()
     watch = ra.ThreadWatch()
-    with watch:
-        out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
+    modules0 = set(sys.modules)
+    try:
+        with watch:
+            out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
+    finally:
+        _forget_candidate_modules(modules0, msg)
     out["phases"] = phases
     findings, seen = [], set()
     for f in [Finding(**f) for f in out["findings"]] + watch.findings():
@@ -141,6 +157,12 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
         model = worker.build_model(module, state, seed)
+    if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
+        with _phase(phases, "build_warmup"):  # before any check or timer; its seconds count as build time
+            with torch.no_grad():
+                model(*vf.clone_inputs(sample))
+            if cuda:
+                torch.cuda.synchronize()
 
     shape_sets: list[tuple[str, Any]] = [("default", None)]
     shape_sets += [(e["name"], e) for e in s.get("extra_shapes") or []]

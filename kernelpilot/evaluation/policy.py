@@ -29,12 +29,17 @@ __all__ = ["ALLOWED_MODULES", "RULES", "blocking", "check_candidate", "check_nat
 ALLOWED_MODULES: frozenset[str] = frozenset({
     "torch", "math", "typing", "typing_extensions", "functools", "dataclasses", "pathlib",
     "kernelpilot.extension", "__future__", "numbers", "itertools", "operator", "enum",
-    "collections", "abc", "contextlib",
+    "collections", "abc", "contextlib", "triton.language",
+})
+# ``import triton`` itself: only the names a kernel author needs (TRITON_NAMES); its runtime, compiler,
+# driver, knobs and testing modules reach the launcher, the cache and the timers.
+TRITON_NAMES: frozenset[str] = frozenset({
+    "jit", "language", "cdiv", "next_power_of_2", "autotune", "heuristics", "Config", "constexpr", "must_use_result",
 })
 # Submodules of allowed packages that are refused anyway (processes, network, pickles).
 DENIED_SUBMODULES: frozenset[str] = frozenset({
     "torch.multiprocessing", "torch.hub", "torch.distributed", "torch.utils.data",
-    "torch.utils.benchmark", "torch._C", "torch.package", "torch.serialization",
+    "torch.utils.benchmark", "torch._C", "torch.package", "torch.serialization", "torch._inductor", "torch._dynamo",
 })
 # Modules with a specific reason; anything else outside ALLOWED_MODULES is "not on the allow-list".
 _MODULE_REASONS: dict[str, str] = {
@@ -74,6 +79,8 @@ RULES: dict[str, str] = {
     "torch-escape": "torch.load / torch.save / load_library / hub (files, pickles, native code)",
     "syntax-error": "the file does not parse",
     "binary-file": "a prebuilt binary or bytecode file in the candidate directory",
+    "triton-internals": "uses a part of triton other than jit/autotune/heuristics/Config/cdiv/language "
+                        "(its runtime, compiler, driver, knobs, testing)",
     "native-process": "native code runs programs (system, popen, fork, exec*)",
     "native-dlopen": "native code loads libraries at run time",
     "native-network": "native code opens sockets",
@@ -129,6 +136,8 @@ def _top(module: str) -> str:
 
 def _module_verdict(module: str) -> str | None:
     """None when the module may be imported, else the reason."""
+    if module == "triton":
+        return None  # the names used from it are checked one by one (TRITON_NAMES)
     for denied in DENIED_SUBMODULES:
         if module == denied or module.startswith(denied + "."):
             return "reaches processes, the network or pickled code"
@@ -139,9 +148,11 @@ def _module_verdict(module: str) -> str | None:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, source: str, filename: str) -> None:
+    def __init__(self, source: str, filename: str, local_modules: Iterable[str] = ()) -> None:
         self.lines = source.splitlines()
         self.filename = filename
+        self.local_modules = frozenset(local_modules)  # the candidate's own .py files beside this one
+        self.triton_aliases: set[str] = set()
         self.findings: list[Finding] = []
         self.imported: set[str] = set()  # names bound by imports (modules, classes, functions)
         self.file_names: set[str] = {"__file__"}  # names whose value derives from __file__
@@ -188,6 +199,8 @@ class _Checker(ast.NodeVisitor):
         return ".".join(reversed(parts))
 
     def _check_module(self, module: str, node: ast.AST) -> None:
+        if module in self.local_modules:
+            return  # another file of the candidate, checked by the same policy
         reason = _module_verdict(module)
         if reason is not None:
             self.add(f"import-{_top(module)}", f"Importing {module} is refused: it {reason}.", node)
@@ -197,6 +210,8 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             self._check_module(alias.name, node)
             self.imported.add(alias.asname or _top(alias.name))
+            if alias.name == "triton" or not alias.asname and _top(alias.name) == "triton":
+                self.triton_aliases.add(alias.asname or "triton")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -208,8 +223,15 @@ class _Checker(ast.NodeVisitor):
             if alias.name == "Model":
                 self.add("reference-model", "Importing the reference Model is refused: write the kernel instead.", node)
                 continue
+            if module in self.local_modules:
+                self.imported.add(alias.asname or alias.name)
+                continue
             if _module_verdict(full) is not None and (full in DENIED_SUBMODULES or _module_verdict(module) is not None):
                 self._check_module(full if full in DENIED_SUBMODULES else module, node)
+                continue
+            if module == "triton" and alias.name not in TRITON_NAMES:
+                self.add("triton-internals", f"triton.{alias.name} is refused: a candidate uses triton.jit, "
+                         "autotune, heuristics, Config, cdiv and triton.language only.", node)
                 continue
             if module == "torch" and alias.name in _TORCH_ESCAPES:
                 self.add("torch-escape", f"torch.{alias.name} reads or writes files or loads native code: refused.", node)
@@ -304,6 +326,10 @@ class _Checker(ast.NodeVisitor):
             self.add("lazy-tensor", "_make_subclass builds tensor subclasses: outputs must be plain tensors.", node)
         root = self._root_name(node)
         dotted = self._dotted(node)
+        if (isinstance(node.value, ast.Name) and node.value.id in self.triton_aliases
+                and node.attr not in TRITON_NAMES):
+            self.add("triton-internals", f"{dotted} is refused: a candidate uses triton.jit, autotune, heuristics, "
+                     "Config, cdiv and triton.language only.", node)
         if node.attr in _STREAM_ATTRS and root in self.imported | {"torch"} or node.attr in (
                 "wait_stream", "record_stream"):
             self.add("side-stream", f"{dotted or node.attr} puts work on another CUDA stream, which the timer "
@@ -346,19 +372,35 @@ class _Checker(ast.NodeVisitor):
                    isinstance(n, ast.Name) and n.id in self.file_names | self.path_names for n in ast.walk(node))
 
 
-def check_python(source: str, filename: str = "<candidate>", relaxed: Iterable[str] = ()) -> list[Finding]:
-    """Findings for one Python source (parsed, never executed)."""
+def check_python(source: str, filename: str = "<candidate>", relaxed: Iterable[str] = (),
+                 local_modules: Iterable[str] = ()) -> list[Finding]:
+    """Findings for one Python source (parsed, never executed); ``local_modules``: the names of the
+    candidate's other top-level .py files, which it may import (they are checked too)."""
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as err:
         line = (err.text or "").strip()
         return [Finding(rule="syntax-error", message=f"The file does not parse: {err.msg}.", file=filename,
                         line=err.lineno, evidence=line)]
-    checker = _Checker(source, filename)
+    checker = _Checker(source, filename, local_modules)
     checker.visit(tree)
     findings = _dedupe(checker.findings)
     findings += _embedded_native(tree, filename)
     return _apply_relaxed(findings, relaxed)
+
+
+def _free_module_name(name: str) -> bool:
+    """A candidate file may be imported by this name only if no installed module has it: otherwise
+    ``import os`` beside an ``os.py`` would pass the policy and import the real module."""
+    import importlib.util
+    import sys
+
+    if not name.isidentifier() or name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return False
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return False
 
 
 def _embedded_native(tree: ast.AST, filename: str) -> list[Finding]:
@@ -407,12 +449,14 @@ def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = ()) -> 
     if path.is_file():
         return check_python(path.read_text(encoding="utf-8", errors="replace"), str(path), relaxed)
     findings: list[Finding] = []
+    local = [p.stem for p in path.glob("*.py") if _free_module_name(p.stem)]
     for file in sorted(path.rglob("*")):
         if not file.is_file() or _SKIP_DIRS & set(file.relative_to(path).parts[:-1]):
             continue
         rel = str(file.relative_to(path))
         if file.suffix == ".py":
-            findings += check_python(file.read_text(encoding="utf-8", errors="replace"), rel, relaxed)
+            findings += check_python(file.read_text(encoding="utf-8", errors="replace"), rel, relaxed,
+                                     local if file.parent == path else ())
         elif file.suffix in NATIVE_SUFFIXES:
             findings += check_native(file.read_text(encoding="utf-8", errors="replace"), rel)
         elif file.suffix in _BINARY_SUFFIXES:

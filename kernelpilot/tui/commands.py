@@ -27,6 +27,7 @@ SLASH_COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("skills", "/skills", "list the skills the agent can read"),
     SlashCommand("skill", "/skill NAME", "show one skill", needs_arg=True),
     SlashCommand("profile", "/profile [ID]", "profile a candidate (default: the best one)"),
+    SlashCommand("inductor", "/inductor", "start from torch.compile's own kernels: a runnable Triton candidate"),
     SlashCommand("revert", "/revert ID", "put candidate ID's files back in the worktree", needs_arg=True),
     SlashCommand("cost", "/cost", "tokens and cost so far"),
     SlashCommand("help", "/help", "commands and keys"),

@@ -131,6 +131,33 @@ async def _profile(app: KernelpilotApp, arg: str) -> None:
                             "and tell me what limits it.")
 
 
+async def _inductor(app: KernelpilotApp, arg: str) -> None:
+    s = app.startup
+    if s is not None and not s.manual:
+        await app.send_to_agent("Call the inductor tool: start from torch.compile's own kernels as a Triton candidate, "
+                                "benchmark it, and tell me how far it is from the speed of light.")
+        return
+    problem = getattr(getattr(s, "edit_evaluator", None), "problem", None) if s else None
+    if s is None or s.watch_dir is None or problem is None:
+        await app.conversation.note("/inductor needs a session with a problem and a candidate directory; from a "
+                                    "shell: kernelpilot init --from-inductor PROBLEM", "warning")
+        return
+    await app.conversation.note("Recording torch.compile's kernels on the GPU …", "system")
+
+    def write() -> object:
+        from kernelpilot.agent.evaltools import write_inductor_candidate
+
+        return write_inductor_candidate(problem, s.watch_dir, lambda p: p)
+
+    try:
+        conversion = await asyncio.to_thread(write)
+    except Exception as err:  # noqa: BLE001 - a ConversionError or a broken GPU: say it, keep the session
+        await app.conversation.note(f"/inductor: {err}", "warning")
+        return
+    await app.conversation.note(f"Wrote torch.compile's kernels ({', '.join(conversion.kernels)}) as the candidate; "
+                                "it is evaluated like any edit.", "system")
+
+
 async def _revert(app: KernelpilotApp, arg: str) -> None:
     s = app.startup
     if _session_has(app, "revert"):
@@ -171,5 +198,5 @@ async def _quit(app: KernelpilotApp, arg: str) -> None:
 
 HANDLERS: dict[str, Handler] = {
     "model": _model, "budget": _budget, "cost": _cost, "skills": _skills, "skill": _skill,
-    "profile": _profile, "revert": _revert, "help": _help, "quit": _quit, "problem": _problem,
+    "profile": _profile, "inductor": _inductor, "revert": _revert, "help": _help, "quit": _quit, "problem": _problem,
 }

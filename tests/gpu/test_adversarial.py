@@ -39,7 +39,7 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
 
 
 def evaluate(ev: Evaluator, case: Case, directory: Path, *, relaxed: bool) -> Verdict:
-    materialize(case, directory)
+    directory = materialize(case, directory)
     ev.settings = dataclasses.replace(
         BASE, relaxed_policy=list(case.relax) if relaxed else [], allowed_libraries=list(case.allowed),
         test_timeout_s=60 if case.expect == {"timeout"} else BASE.test_timeout_s)

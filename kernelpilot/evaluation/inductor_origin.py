@@ -1,0 +1,59 @@
+"""What a candidate declares about itself (``KERNELPILOT_LIBRARIES``, ``KERNELPILOT_ORIGIN``), as the engine applies it.
+
+A candidate converted from torch.compile's output (kernelpilot.inductor) keeps Inductor's library calls
+(cuBLAS matmuls, cuDNN convolutions): it declares them, the engine allows them for this candidate only,
+and the verdict lists each one as a ``library-call`` finding (warn), so the engineer sees them. It also
+declares ``KERNELPILOT_ORIGIN = "inductor"``: its time should be torch.compile's, and the verdict flags
+a time not within 5% of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelpilot.verdict import Finding
+
+INDUCTOR_TOLERANCE = 0.05
+_KNOWN_LIBRARIES = ("cublas", "cudnn", "attention")
+
+
+def declared_settings(candidate: Any, settings: dict[str, Any], verdict: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request settings with the candidate's declared libraries allowed, and its declarations.
+    Adds a ``library-call`` finding per declared library to ``verdict``."""
+    from kernelpilot.evaluation.candidate import LIBRARY_DECLARATION, declarations
+
+    try:
+        declared = declarations(candidate) if hasattr(candidate, "model_file") else {}
+    except Exception:  # noqa: BLE001 - an unparsable file was already reported by the policy
+        declared = {}
+    libraries = declared.get(LIBRARY_DECLARATION) or ()
+    if isinstance(libraries, str):
+        libraries = (libraries,)
+    libraries = [str(lib).lower() for lib in libraries if str(lib).lower() in _KNOWN_LIBRARIES]
+    if not libraries:
+        return settings, declared
+    settings = dict(settings)
+    settings["allowed_libraries"] = list(settings.get("allowed_libraries") or []) + \
+        [lib for lib in libraries if lib not in (settings.get("allowed_libraries") or [])]
+    for lib in libraries:
+        verdict.findings.append(Finding(
+            rule="library-call", severity="warn", evidence=lib,
+            message=f"the candidate calls {lib} (declared in {LIBRARY_DECLARATION}, as torch.compile does); it is "
+                    "allowed for this candidate only and that part of the time is the library's, not a kernel of its own."))
+    return settings, declared
+
+
+def within_compile_flag(declared: dict[str, Any], performance: Any) -> list[str]:
+    """A flag when an Inductor-origin candidate's time is not within 5% of torch.compile's."""
+    from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
+
+    if declared.get(ORIGIN_DECLARATION) != "inductor" or performance is None:
+        return []
+    cand, comp = performance.candidate, performance.compiled
+    if cand is None or comp is None or not comp.median_ms:
+        return ["inductor candidate: no torch.compile time to compare with (the within-5% check did not run)"]
+    ratio = cand.median_ms / comp.median_ms
+    if abs(ratio - 1) <= INDUCTOR_TOLERANCE:
+        return []
+    return [f"inductor candidate: {cand.median_ms:.4g} ms vs torch.compile {comp.median_ms:.4g} ms ({(ratio - 1) * 100:+.1f}%), "
+            "not within 5%: the launch configs or the library call differ from what torch.compile ran"]

@@ -1,0 +1,35 @@
+"""Cheat (kernel never called), Triton twin: the kernel compiles but forward uses torch.add
+(allowed by the config in this case, so only the profiler rule can catch it)."""
+import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+
+@triton.jit
+def scale_add_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if MODE == 1:  # write nothing (stale memory)
+        mask = offs < 0
+    if MODE == 2:  # write only the first half (partial write)
+        mask = offs < n // 2
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, alpha * x + y, mask=mask)
+
+
+def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float, mode: int = 0) -> torch.Tensor:
+    out = torch.empty_like(x)
+    n = x.numel()
+    scale_add_kernel[(triton.cdiv(n, 4096),)](x, y, out, alpha, n, BLOCK=4096, MODE=mode, num_warps=8)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha: float) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.add(self.alpha * x, y)
