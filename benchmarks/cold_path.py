@@ -71,10 +71,33 @@ def record(v: Verdict, wall: float) -> dict[str, Any]:
             "summary": v.summary}
 
 
+HEADER = f"{'run':52} {'status':10} {'wall s':>7} {'build s':>8} {'after build s':>14}  pch / cache"
+
+
+def line(name: str, r: dict[str, Any]) -> str:
+    return (f"{name:52} {r['status']:10} {r['wall_s']:7.1f} {r['build_s'] or 0:8.1f} {r['after_build_s']:14.1f}  "
+            f"{r['cache'] or r['pch'][:70]}")
+
+
 def evaluate(ev: Evaluator, problem: Path, candidate: Path, mode: str) -> dict[str, Any]:
     t0 = time.monotonic()
     v = ev.evaluate(problem, candidate, mode)
     return record(v, time.monotonic() - t0)
+
+
+class Runs(dict):  # type: ignore[type-arg]
+    """Each run printed and saved the moment it finishes: a run cut short by its time limit keeps them."""
+
+    def __init__(self, result: dict[str, Any], path: Path) -> None:
+        super().__init__()
+        self.result, self.path = result, path
+        result["runs"] = self
+        print(HEADER, flush=True)
+
+    def __setitem__(self, name: str, r: dict[str, Any]) -> None:
+        super().__setitem__(name, r)
+        print(line(name, r), flush=True)
+        self.path.write_text(json.dumps(self.result, indent=1))
 
 
 def wait_for_pch(timeout: float = 600.0) -> list[dict[str, Any]]:
@@ -104,13 +127,20 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="kp-cold-"))
     result: dict[str, Any] = {"environment": environment()}
 
+    hang = next(c for c in CASES if c.name == "hang_infinite_loop")
+    honest = next(c for c in CASES if c.name == "honest_scale_add")
     # one-time: a build of each kind starts its precompiled header's build in the background
     with Evaluator(SETTINGS, workdir=work / "prime") as ev:
         result["prime_native"] = evaluate(ev, SOFTMAX / "problem.py", fresh_native(work, "prime"), "build")
         result["prime_kb"] = evaluate(ev, SCALE_ADD, fresh_kb(work, "prime"), "build")
+        result["prime_corpus_kit"] = evaluate(ev, SCALE_ADD, materialize(honest, work / "prime-kit"), "build")
     result["pch_builds"] = wait_for_pch()
 
-    runs: dict[str, dict[str, Any]] = {}
+    (out / "cold_path.json").write_text(json.dumps(result, indent=1))
+    for b in result["pch_builds"]:
+        print(f"precompiled header {b['key']}: {b.get('seconds', '-')} s one-time, {b.get('mb', '-')} MB, "
+              f"for {b['preamble'].strip().replace(chr(10), ' ')}", flush=True)
+    runs = Runs(result, out / "cold_path.json")
     for mode in ("test", "benchmark"):
         cand = fresh_native(work, mode)
         with Evaluator(SETTINGS, workdir=work / f"native-{mode}") as ev:
@@ -129,25 +159,16 @@ def main() -> int:
     with Evaluator(SETTINGS, workdir=work / "kb-again-test") as ev:
         runs["kernelbench again (new evaluator) test"] = evaluate(ev, SCALE_ADD, kb, "test")
 
-    hang = next(c for c in CASES if c.name == "hang_infinite_loop")
-    honest = next(c for c in CASES if c.name == "honest_scale_add")
     for mode in ("test", "benchmark"):
         with Evaluator(SETTINGS, workdir=work / f"hang-{mode}") as ev:
             directory = materialize(hang, work / f"hang-{mode}-cand")
             runs[f"hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
             directory = materialize(honest, directory)
             runs[f"after the hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
-    result["runs"] = runs
-    (out / "cold_path.json").write_text(json.dumps(result, indent=1))
-
     print(json.dumps(result["environment"]))
-    for b in result["pch_builds"]:
-        print(f"precompiled header {b['key']}: {b.get('seconds', '-')} s one-time, {b.get('mb', '-')} MB, "
-              f"for {b['preamble'].strip().replace(chr(10), ' ')}")
-    print(f"{'run':44} {'status':10} {'wall s':>7} {'build s':>8} {'after build s':>14}  pch / cache")
+    print(HEADER)
     for name, r in runs.items():
-        print(f"{name:44} {r['status']:10} {r['wall_s']:7.1f} {r['build_s'] or 0:8.1f} {r['after_build_s']:14.1f}  "
-              f"{r['cache'] or r['pch'][:70]}")
+        print(line(name, r))
     return 0
 
 
