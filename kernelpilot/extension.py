@@ -297,9 +297,10 @@ def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
     return module
 
 
-def forget_pybind11_module(name: str) -> None:
-    """pybind11 >= 3 hands back the module it initialised first for a name (a cache in the interpreter
-    state dict); drop that entry so the new library's module is created and initialised."""
+def pybind11_module_cache() -> dict[str, Any] | None:
+    """pybind11 >= 3's table of the modules it initialised, by name (in the interpreter state dict): a
+    module imported again under a cached name is handed the cached module, its init skipped. None when
+    this interpreter has none (pybind11 2, or nothing imported yet)."""
     import ctypes
 
     try:
@@ -309,9 +310,15 @@ def forget_pybind11_module(name: str) -> None:
         api.PyInterpreterState_GetDict.restype = ctypes.py_object
         state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
     except (AttributeError, ValueError, OSError):
-        return
+        return None
     cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
-    if isinstance(cache, dict):
+    return cache if isinstance(cache, dict) else None
+
+
+def forget_pybind11_module(name: str) -> None:
+    """Drop ``name`` from pybind11's module table so a new library of that name is created and initialised."""
+    cache = pybind11_module_cache()
+    if cache is not None:
         cache.pop(name, None)
 
 

@@ -270,3 +270,66 @@ def test_baselines_round_trip_as_plain_data() -> None:
                   speed_of_light=SpeedOfLight(bound="memory", floor_ms=0.5), eager_pct_of_ceiling=50.0)
     again = Baselines.from_dict(b.to_dict())
     assert again == b and isinstance(again.eager, Timing) and isinstance(again.speed_of_light, SpeedOfLight)
+
+
+_INLINE = '''"""A single-file candidate whose extension is C++ only, so the CPU test worker can run it."""
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+source = """
+#include <torch/extension.h>
+torch::Tensor scaled_add(torch::Tensor x, torch::Tensor y, double s) {
+  auto out = torch::empty_like(x);
+  const float* a = x.data_ptr<float>();
+  const float* b = y.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = a[i] * (float)s SIGN b[i];
+  return out;
+}
+"""
+ext = load_inline(name="kp_same_name", cpp_sources=source, functions=["scaled_add"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x, y):
+        return ext.scaled_add(x.contiguous(), y.contiguous(), self.scale)
+'''
+
+
+@pytest.mark.slow
+def test_single_file_builds_once_and_a_reused_name_loads_its_own_build(tmp_path: Path) -> None:
+    """The same bytes elsewhere are a build-cache hit (nothing runs); another candidate with the same
+    load_inline name runs its own code (in a fresh worker: pybind11 keeps one module per name in a
+    process); and so does the first one when it comes back."""
+    import shutil
+    import uuid
+
+    tag = f"# {uuid.uuid4().hex}\n"  # bytes no earlier run built
+    right, wrong = tmp_path / "a" / "cand.py", tmp_path / "b" / "cand.py"
+    for path, sign in ((right, "+"), (wrong, "-")):
+        path.parent.mkdir()
+        path.write_text(tag + _INLINE.replace("SIGN", sign), encoding="utf-8")
+    settings = EvalSettings(device="cpu", confine=False, start_timeout_s=300, test_timeout_s=120, build_timeout_s=900)
+    with Evaluator(settings, workdir=tmp_path / "work") as ev:
+        first = ev.evaluate(PROBLEM, right, "test")
+        assert first.status == "ok", first.error
+        assert first.build is not None and first.build.cache == "" and first.build.seconds > 1
+        moved = tmp_path / "elsewhere" / "renamed.py"
+        moved.parent.mkdir()
+        shutil.copyfile(right, moved)
+        again = ev.evaluate(PROBLEM, moved, "test")
+        assert again.status == "ok", again.error
+        assert again.build is not None and (again.build.cache, again.build.seconds, again.build.rebuilt) == ("hit", 0.0, [])
+        other = ev.evaluate(PROBLEM, wrong, "test")
+        assert other.status == "incorrect", other.summary  # x*s - y: its own build ran, not the loaded module
+        assert other.phases["import"] < 20, other.phases  # loaded, not rebuilt under a new name in the worker
+        back = ev.evaluate(PROBLEM, right, "test")  # the first library again, in a fresh worker again
+        assert back.status == "ok", back.error
+        # one worker for the first two (the same library is imported once), a fresh one for each switch
+        assert [first.phases.get("worker_start") is not None, "worker_start" in again.phases,
+                "worker_start" in other.phases, "worker_start" in back.phases] == [True, False, True, True]

@@ -5,13 +5,7 @@
 worker process (worker.py) that verifies, audits and times the candidate on the GPU, and returns a
 :class:`~kernelpilot.verdict.Verdict`. This process never imports torch.cuda nor initialises CUDA.
 
-Tolerances (``EvalSettings.tolerances``, from the project config; defaults in kernelpilot.config):
-fp32 atol = rtol = 1e-4 (KernelBench's current value) with a normalised-error bound of 1e-5, which
-allows the ~1e-6 an fp32 kernel with another summation order shows but refuses bf16/TF32 arithmetic
-(~1e-3); bf16 1e-2 / 1e-2 with normalised 1e-2 (bf16 rounds at 2^-8 ~ 3.9e-3, so one or two ulps
-pass); fp16 1e-2 / 1e-2 with normalised 2e-3 (three more mantissa bits than bf16). The normalised
-bound is raised to twice the problem-dtype reference's own error against float64 when that is larger,
-so a kernel at least as accurate as PyTorch always passes.
+Settings (tolerances, trials, the watchdog's allowances, limits): settings.py.
 """
 
 from __future__ import annotations
@@ -21,108 +15,19 @@ import datetime as _dt
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.inline_build import WorkerNames, inline_names
+from kernelpilot.evaluation.settings import RULES, EvalSettings
 from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, Verdict
 
 MODES = ("build", "test", "benchmark")
-RULES = ("kernelpilot", "kernelbench")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
                     "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
                     "KERNELPILOT_PCH")
-
-
-def _default_tolerances() -> dict[str, tuple[float, float]]:
-    from kernelpilot.config import DEFAULT_TOLERANCES
-
-    return dict(DEFAULT_TOLERANCES)
-
-
-def _default_normalized() -> dict[str, float]:
-    from kernelpilot.config import DEFAULT_MAX_NORMALIZED_ERROR
-
-    return dict(DEFAULT_MAX_NORMALIZED_ERROR)
-
-
-@dataclass
-class EvalSettings:
-    trials: int = 5
-    distributions: list[str] = field(default_factory=lambda: ["normal", "uniform", "scaled"])
-    tolerances: dict[str, tuple[float, float]] = field(default_factory=_default_tolerances)
-    max_normalized_error: dict[str, float] = field(default_factory=_default_normalized)
-    extra_shapes: list[dict[str, Any]] = field(default_factory=list)
-    allowed_libraries: list[str] = field(default_factory=list)
-    relaxed_policy: list[str] = field(default_factory=list)
-    compile_mode: str = "default"
-    compile_baseline: bool = True
-    cuda_graphs: bool = False
-    seed: int = 42
-    # timing
-    warmup: int = 5
-    rounds: int = 5
-    samples_per_round: int = 20
-    input_pool: int = 4
-    replay_checks: int = 8
-    flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
-    host_gap_threshold: float = 0.2
-    small_numel: int = 4096  # torch compute ops on smaller tensors are warnings, not rejections
-    # "kernelpilot": torch compute ops in forward are refused; "kernelbench": KernelBench's rules, they are
-    # allowed and each is listed as a warn finding (every other check as strict)
-    rules: str = "kernelpilot"
-    # the hang watchdog (watchdog.py): each call into candidate code may take call_floor_s plus call_multiple
-    # times one eager reference call; the candidate's first call gets first_call_s more
-    call_floor_s: float = 5.0
-    call_multiple: float = 100.0
-    first_call_s: float = 10.0
-    import_timeout_s: float = 30.0
-    # limits (seconds): a build; a whole test / benchmark request (the watchdog usually acts long before)
-    build_timeout_s: float = 300.0
-    start_timeout_s: float = 180.0
-    test_timeout_s: float = 300.0
-    benchmark_timeout_s: float = 900.0
-    # process
-    device: str = "cuda"  # "cpu" only for tests of the engine itself
-    confine: bool = True
-    build_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.trials < 1:
-            raise KernelpilotError(f"trials must be at least 1 (got {self.trials}); set trials = 5 in the config.")
-        bad = [d for d in self.distributions if d not in ("normal", "uniform", "scaled", "native")]
-        if bad or not self.distributions:
-            raise KernelpilotError(f"unknown input distribution {bad or '[]'}; use normal, uniform, scaled or native.")
-        if self.rules not in RULES:
-            raise KernelpilotError(f"unknown scoring rules {self.rules!r}; use one of {', '.join(RULES)}.")
-
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "EvalSettings":
-        values: dict[str, Any] = {}
-        for name in ("trials", "extra_shapes", "allowed_libraries", "relaxed_policy", "compile_mode", "cuda_graphs"):
-            if getattr(config, name, None) is not None:
-                values[name] = getattr(config, name)
-        tol = _default_tolerances()
-        tol.update({k: tuple(v) for k, v in (getattr(config, "tolerances", None) or {}).items()})
-        norm = _default_normalized()
-        norm.update(getattr(config, "max_normalized_error", None) or {})
-        values["tolerances"], values["max_normalized_error"] = tol, norm
-        timeout = getattr(config, "timeout_s", None)
-        if timeout:
-            values["build_timeout_s"] = values["test_timeout_s"] = float(timeout)
-            values["benchmark_timeout_s"] = max(float(timeout), 900.0)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EvalSettings":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def _now() -> str:
@@ -165,6 +70,7 @@ class Evaluator:
         self.keep_warm = keep_warm
         self._client: Any = None
         self._lock = threading.Lock()
+        self._inline = WorkerNames()
         self._readable: list[Path] = []
         self._writable: list[Path] = []
 
@@ -223,7 +129,8 @@ class Evaluator:
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
         return self._client
 
-    def _prestart(self, problem: Path, model_file: Path, writable: list[Path]) -> bool:
+    def _prestart(self, problem: Path | None = None, model_file: Path | None = None,
+                  writable: list[Path] = ()) -> bool:  # type: ignore[assignment]
         """Launch the worker (torch import, CUDA init: seconds) so it comes up while the build runs.
 
         Only the spawn happens here, in the calling thread; its ready message is read by the next
@@ -232,10 +139,16 @@ class Evaluator:
         if self._client is not None and self._client.alive():
             return False
         try:
-            self._worker([problem.parent, model_file.parent], writable, wait=False)
+            self._worker([p.parent for p in (problem, model_file) if p is not None], list(writable), wait=False)
         except Exception:  # noqa: BLE001 - the request starts it again and reports the failure
             return False
         return True
+
+    def start_worker(self) -> bool:
+        """Launch the worker now, for the paths allowed so far (``allow``), without waiting for it: call it
+        from the long-lived thread that will use this evaluator (the worker dies with the thread that
+        spawned it). False when one is already running."""
+        return self._prestart()
 
     def allow(self, readable: list[Path], writable: list[Path] = ()) -> None:  # type: ignore[assignment]
         """Paths the worker may read (and write) from its start, besides each evaluation's own: a caller that
@@ -248,6 +161,10 @@ class Evaluator:
         client = self._client
         if client is not None and client.alive() and client.covers([problem.parent]):
             client.prepare({"problem": str(problem), "mode": mode, "settings": self.settings.to_dict()})
+
+    def _worker_pid(self) -> int | None:
+        proc = getattr(self._client, "proc", None)
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def close(self) -> None:
         if self._client is not None:
@@ -356,7 +273,13 @@ class Evaluator:
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
                    "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
                    "warmup": getattr(cand_obj, "kind", "") == "triton"}
+        names = inline_names(model_file) if getattr(cand_obj, "kind", "") == "single_file" else []
+        library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
+        if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
+            self.close()  # the worker holds another library under one of these names: a fresh one
         response = self._ask(message, timeout, v, build_dirs)
+        if response is not None and names:
+            self._inline.record(self._worker_pid(), names, library)
         if response is not None and self._reload_failed(response):
             # A warm worker that already imported another build of this extension failed to load the
             # new one: that says nothing about the candidate. Judge it in a fresh worker.
@@ -382,6 +305,8 @@ class Evaluator:
         v.flags += within_compile_flag(declared, v.performance)
         if not self.keep_warm and self._client is not None:
             self._client.stop()
+        elif self._client is None or not self._client.alive():
+            self._prestart()  # the candidate broke the worker (CUDA error, OOM): its successor starts now
         return done(merged.status)
 
     def _ask(self, message: dict[str, Any], timeout: float, v: Verdict,
@@ -390,6 +315,7 @@ class Evaluator:
         from kernelpilot.evaluation.client import WorkerDied, WorkerTimeout
 
         for attempt in range(2):
+            client = None
             try:
                 client = self._worker([Path(message["problem"]).parent, Path(message["candidate_model"]).parent],
                                       writable, phases=v.phases)
@@ -409,6 +335,8 @@ class Evaluator:
             except WorkerDied as exc:
                 v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
                 v.status = "runtime_error"
+                if self.keep_warm and client is not None and client.served:  # it died serving: start its successor
+                    self._prestart()
                 return None
             if response.get("ok"):
                 return response

@@ -28,12 +28,12 @@ from pathlib import Path
 from kernelpilot.evaluation import diagnostics as diag
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
 from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
-from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources, from_plain
+from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 RESOURCES_FILE = "kernelpilot-resources.json"
-INLINE_RECORD = "kernelpilot-inline.json"  # the report of a finished single-file build in its directory
 # Variables a build may see when kernelpilot.evaluation.confine is not available.
 _ALLOWED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
@@ -71,29 +71,6 @@ sys.stdout.flush()
 print("KERNELPILOT_BUILD_RESULT " + json.dumps(result), flush=True)
 sys.exit(0 if result["ok"] else 1)
 """
-
-
-def default_single_file_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
-    """TORCH_EXTENSIONS_DIR for a single-file candidate: keyed on its exact bytes and the toolchain.
-
-    ``load_inline`` compiles whatever the module hands it at import, so the file's content (with the
-    torch version, the target architecture, the toolkit, the compiler and the Python that builds it)
-    determines the build: the same candidate, wherever it lies and however often it is evaluated,
-    is built once (:data:`INLINE_RECORD` marks a finished build).
-    """
-    import platformdirs
-    from importlib.metadata import PackageNotFoundError, version
-
-    env = os.environ if env is None else env
-    try:
-        torch_version = version("torch")
-    except PackageNotFoundError:
-        torch_version = ""
-    digest = hashlib.sha256(candidate.path.read_bytes())
-    for part in (torch_version, sys.executable, env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", ""),
-                 env.get("KERNELPILOT_REAL_CXX") or env.get("CXX", "")):
-        digest.update(b"\0" + part.encode())
-    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"inline-{candidate.path.stem}-{digest.hexdigest()[:16]}"
 
 
 def candidate_build_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
@@ -175,7 +152,7 @@ def build_candidate(
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
-    if candidate.kind == "single_file" and (cached := _inline_record(directory)) is not None:
+    if candidate.kind == "single_file" and (cached := inline_record(directory)) is not None:
         return cached
     if candidate.kind == "triton":  # its own build step: triton_build.py
         from kernelpilot.evaluation.triton_build import build_triton
@@ -218,29 +195,8 @@ def build_candidate(
     report.kernels = _kernel_resources(output, directory, candidate)
     report.log_tail = diag.tail(output)
     if candidate.kind == "single_file" and report.ok:
-        _write_inline_record(directory, report)
+        write_inline_record(directory, report)
     return report
-
-
-def _inline_record(directory: Path) -> BuildReport | None:
-    """The report of the finished build in ``directory`` (a single-file candidate built before), or None."""
-    try:
-        data = json.loads((directory / INLINE_RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    report = from_plain(BuildReport, data)
-    if not report.ok or not any(directory.glob("*/*.so")):
-        return None
-    report.seconds, report.rebuilt, report.cache = 0.0, [], "hit"
-    report.pch = ""
-    return report
-
-
-def _write_inline_record(directory: Path, report: BuildReport) -> None:
-    try:
-        (directory / INLINE_RECORD).write_text(json.dumps(asdict(report)))
-    except OSError:
-        pass
 
 
 def pch_summary(output: str) -> str:

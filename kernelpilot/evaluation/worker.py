@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation import protocol
+from kernelpilot.evaluation import inline_build
 
 _CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
                  "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
@@ -55,45 +56,6 @@ class ProblemState:
     compile_note: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
-
-
-def _inline_names(path: Path) -> list[str]:
-    """The literal ``name=`` of each ``load_inline`` call in a candidate file (read, not run)."""
-    import ast
-
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return []
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "load_inline":
-            for kw in node.keywords:
-                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                    names.append(kw.value.value)
-    return names
-
-
-def _forget_inline_extensions(path: Path) -> None:
-    """Let a single-file candidate load its own build under its extension name in this warm worker.
-
-    KernelBench candidates of different problems often share a ``load_inline`` name. torch would rename
-    the second one (name_v1) and rebuild it here, inside the timed-out import; instead each build lives
-    in a directory keyed on the candidate's bytes (build.py), under its plain name, and this process
-    forgets the earlier module of that name (torch's version table, sys.modules, pybind11's cache) so
-    the import loads the new library, not the old module.
-    """
-    names = _inline_names(path)
-    if not names:
-        return
-    import torch.utils.cpp_extension as cpp
-
-    from kernelpilot.extension import forget_pybind11_module
-
-    for name in names:
-        cpp.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
-        sys.modules.pop(name, None)
-        forget_pybind11_module(name)
 
 
 def _sandbox() -> list[str]:
@@ -123,6 +85,7 @@ class Worker:
 
         import kernelpilot.problem  # noqa: F401
         from kernelpilot.evaluation import engine, runtime_audit, timing, verify  # noqa: F401 - captured below
+        inline_build.install_import_once()  # before the integrity baseline: the harness's own, not a patch
 
         self.identities = runtime_audit.Identities()
         self.pristine = timing.Pristine.capture() if device.startswith("cuda") else None
@@ -256,7 +219,7 @@ class Worker:
             raise CandidateError(f"cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        _forget_inline_extensions(path)
+        inline_build.before_import(path)
         sys.path.insert(0, str(path.parent))
         try:
             spec.loader.exec_module(module)
@@ -350,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-fd", type=int, required=True)
     parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
     args = parser.parse_args(argv)
+    import faulthandler
+
     from kernelpilot.evaluation import watchdog
 
+    faulthandler.enable()  # a crash in native code leaves the Python stack in the log, hence in the verdict
     try:
         late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
         confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
@@ -373,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         op = msg.get("op")
         if op == "shutdown":
-            return 0
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)  # nothing to clean up; interpreter teardown can crash in a candidate's native code
         if op == "ping":
             protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
         elif op == "prepare":

@@ -141,6 +141,7 @@ class LocalPool:
         self._queue.put((problem, candidate, mode, settings, built.seconds, time.monotonic(), future))
 
     def _slot(self, evaluator: Any, stats: SlotStats) -> None:
+        evaluator.start_worker()  # it comes up while the first candidates build
         try:
             while True:
                 item = self._queue.get()

@@ -1,0 +1,50 @@
+#!/bin/bash
+# The GPU evidence still owed by issues 14-17, in as few device calls as possible.
+#   OUT=... bash benchmarks/gpu_pending.sh STEP[:SECONDS]...
+# Steps (each under its own time limit, default in brackets; output kept even when a step is cut short):
+#   cold [420]       benchmarks/cold_path.py: cold/warm edit -> verdict, both formats, the planted hang (issue 14)
+#   corpus [240]     benchmarks/eval_gpu.py --skip-latency --skip-fidelity: the corpus with the Triton twins
+#   inductor [480]   benchmarks/inductor_gpu.py: Inductor's kernels as Triton candidates, the twins (issue 17)
+#   screen [200]     benchmarks/first_screen_gpu.sh: the TUI's first screen in tmux (issue 16)
+#   gputests [300]   pytest -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py
+#   suite [420]      benchmarks/suite_gpu.py --mode test --prime (serial loop, suite, --ray when Ray imports)
+# Each step's files are packed into $OUT/<step>.tar.gz (the device tool brings back at most 8 files);
+# $OUT/pending.log has every step's tail and exit status. Carry .whl (shared/gpu/wheelhouse.sh); for the
+# suite's Ray run, stash Ray's wheel first (shared/gpu/split-carry.sh) and install it into /tmp/site.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:?set OUT}
+mkdir -p "$OUT"
+if [ -d "$root/.whl" ] && [ ! -d /tmp/site ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$root"/.whl/*.whl
+fi
+export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH="/tmp/site/bin:$PATH"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+log="$OUT/pending.log"
+
+run_step() {  # NAME LIMIT COMMAND...
+  local name=$1 limit=$2; shift 2
+  local dir=/tmp/kp-pending/$name t0=$(date +%s)
+  rm -rf "$dir" && mkdir -p "$dir"
+  echo "== $name (limit ${limit} s) $(date -u +%H:%M:%S)" | tee -a "$log"
+  (cd "$root" && OUT="$dir" timeout "$limit" "$@") > "$dir/output.log" 2>&1
+  local rc=$?
+  tail -25 "$dir/output.log" >> "$log"
+  echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$log"
+  find "$dir" -name '*.sqlite-*' -delete 2>/dev/null
+  tar czf "$OUT/$name.tar.gz" -C /tmp/kp-pending "$name" 2>/dev/null
+}
+
+for spec in "$@"; do
+  name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=""
+  case $name in
+    cold) run_step cold "${limit:-420}" bash -c 'python3 benchmarks/cold_path.py "$OUT"' ;;
+    corpus) run_step corpus "${limit:-240}" bash -c 'python3 benchmarks/eval_gpu.py --skip-latency --skip-fidelity --out "$OUT/corpus.md"' ;;
+    inductor) run_step inductor "${limit:-480}" python3 benchmarks/inductor_gpu.py ;;
+    screen) run_step screen "${limit:-200}" bash benchmarks/first_screen_gpu.sh ;;
+    gputests) run_step gputests "${limit:-300}" python3 -m pytest -q -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py ;;
+    suite) run_step suite "${limit:-420}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime ;;
+    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite)" | tee -a "$log" ;;
+  esac
+done
+grep '^== ' "$log"

@@ -1,0 +1,154 @@
+"""Single-file (``load_inline``) candidates: where they build, the record of a finished build, and loading
+a build in a warm worker that already loaded another candidate's extension of the same name.
+
+Nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.verdict import BuildReport, from_plain
+
+INLINE_RECORD = "kernelpilot-inline.json"  # the report of a finished single-file build in its directory
+
+
+def default_single_file_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
+    """TORCH_EXTENSIONS_DIR for a single-file candidate: keyed on its exact bytes and the toolchain.
+
+    ``load_inline`` compiles whatever the module hands it at import, so the file's content (with the
+    torch version, the target architecture, the toolkit, the compiler and the Python that builds it)
+    determines the build: the same candidate, wherever it lies and however often it is evaluated,
+    is built once (:data:`INLINE_RECORD` marks a finished build).
+    """
+    import platformdirs
+    from importlib.metadata import PackageNotFoundError, version
+
+    env = os.environ if env is None else env
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = ""
+    digest = hashlib.sha256(candidate.path.read_bytes())
+    for part in (torch_version, sys.executable, env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", ""),
+                 env.get("KERNELPILOT_REAL_CXX") or env.get("CXX", "")):
+        digest.update(b"\0" + part.encode())
+    return Path(platformdirs.user_cache_dir("kernelpilot")) / "builds" / f"inline-{digest.hexdigest()[:20]}"
+
+
+def inline_record(directory: Path) -> BuildReport | None:
+    """The report of the finished build in ``directory`` (a single-file candidate built before), or None."""
+    try:
+        data = json.loads((directory / INLINE_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    report = from_plain(BuildReport, data)
+    if not report.ok or not any(directory.glob("*/*.so")):
+        return None
+    report.seconds, report.rebuilt, report.cache = 0.0, [], "hit"
+    report.pch = ""
+    return report
+
+
+def write_inline_record(directory: Path, report: BuildReport) -> None:
+    try:
+        (directory / INLINE_RECORD).write_text(json.dumps(asdict(report)))
+    except OSError:
+        pass
+
+
+def inline_names(path: Path) -> list[str]:
+    """The literal ``name=`` of each ``load_inline`` call in a candidate file (read, not run)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "load_inline":
+            for kw in node.keywords:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    names.append(kw.value.value)
+    return names
+
+
+# (extension name, library file) -> the module this process imported from that file
+_LOADED: dict[tuple[str, str], Any] = {}
+
+
+def install_import_once() -> None:
+    """Make torch's extension import load each library at most once in this process (the worker calls it
+    at start, before any candidate code and before the harness's integrity baseline is taken).
+
+    Importing a pybind11 library a second time (the same candidate evaluated again in a warm worker)
+    crashes the process: the second import gets the cached module and CPython initialises it again.
+    Here, a library already imported is handed back as it is. A library new to this process whose name
+    an earlier one used (KernelBench samples of one problem share a ``load_inline`` name) is imported
+    after pybind11's table forgets that name, so it initialises its own functions.
+    """
+    import torch.utils.cpp_extension as cpp
+
+    original = cpp._import_module_from_library
+    if getattr(original, "kernelpilot_import_once", False):
+        return
+
+    def import_once(module_name: str, path: str, is_python_module: bool) -> Any:
+        if not is_python_module:
+            return original(module_name, path, is_python_module)
+        library = os.path.realpath(os.path.join(path, f"{module_name}{cpp.LIB_EXT}"))
+        if (module_name, library) not in _LOADED:
+            from kernelpilot.extension import forget_pybind11_module
+
+            forget_pybind11_module(module_name)
+            _LOADED[(module_name, library)] = original(module_name, path, is_python_module)
+        return _LOADED[(module_name, library)]
+
+    import_once.kernelpilot_import_once = True  # type: ignore[attr-defined]
+    cpp._import_module_from_library = import_once
+
+
+def before_import(path: Path) -> None:
+    """Before a single-file candidate is imported: drop torch's version-table entries of its
+    ``load_inline`` names, so torch loads its build under the plain name from its own directory (keyed
+    on its bytes) instead of renaming it (name_v1) and rebuilding it inside the import."""
+    names = inline_names(path)
+    if not names:
+        return
+    import torch.utils.cpp_extension as cpp
+
+    for name in names:
+        cpp.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+
+
+class WorkerNames:
+    """Engine side: the library each ``load_inline`` name came from in the running worker process.
+
+    pybind11 keeps one module per name in a process, and a second library under a name already used
+    is not safe to load beside the first (a crash in the garbage collector was seen on 2026-12-01): a
+    single-file candidate whose name the worker loaded from another library gets a fresh worker.
+    """
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.libraries: dict[str, str] = {}
+
+    def _for(self, pid: int | None) -> dict[str, str]:
+        if pid != self.pid:
+            self.pid, self.libraries = pid, {}
+        return self.libraries
+
+    def conflict(self, pid: int | None, names: list[str], library_dir: str) -> bool:
+        loaded = self._for(pid)
+        return any(loaded.get(name, library_dir) != library_dir for name in names)
+
+    def record(self, pid: int | None, names: list[str], library_dir: str) -> None:
+        self._for(pid).update({name: library_dir for name in names})
