@@ -1,10 +1,12 @@
 // Python binding for softmax.cu: checks the tensor, picks the current stream, calls the launcher.
-#include <torch/extension.h>
-
-// c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also pull
-// in the cuBLAS, cuSPARSE and cuSOLVER headers, which a minimal toolkit does not have.
+// Only the torch headers it uses: torch/extension.h would parse all of libtorch (a 2-3x slower first
+// build). c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also
+// pull in the cuBLAS, cuSPARSE and cuSOLVER headers, which a minimal toolkit does not have.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>  // PYBIND11_MODULE and the at::Tensor <-> torch.Tensor caster
 
 extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream);
 
@@ -12,7 +14,7 @@ namespace {
 
 constexpr int64_t kMaxCols = 524288;  // rowwise::kMaxCols in row_reduce.cuh
 
-torch::Tensor softmax_last_dim(const torch::Tensor& x) {
+at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
   TORCH_CHECK(x.scalar_type() == at::kBFloat16, "softmax: x must be bfloat16, got ", x.scalar_type());
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
@@ -21,7 +23,7 @@ torch::Tensor softmax_last_dim(const torch::Tensor& x) {
               "softmax: the last dimension must be a multiple of 8 and at most ", kMaxCols, ", got ", n_cols);
   TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "softmax: x must be 16-byte aligned");
 
-  torch::Tensor y = torch::empty_like(x);
+  at::Tensor y = at::empty_like(x);
   if (x.numel() == 0) return y;
   const c10::cuda::CUDAGuard device_guard(x.device());
   const cudaError_t status = softmax_bf16(x.data_ptr(), y.data_ptr(), x.numel() / n_cols, n_cols,
