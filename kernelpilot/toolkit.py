@@ -230,6 +230,7 @@ def wheel_library_env(home: Path, env: Mapping[str, str]) -> dict[str, str]:
         libs += [str(d) for d in sorted(Path(base).glob("*/lib")) if any(d.glob("libcublasLt.so*"))]
     out: dict[str, str] = {}
     for key, dirs in (("CPATH", includes), ("LIBRARY_PATH", libs)):
-        if dirs:
-            out[key] = os.pathsep.join([*dirs, *filter(None, [env.get(key, "")])])
+        present = [d for d in env.get(key, "").split(os.pathsep) if d]
+        if dirs and not all(d in present for d in dirs):  # applied twice (a build process re-applies it): once
+            out[key] = os.pathsep.join([*[d for d in dirs if d not in present], *present])
     return out

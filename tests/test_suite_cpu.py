@@ -17,7 +17,7 @@ import pytest
 
 from kernelpilot.evaluation import EvalSettings
 from kernelpilot.suite.discovery import discover_jobs, discover_problems
-from kernelpilot.suite.pool import LocalPool
+from kernelpilot.suite.pool import LocalPool, job_roots
 from kernelpilot.suite.runner import run_jobs
 from kernelpilot.suite.store import Store
 
@@ -44,9 +44,14 @@ def test_fake_gpus_never_overlap_on_a_slot(tmp_path: Path) -> None:
     store = Store(tmp_path / "run")
     store.plan(jobs)
     store.begin(["test"])
-    pool = LocalPool(settings, [0, 1], tmp_path / "run" / "work", build_workers=2)
+    roots = job_roots([j.problem.path for j in jobs] + [j.candidate for j in jobs])
+    assert roots == [problems.resolve(), solutions.resolve()]
+    pool = LocalPool(settings, [0, 1], tmp_path / "run" / "work", build_workers=2, roots=roots)
+    assert all(ev._client is not None for ev in pool.evaluators)  # both workers start before any job
     try:
         assert run_jobs(store, pool, jobs, "test") == 4
+        # every problem and solution was open to each worker from its start: no restart per directory
+        assert [ev._client.starts for ev in pool.evaluators] == [1, 1]
     finally:
         pool.close()
     rows = store.rows()
@@ -56,7 +61,7 @@ def test_fake_gpus_never_overlap_on_a_slot(tmp_path: Path) -> None:
         spans = sorted(s.windows)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
     assert {r.gpu for r in rows} <= {"gpu0", "gpu1"}
-    assert all(r.verdict and "suite_build" in r.verdict["phases"] for r in rows)
+    assert all(r.verdict and {"suite_build", "suite_slot", "worker_busy"} <= set(r.verdict["phases"]) for r in rows)
     assert run_jobs(store, pool, jobs, "test") == 0  # everything finished: nothing submitted again
     store.close()
 

@@ -149,7 +149,9 @@ def compiler_identity(real: str) -> str:
 
 
 def key_for(identity: str, flags: list[str], text: str, env: Mapping[str, str]) -> str:
-    material = json.dumps([FORMAT, identity, flags, text, env.get("CPATH", ""), env.get("CPLUS_INCLUDE_PATH", "")])
+    search = [list(dict.fromkeys(d for d in env.get(var, "").split(os.pathsep) if d))
+              for var in ("CPATH", "CPLUS_INCLUDE_PATH")]  # the include path the variables add, in order
+    material = json.dumps([FORMAT, identity, flags, text, search])
     return hashlib.sha256(material.encode()).hexdigest()[:20]
 
 

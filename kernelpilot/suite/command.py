@@ -131,7 +131,7 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
     paths = [Path(j.problem.path) for j in jobs] + [Path(j.candidate) for j in jobs if j.candidate is not None]
     paths.append(run_dir)
     return LocalPool(settings, gpus or [None], run_dir / "work", build_workers=args.build_workers,
-                     roots=job_roots(paths))
+                     roots=job_roots(paths), warm=mode != "build")
 
 
 def run_suite(args: argparse.Namespace) -> int:

@@ -60,9 +60,10 @@ class LocalPool:
     """Build threads feeding one GPU slot per entry of ``gpus`` (None: the caller's CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None,
-                 roots: list[Path] = ()) -> None:  # type: ignore[assignment]
+                 roots: list[Path] = (), warm: bool = True) -> None:  # type: ignore[assignment]
         """``roots``: directories holding every problem and candidate of the run, opened to each slot's
-        worker from its start (its confinement is fixed then: a new directory would cost a restart)."""
+        worker from its start (its confinement is fixed then: a new directory would cost a restart).
+        ``warm``: start each slot's worker now, while the first candidates build (not for build-only runs)."""
         from kernelpilot.evaluation import Evaluator
 
         if not gpus:
@@ -76,15 +77,22 @@ class LocalPool:
         self._closed = False
         self._cancelled = False
         self.stats: list[SlotStats] = []
+        self.evaluators: list[Any] = []  # one per slot, in slot order
         self._threads: list[threading.Thread] = []
         for index, gpu in enumerate(gpus):
             name = f"gpu{gpu if gpu is not None else index}"
             evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu)
             evaluator.allow(list(roots))
+            self.evaluators.append(evaluator)
             stats = SlotStats(name)
             self.stats.append(stats)
-            t = threading.Thread(target=self._slot, args=(evaluator, stats), name=f"kp-{name}", daemon=True)
+            launched = threading.Event()
+            if not warm:
+                launched.set()
+            t = threading.Thread(target=self._slot, args=(evaluator, stats, None if not warm else launched),
+                                 name=f"kp-{name}", daemon=True)
             t.start()
+            launched.wait(timeout=60)
             self._threads.append(t)
 
     # ---- public ----------------------------------------------------------------------------------
@@ -140,8 +148,12 @@ class LocalPool:
             return
         self._queue.put((problem, candidate, mode, settings, built.seconds, time.monotonic(), future))
 
-    def _slot(self, evaluator: Any, stats: SlotStats) -> None:
-        evaluator.start_worker()  # it comes up while the first candidates build
+    def _slot(self, evaluator: Any, stats: SlotStats, launched: threading.Event | None) -> None:
+        if launched is not None:
+            try:
+                evaluator.start_worker()  # spawned by this thread, which outlives it: up while the first builds run
+            finally:
+                launched.set()
         try:
             while True:
                 item = self._queue.get()
