@@ -270,3 +270,35 @@ def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeyp
     single = load_candidate(DATA / "single_file" / "model_new_inline.py")
     assert build_env(single, build_dir=tmp_path)["TORCH_EXTENSIONS_DIR"] == str(tmp_path)
     assert build_env(single, env={"TORCH_EXTENSIONS_DIR": "/x/ext"})["TORCH_EXTENSIONS_DIR"] == "/x/ext"
+
+
+def test_a_waiting_builder_takes_the_build_and_a_dead_one_is_replaced(tmp_path: Path) -> None:
+    """builder.Standby: the build runs in a process that imported torch before it was asked (the same
+    report as a fresh process gives); one that died is passed over for a fresh process."""
+    from kernelpilot.evaluation.build import standby_env
+    from kernelpilot.evaluation.builder import Standby
+
+    _toolkit_or_skip()
+    source = (DATA / "single_file" / "model_new_inline.py").read_text()
+    marker = "cpp_source = "
+    broken = source.replace(marker, "raise ValueError('kernel config is wrong')\n" + marker, 1)
+    path = tmp_path / "model_new_inline.py"
+    path.write_text(broken)
+    line = broken.splitlines().index("raise ValueError('kernel config is wrong')") + 1
+    standby = Standby(standby_env())
+    try:
+        waiting = standby.proc
+        assert waiting is not None
+        report = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=120,
+                                 standby=standby)
+        assert waiting.poll() is not None and standby.proc is not None and standby.proc is not waiting
+        errors = [d for d in report.diagnostics if d.severity == "error"]
+        assert not report.ok and errors[0].file == "model_new_inline.py" and errors[0].line == line, report.log_tail
+        assert "ValueError: kernel config is wrong" in errors[0].message
+        standby.proc.kill()  # dies while it waits: the build starts a process of its own
+        standby.proc.wait()
+        again = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=120,
+                                standby=standby)
+        assert [d.line for d in again.diagnostics if d.severity == "error"][:1] == [line]
+    finally:
+        standby.close()

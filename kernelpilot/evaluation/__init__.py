@@ -71,6 +71,7 @@ class Evaluator:
         self._client: Any = None
         self._lock = threading.Lock()
         self._inline = WorkerNames()
+        self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
         self._readable: list[Path] = []
         self._writable: list[Path] = []
 
@@ -166,10 +167,16 @@ class Evaluator:
         proc = getattr(self._client, "proc", None)
         return proc.pid if proc is not None and proc.poll() is None else None
 
-    def close(self) -> None:
+    def _stop_worker(self) -> None:
         if self._client is not None:
             self._client.stop()
             self._client = None
+
+    def close(self) -> None:
+        if self._standby is not None:
+            self._standby.close()
+            self._standby = None
+        self._stop_worker()
 
     def __enter__(self) -> "Evaluator":
         return self
@@ -249,8 +256,13 @@ class Evaluator:
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, mode)
+            if self.keep_warm and self._standby is None:  # the next build that needs torch's builder finds it up
+                from kernelpilot.evaluation.builder import Standby
+                from kernelpilot.evaluation.build import standby_env
+
+                self._standby = Standby(standby_env(env))
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                     problem=problem_path)
+                                     problem=problem_path, standby=self._standby)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             kernels += [k.kernel for k in report.kernels]
@@ -276,14 +288,14 @@ class Evaluator:
         names = inline_names(model_file) if getattr(cand_obj, "kind", "") == "single_file" else []
         library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
-            self.close()  # the worker holds another library under one of these names: a fresh one
+            self._stop_worker()  # the worker holds another library under one of these names: a fresh one
         response = self._ask(message, timeout, v, build_dirs)
         if response is not None and names:
             self._inline.record(self._worker_pid(), names, library)
         if response is not None and self._reload_failed(response):
             # A warm worker that already imported another build of this extension failed to load the
             # new one: that says nothing about the candidate. Judge it in a fresh worker.
-            self.close()
+            self._stop_worker()
             response = self._ask(message, timeout, v, build_dirs)
             v.flags.append("the warm worker could not load this build; it was evaluated in a fresh worker")
         if response is None:

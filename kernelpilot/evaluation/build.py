@@ -26,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
+from kernelpilot.evaluation.builder import Standby
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
@@ -44,7 +45,7 @@ _ALLOWED_ENV = (
 )
 _ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
 
-_SINGLE_FILE_BUILDER = """
+SINGLE_FILE_BUILDER = """
 import importlib.util, json, sys, traceback
 path = sys.argv[1]
 result = {"ok": False, "directory": path}
@@ -124,6 +125,15 @@ def resolve_build_dir(candidate: Candidate, build_dir: Path | None, env: Mapping
     return candidate_build_dir(candidate, env)
 
 
+def standby_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a waiting builder process starts in (each build then brings its own)."""
+    base = _scrubbed_env()
+    base.update(env or {})
+    package_root = str(Path(__file__).resolve().parents[2])
+    base["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    return base
+
+
 def _scrubbed_env() -> dict[str, str]:
     try:
         from kernelpilot.evaluation.confine import scrubbed_env  # the confinement part's policy
@@ -145,10 +155,12 @@ def build_candidate(
     timeout_s: float = 300,
     env: Mapping[str, str] | None = None,
     problem: Path | None = None,
+    standby: Standby | None = None,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
 
     ``problem``: the problem file, for Triton candidates (their kernels' signatures come from its inputs).
+    ``standby``: a builder process already waiting (builder.py), used instead of starting one.
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
@@ -166,11 +178,14 @@ def build_candidate(
                 "--build-dir", str(directory)]
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-c", _SINGLE_FILE_BUILDER, str(candidate.path)]
+        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)]
     command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
 
     start = time.monotonic()
-    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s)
+    waiting = None
+    if standby is not None and fast is None:  # torch's builder: a process that imported it already
+        waiting = standby.take(candidate.kind, argv[3:], run_env, str(candidate.root))
+    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s, proc=waiting)
     seconds = time.monotonic() - start
 
     result = {"ok": returncode == 0, "arch": arch_of_fast} if fast is not None else _result_line(output)
@@ -235,11 +250,14 @@ def _arch_of(env: Mapping[str, str]) -> str:
     return normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else ""
 
 
-def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float) -> tuple[str, bool, int]:
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
+def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float,
+         proc: subprocess.Popen[bytes] | None = None) -> tuple[str, bool, int]:
+    """Run ``argv`` (or wait for ``proc``, already sent this build) in its own session, killed at the timeout."""
+    if proc is None:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
     try:
         raw, _ = proc.communicate(timeout=timeout_s)
         return raw.decode("utf-8", "replace"), False, proc.returncode
