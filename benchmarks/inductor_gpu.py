@@ -28,21 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from adversarial_corpus import TRITON, PROBLEMS, check_verdict, materialize  # noqa: E402
 
 from kernelpilot.evaluation import EvalSettings, Evaluator  # noqa: E402
 
-INDUCTOR_PROBLEMS = {
-    "softmax": ROOT / "examples" / "softmax" / "problem.py",
-    "rmsnorm": ROOT / "examples" / "rmsnorm" / "problem.py",
-    "layernorm": ROOT / "examples" / "layernorm" / "problem.py",
-    "cross_entropy": ROOT / "examples" / "cross_entropy" / "problem.py",
-    "fused_chain": ROOT / "benchmarks" / "problems" / "fused_chain.py",
-    "row_sum": ROOT / "benchmarks" / "problems" / "row_sum.py",
-    "gemm_bias_gelu": ROOT / "examples" / "gemm_bias_gelu" / "problem.py",
-    "conv_relu": ROOT / "benchmarks" / "problems" / "conv_relu.py",
-}
+from inductor_fixtures import PROBLEMS as INDUCTOR_PROBLEMS  # noqa: E402  # the problems the fixtures record
 # fewer correctness trials and timing rounds than the defaults, to stay near 5 minutes for 8 problems
 BASE = EvalSettings(trials=2, distributions=["normal", "uniform"], rounds=3, samples_per_round=10,
                     test_timeout_s=180, benchmark_timeout_s=400)
