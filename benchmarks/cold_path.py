@@ -143,13 +143,13 @@ def main() -> int:
     runs = Runs(result, out / "cold_path.json")
     for mode in ("test", "benchmark"):
         cand = fresh_native(work, mode)
-        with Evaluator(SETTINGS, workdir=work / f"native-{mode}") as ev:
+        with Evaluator(SETTINGS, workdir=work / f"native-{mode}", standby_builder=True) as ev:
             runs[f"native cold {mode}"] = evaluate(ev, SOFTMAX / "problem.py", cand, mode)
             kernel = cand / "softmax.cu"
             kernel.write_text(kernel.read_text() + "\n// an edit\n")
             runs[f"native warm edit {mode}"] = evaluate(ev, SOFTMAX / "problem.py", cand, mode)
     kb = fresh_kb(work, "test")
-    with Evaluator(SETTINGS, workdir=work / "kb-test") as ev:
+    with Evaluator(SETTINGS, workdir=work / "kb-test", standby_builder=True) as ev:
         runs["kernelbench cold test"] = evaluate(ev, SCALE_ADD, kb, "test")
         # another candidate with the same load_inline name, wrong on purpose, in the same warm worker:
         # its own build must run (incorrect), not the module already loaded under that name

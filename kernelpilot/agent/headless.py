@@ -114,7 +114,7 @@ def make_client(args: Any, config: Any) -> Any:
 def make_evaluator(config: Any) -> Any:
     from kernelpilot.evaluation import EvalSettings, Evaluator
 
-    return Evaluator(EvalSettings.from_config(config))
+    return Evaluator(EvalSettings.from_config(config), standby_builder=True)  # a session builds many candidates
 
 
 def build_session(args: Any, *, evaluator: Any = None, client: Any = None) -> Any:

@@ -57,9 +57,11 @@ class Evaluator:
     """Evaluates candidates; keeps one warm worker between evaluations (``keep_warm``)."""
 
     def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
-                 keep_warm: bool = True, gpu: int | None = None) -> None:
+                 keep_warm: bool = True, gpu: int | None = None, standby_builder: bool = False) -> None:
         """``gpu``: the index of the GPU this evaluator's worker uses (CUDA_VISIBLE_DEVICES in the worker);
-        None leaves the variable as the caller has it. Give each evaluator its own ``workdir``."""
+        None leaves the variable as the caller has it. Give each evaluator its own ``workdir``.
+        ``standby_builder``: keep a build process waiting with torch imported (builder.py), for an
+        evaluator that will build many candidates (a pairing session, a suite's build thread)."""
         self.settings = settings or EvalSettings()
         self.gpu = gpu
         if workdir is None:
@@ -72,6 +74,11 @@ class Evaluator:
         self._lock = threading.Lock()
         self._inline = WorkerNames()
         self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
+        if standby_builder:
+            from kernelpilot.evaluation.build import standby_env
+            from kernelpilot.evaluation.builder import Standby
+
+            self._standby = Standby(standby_env(self._cache_env()))
         self._readable: list[Path] = []
         self._writable: list[Path] = []
 
@@ -256,11 +263,6 @@ class Evaluator:
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, mode)
-            if self.keep_warm and self._standby is None:  # the next build that needs torch's builder finds it up
-                from kernelpilot.evaluation.builder import Standby
-                from kernelpilot.evaluation.build import standby_env
-
-                self._standby = Standby(standby_env(env))
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
                                      problem=problem_path, standby=self._standby)
             v.build = report

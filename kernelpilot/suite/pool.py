@@ -78,6 +78,7 @@ class LocalPool:
         self._cancelled = False
         self.stats: list[SlotStats] = []
         self.evaluators: list[Any] = []  # one per slot, in slot order
+        self._build_evaluators: list[Any] = []  # one per build thread (each keeps a builder waiting)
         self._threads: list[threading.Thread] = []
         for index, gpu in enumerate(gpus):
             name = f"gpu{gpu if gpu is not None else index}"
@@ -121,6 +122,8 @@ class LocalPool:
             self._queue.put(None)
         for t in self._threads:
             t.join(timeout=None if not cancel else 5)
+        for ev in self._build_evaluators:
+            ev.close()
 
     # ---- stages ----------------------------------------------------------------------------------
     def _builder(self) -> Any:
@@ -128,8 +131,10 @@ class LocalPool:
         if ev is None:
             from kernelpilot.evaluation import Evaluator
 
-            ev = Evaluator(self.settings, workdir=self.workdir / f"build-{threading.get_ident()}", keep_warm=False)
+            ev = Evaluator(self.settings, workdir=self.workdir / f"build-{threading.get_ident()}", keep_warm=False,
+                           standby_builder=True)
             self._local.evaluator = ev
+            self._build_evaluators.append(ev)
         return ev
 
     def _build(self, problem: Path, candidate: Path, mode: str, settings: Any, future: Future[SlotResult]) -> None:

@@ -83,7 +83,7 @@ class SuiteActor:
         builder = getattr(self._local, "evaluator", None)
         if builder is None:
             builder = self._local.evaluator = Evaluator(self.settings, workdir=self.root / f"build-{threading.get_ident()}",
-                                                        keep_warm=False)
+                                                        keep_warm=False, standby_builder=True)
         job_settings = EvalSettings.from_dict(settings) if settings else self.settings
         builder.settings = job_settings
         try:
