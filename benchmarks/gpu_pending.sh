@@ -7,7 +7,7 @@
 #   inductor [480]   benchmarks/inductor_gpu.py: Inductor's kernels as Triton candidates, the twins (issue 17)
 #   screen [200]     benchmarks/first_screen_gpu.sh: the TUI's first screen in tmux (issue 16)
 #   gputests [300]   pytest -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py
-#   suite [420]      benchmarks/suite_gpu.py --mode test --prime (serial loop, suite, --ray when Ray imports)
+#   suite [560]      benchmarks/suite_gpu.py --mode test --prime (primed headers, serial loop, suite, --ray when Ray imports)
 # Each step's files are packed into $OUT/<step>.tar.gz (the device tool brings back at most 8 files);
 # $OUT/pending.log has every step's tail and exit status. Carry .whl (shared/gpu/wheelhouse.sh); for the
 # suite's Ray run, stash Ray's wheel first (shared/gpu/split-carry.sh) and install it into /tmp/site.
@@ -43,7 +43,7 @@ for spec in "$@"; do
     inductor) run_step inductor "${limit:-480}" python3 benchmarks/inductor_gpu.py ;;
     screen) run_step screen "${limit:-200}" bash benchmarks/first_screen_gpu.sh ;;
     gputests) run_step gputests "${limit:-300}" python3 -m pytest -q -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py ;;
-    suite) run_step suite "${limit:-420}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime ;;
+    suite) run_step suite "${limit:-560}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime ;;
     *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite)" | tee -a "$log" ;;
   esac
 done
