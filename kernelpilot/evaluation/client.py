@@ -309,7 +309,7 @@ class WorkerClient:
                                     call=call, allow_s=allow, phases=phases) from None
             except protocol.ProtocolError:
                 raise self._died() from None
-            if frame.get("op") == "watch":
+            if frame.get("op") == protocol.WATCH:
                 now = time.monotonic()
                 if frame.get("phase") != phase:
                     phases[phase] = round(phases.get(phase, 0.0) + now - phase_started, 3)
@@ -318,7 +318,7 @@ class WorkerClient:
                 allow = float(frame.get("allow_s", limit))
                 deadline = now + allow
                 continue
-            if frame.get("op") == "prepared" and self._unanswered_prepares > 0:
+            if frame.get("op") == protocol.PREPARED and self._unanswered_prepares > 0:
                 self._unanswered_prepares -= 1
                 continue
             return frame

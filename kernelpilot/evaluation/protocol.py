@@ -8,9 +8,16 @@ Requests are ``{"op": ..., ...}``; responses are ``{"ok": bool, ...}``. Ops:
 
 - ``ready`` (sent once by the worker, unprompted): environment and confinement facts.
 - ``ping`` -> ``{"ok": true, "pid": ...}``.
-- ``evaluate`` -> ``{"ok": true, "verdict": {...partial Verdict dict...}, "exit": bool}``; ``exit``
-  means the worker is about to leave (poisoned CUDA context, patched functions, stray threads).
+- ``prepare`` (load the problem, compile the baseline, while the candidate builds) ->
+  ``{"op": "prepared", "ok": bool}``, which the caller skips.
+- ``evaluate`` -> ``{"ok": true, "verdict": {...partial Verdict dict...}, "exit": bool, "window": [start, end],
+  "busy_s": ...}``; ``exit`` means the worker is about to leave (poisoned CUDA context, patched
+  functions, stray threads).
+- ``baselines`` -> ``{"ok": bool, "baselines": {...}}`` (eager and torch.compile timed, baselines.py).
 - ``shutdown`` -> the worker exits without answering.
+
+While it works on a request the worker also sends ``{"op": "watch", "phase", "call", "allow_s"}`` frames:
+the deadline of what it does next (the hang watchdog, watchdog.py).
 
 This module imports nothing heavy and is used on both sides.
 """
@@ -25,6 +32,8 @@ import time
 from typing import Any
 
 MAX_FRAME = 256 * 1024 * 1024
+WATCH = "watch"  # a deadline frame from the worker
+PREPARED = "prepared"  # the answer to "prepare"
 _HEADER = struct.Struct(">I")
 
 

@@ -21,8 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-WATCH_OP = "watch"
-
+from kernelpilot.evaluation import protocol
 
 @dataclass(frozen=True)
 class Allowance:
@@ -57,7 +56,7 @@ class Watchdog:
         self.allowance, self.reference_s, self._first = allowance, 0.0, True
 
     def arm(self, phase: str, call: str, seconds: float) -> None:
-        self._send({"op": WATCH_OP, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
+        self._send({"op": protocol.WATCH, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
 
     def step(self, phase: str) -> None:
         """A step of the evaluation begins: importing the candidate is its code; the rest is the harness's."""
@@ -85,18 +84,9 @@ def install(watchdog: Watchdog | None) -> None:
     _current = watchdog
 
 
-def current() -> Watchdog | None:
-    return _current
-
-
 def begin(allowance: Allowance) -> None:
     if _current is not None:
         _current.begin(allowance)
-
-
-def arm(phase: str, call: str, seconds: float) -> None:
-    if _current is not None:
-        _current.arm(phase, call, seconds)
 
 
 def step(phase: str) -> None:

@@ -189,8 +189,8 @@ class Worker:
                 sample = draw_inputs(state.module, int(s.get("seed", 42)) + 500, "normal", self.device)
                 self.compiled(state, s.get("compile_mode", "default"), sample)
         except Exception as exc:  # noqa: BLE001 - the evaluation request meets the same error and reports it
-            return {"ok": False, "op": "prepared", "error": f"{type(exc).__name__}: {exc}"[:600]}
-        return {"ok": True, "op": "prepared"}
+            return {"ok": False, "op": protocol.PREPARED, "error": f"{type(exc).__name__}: {exc}"[:600]}
+        return {"ok": True, "op": protocol.PREPARED}
 
     def compiled(self, state: ProblemState, mode: str, sample: list[Any]) -> Any:
         import torch

@@ -133,8 +133,7 @@ def slowest(rows: list[Row], limit: int = 5) -> list[dict[str, Any]]:
     return [{"job": r.job_key, "status": r.status, "seconds": r.seconds} for r in timed[:limit]]
 
 
-def throughput(sessions: list[dict[str, Any]], rows: list[Row],
-               windows: list[tuple[str, float, float, int]]) -> dict[str, Any]:
+def throughput(sessions: list[dict[str, Any]], rows: list[Row]) -> dict[str, Any]:
     """Wall time over all sessions, candidates per minute, and per GPU its busy seconds and busy share.
 
     A session killed without an end counts until its last stored verdict. A GPU is busy while its worker
@@ -147,15 +146,13 @@ def throughput(sessions: list[dict[str, Any]], rows: list[Row],
         wall += max(0.0, end - s["started"])
     evaluated = sum(1 for r in rows if r.status not in ("missing", "not_started"))
     gpus: dict[str, dict[str, Any]] = {}
-    for gpu, start, end, _session in windows:
-        g = gpus.setdefault(gpu or "?", {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
-        g["requests"] += 1
     for r in rows:
         phases = (r.verdict or {}).get("phases") or {}
         window = (r.verdict or {}).get("worker_window") or []
         if r.gpu is None or len(window) != 2:
             continue
         g = gpus.setdefault(r.gpu, {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
+        g["requests"] += 1
         busy = float(phases.get("worker_busy", window[1] - window[0]))
         g["busy_s"] += busy
         g["held_s"] += float(phases.get("suite_slot", busy))

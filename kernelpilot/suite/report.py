@@ -28,7 +28,7 @@ def build_report(store: Store) -> dict[str, Any]:
         "views": {"sample0": m.by_level(picks["sample0"])},
         "slowest": m.slowest(rows),
         "suspicious": m.suspicious(rows),
-        "throughput": m.throughput(store.sessions(), rows, store.windows()),
+        "throughput": m.throughput(store.sessions(), rows),
     }
     if multi:
         report["views"]["best_of_k"] = m.by_level(picks["best_of_k"])

@@ -144,12 +144,6 @@ class Store:
                 out.append(Row(*r[:13], verdict=json.loads(r[13]) if r[13] else None))
             return out
 
-    def windows(self) -> list[tuple[str, float, float, int]]:
-        """(gpu, worker start, worker end, session) of every verdict the worker served."""
-        with self._lock:
-            return [tuple(r) for r in self._db.execute(  # type: ignore[misc]
-                "SELECT gpu, worker_start, worker_end, session FROM verdicts WHERE worker_start IS NOT NULL")]
-
     # ---- sessions --------------------------------------------------------------------------------
     def begin(self, argv: list[str]) -> int:
         with self._lock:
