@@ -8,6 +8,9 @@
 #   screen [200]     benchmarks/first_screen_gpu.sh: the TUI's first screen in tmux (issue 16)
 #   gputests [300]   pytest -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py
 #   suite [560]      benchmarks/suite_gpu.py --mode test --prime (primed headers, serial loop, suite, --ray when Ray imports)
+#   suite-again [200] the same suite alone (no serial loop, no Ray), against the serial loop in $SERIAL_FROM
+#   twins [150]      benchmarks/inductor_gpu.py twins $TWINS: the Triton cheat twins alone (those named in $TWINS, or all)
+#   nvcc [150]       benchmarks/nvcc_profile.py: nvcc --time on a KernelBench candidate's CUDA source (issue 14)
 # Each step's files are packed into $OUT/<step>.tar.gz (the device tool brings back at most 8 files);
 # $OUT/pending.log has every step's tail and exit status. Carry .whl (shared/gpu/wheelhouse.sh); for the
 # suite's Ray run, stash Ray's wheel first (shared/gpu/split-carry.sh) and install it into /tmp/site.
@@ -44,7 +47,11 @@ for spec in "$@"; do
     screen) run_step screen "${limit:-200}" bash benchmarks/first_screen_gpu.sh ;;
     gputests) run_step gputests "${limit:-300}" python3 -m pytest -q -m gpu tests/gpu/test_baselines_gpu.py tests/gpu/test_eval_gpu_parts.py ;;
     suite) run_step suite "${limit:-560}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime ;;
-    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite)" | tee -a "$log" ;;
+    suite-again) run_step suite-again "${limit:-200}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime \
+                   --no-ray --serial-from "${SERIAL_FROM:?set SERIAL_FROM to the serial.json of an earlier run}" ;;
+    twins) run_step twins "${limit:-150}" bash -c 'python3 benchmarks/inductor_gpu.py twins ${TWINS:-}' ;;
+    nvcc) run_step nvcc "${limit:-150}" bash -c 'python3 benchmarks/nvcc_profile.py "$OUT"' ;;
+    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc)" | tee -a "$log" ;;
   esac
 done
 grep '^== ' "$log"

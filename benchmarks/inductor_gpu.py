@@ -1,7 +1,7 @@
 """GPU evidence for issue #17: torch.compile's own kernels as a Triton candidate, and the Triton cheat twins.
 
 Run on the H200 (about 5-7 minutes):  OUT=/tmp/inductor-gpu python3 benchmarks/inductor_gpu.py [NAME ...]
-(NAMEs: a subset of the problems below; "twins" alone runs only the cheat twins.)
+(NAMEs: a subset of the problems below; "twins [CASE ...]" runs only the cheat twins, those named or all.)
 
 1. For 8 problems (the four memory-bound examples, a fused elementwise chain, a row reduction, a GEMM
    with a GELU epilogue, a conv with ReLU) it records torch.compile's output freshly on this GPU
@@ -87,10 +87,10 @@ def inductor_part(out: Path, ev: Evaluator, record: dict) -> tuple[list[list[str
     return rows, failures
 
 
-def twins_part(out: Path, ev: Evaluator, record: dict) -> tuple[list[list[str]], int]:
+def twins_part(out: Path, ev: Evaluator, record: dict, names: list[str]) -> tuple[list[list[str]], int]:
     rows, failures = [], 0
     directory = out / "twins" / "candidate"
-    for case in TRITON:
+    for case in (c for c in TRITON if not names or c.name in names):
         for relaxed in ([False, True] if case.static_rule else [True]):
             path = materialize(case, directory)
             ev.settings = dataclasses.replace(BASE, relaxed_policy=list(case.relax) if relaxed else [],
@@ -115,8 +115,12 @@ def main() -> int:
     record: dict = {}
     t0 = time.monotonic()
     with Evaluator(BASE, workdir=out / "eval") as ev:
-        ind_rows, ind_fail = inductor_part(out, ev, record)
-        twin_rows, twin_fail = twins_part(out, ev, record) if not sys.argv[1:] or "twins" in sys.argv[1:] else ([], 0)
+        if sys.argv[1:2] == ["twins"]:  # the Triton twins alone (those named after "twins", or all)
+            ind_rows, ind_fail = [], 0
+            twin_rows, twin_fail = twins_part(out, ev, record, sys.argv[2:])
+        else:
+            ind_rows, ind_fail = inductor_part(out, ev, record)
+            twin_rows, twin_fail = twins_part(out, ev, record, [])
     (out / "inductor.json").write_text(json.dumps(record, indent=1, default=str))
     text = "\n\n".join([
         table(["problem", "configs", "status", "build s", "warm-up s", "cand ms", "compile ms", "cand/compile",

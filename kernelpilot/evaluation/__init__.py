@@ -57,11 +57,16 @@ class Evaluator:
     """Evaluates candidates; keeps one warm worker between evaluations (``keep_warm``)."""
 
     def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
-                 keep_warm: bool = True, gpu: int | None = None, standby_builder: bool = False) -> None:
+                 keep_warm: bool = True, gpu: int | None = None, standby_builder: bool = False,
+                 spare_worker: bool = False) -> None:
         """``gpu``: the index of the GPU this evaluator's worker uses (CUDA_VISIBLE_DEVICES in the worker);
         None leaves the variable as the caller has it. Give each evaluator its own ``workdir``.
         ``standby_builder``: keep a build process waiting with torch imported (builder.py), for an
-        evaluator that will build many candidates (a pairing session, a suite's build thread)."""
+        evaluator that will build many candidates (a pairing session, a suite's build thread).
+        ``spare_worker``: keep a second worker started and idle beside the warm one (with ``keep_warm``),
+        so that a candidate that kills or hangs its worker costs its own evaluation and no worker start
+        for the next one (a suite's GPU slot). The spare runs nothing until it takes over; its start
+        (a CUDA context on the same GPU) overlaps the next evaluation."""
         self.settings = settings or EvalSettings()
         self.gpu = gpu
         if workdir is None:
@@ -71,6 +76,8 @@ class Evaluator:
         self.workdir = Path(workdir)
         self.keep_warm = keep_warm
         self._client: Any = None
+        self.spare_worker = spare_worker and keep_warm
+        self._spare: Any = None  # a launched worker waiting to take over (``spare_worker``)
         self._lock = threading.Lock()
         self._inline = WorkerNames()
         self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
@@ -106,8 +113,6 @@ class Evaluator:
         """The worker for these paths, launched if needed; with ``wait``, up and ready. When this call
         reads a launched worker's ready message, ``phases`` gets ``worker_start`` (launch -> ready) and
         ``worker_wait`` (of that, what this call waited; the rest overlapped the build)."""
-        from kernelpilot.evaluation.client import WorkerClient
-
         readable = [p.resolve() for p in readable or []]
         writable_needed = [p.resolve() for p in writable or []]
         if self._client is not None and not self._client.covers(readable, writable_needed):
@@ -116,18 +121,13 @@ class Evaluator:
         self._readable = sorted(set(self._readable) | set(readable))
         self._writable = sorted(set(self._writable) | set(writable_needed))
         readable, writable_needed = self._readable, self._writable
-        if self._client is None:
-            env = self._cache_env()
-            writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
-            writable.append(Path(env.get("KERNELPILOT_BUILD_DIR") or Path(env["TRITON_CACHE_DIR"]).parent / "builds"))
-            writable += [p for p in writable_needed if p not in writable]
-            writable.append(Path(env["KERNELPILOT_CEILINGS_DIR"]))
-            for p in writable:
-                p.mkdir(parents=True, exist_ok=True)
-            self._client = WorkerClient(self.workdir, device=self.settings.device, confine=self.settings.confine,
-                                        extra_env=env, writable=writable, readable=readable)
+        if self._client is not None and not self._client.alive():
+            self._take_spare(readable, writable_needed)
+        if self._client is None and not self._take_spare(readable, writable_needed):
+            self._client = self._new_client(readable, "worker")
         if not self._client.alive():
             self._client.launch()
+        self._launch_spare()
         if wait and self._client.pending_ready:
             t0 = time.monotonic()
             self._client.wait_ready(self.settings.start_timeout_s)
@@ -136,6 +136,45 @@ class Evaluator:
                 for key, seconds in (("worker_start", now - self._client.launched_at), ("worker_wait", now - t0)):
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
         return self._client
+
+    def _new_client(self, readable: list[Path], name: str) -> Any:
+        from kernelpilot.evaluation.client import WorkerClient
+
+        env = self._cache_env()
+        writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+        writable.append(Path(env.get("KERNELPILOT_BUILD_DIR") or Path(env["TRITON_CACHE_DIR"]).parent / "builds"))
+        writable += [p for p in self._writable if p not in writable]
+        writable.append(Path(env["KERNELPILOT_CEILINGS_DIR"]))
+        for p in writable:
+            p.mkdir(parents=True, exist_ok=True)
+        return WorkerClient(self.workdir, device=self.settings.device, confine=self.settings.confine,
+                            extra_env=env, writable=writable, readable=readable, name=name)
+
+    def _take_spare(self, readable: list[Path], writable: list[Path]) -> bool:
+        """Replace a dead or missing worker by the spare, when one is running and may reach these paths."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return False
+        if not spare.alive() or not spare.covers(readable, writable):
+            spare.stop()
+            return False
+        if self._client is not None:
+            self._client.stop()
+        self._client = spare
+        return True
+
+    def _launch_spare(self) -> None:
+        """Start the spare worker (``spare_worker``) when there is none; from the thread that owns the worker."""
+        if not self.spare_worker or self._client is None:
+            return
+        if self._spare is not None and self._spare.alive():
+            return
+        name = "worker" if getattr(self._client, "name", "worker") != "worker" else "worker-spare"
+        self._spare = self._new_client(self._readable, name)
+        try:
+            self._spare.launch()
+        except Exception:  # noqa: BLE001 - no spare: the next replacement starts a worker the usual way
+            self._spare = None
 
     def _prestart(self, problem: Path | None = None, model_file: Path | None = None,
                   writable: list[Path] = ()) -> bool:  # type: ignore[assignment]
@@ -179,10 +218,16 @@ class Evaluator:
             self._client.stop()
             self._client = None
 
+    def _stop_spare(self) -> None:
+        if self._spare is not None:
+            self._spare.stop()
+            self._spare = None
+
     def close(self) -> None:
         if self._standby is not None:
             self._standby.close()
             self._standby = None
+        self._stop_spare()
         self._stop_worker()
 
     def __enter__(self) -> "Evaluator":
@@ -340,6 +385,8 @@ class Evaluator:
                 v.status = "timeout"
                 for phase, seconds in exc.phases.items():
                     v.phases[phase] = round(v.phases.get(phase, 0.0) + seconds, 3)
+                # the worker was executing the request (its own watch frames) until it was killed
+                v.phases["worker_busy"] = round(sum(t for p, t in exc.phases.items() if p != "request"), 3)
                 if exc.call:
                     v.flags.append(f"watchdog: {exc.call} (phase {exc.phase}) did not return within "
                                    f"{exc.allow_s:.1f} s; the worker was killed and replaced")

@@ -65,8 +65,9 @@ def describe_exit(returncode: int | None) -> str:
 class WorkerClient:
     def __init__(self, workdir: Path, *, device: str = "cuda", confine: bool = True,
                  extra_env: dict[str, str] | None = None, writable: list[Path] | None = None,
-                 readable: list[Path] | None = None) -> None:
+                 readable: list[Path] | None = None, name: str = "worker") -> None:
         self.workdir = Path(workdir)
+        self.name = name
         self.device = device
         self.confine = confine
         self.extra_env = dict(extra_env or {})
@@ -77,7 +78,7 @@ class WorkerClient:
         self.proc: subprocess.Popen[bytes] | None = None
         self.environment: dict[str, Any] = {}
         self.confinement: list[str] = []
-        self.log_path = self.workdir / "worker.log"
+        self.log_path = self.workdir / f"{name}.log"
         self._to_worker: int | None = None
         self._from_worker: int | None = None
         self._log_offset = 0

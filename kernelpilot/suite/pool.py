@@ -82,7 +82,7 @@ class LocalPool:
         self._threads: list[threading.Thread] = []
         for index, gpu in enumerate(gpus):
             name = f"gpu{gpu if gpu is not None else index}"
-            evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu)
+            evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu, spare_worker=True)
             evaluator.allow(list(roots))
             self.evaluators.append(evaluator)
             stats = SlotStats(name)

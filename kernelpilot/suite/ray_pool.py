@@ -68,7 +68,8 @@ class SuiteActor:
         node = ray.get_runtime_context().get_node_id()[:8]
         self.name = f"{node}/gpu{self.gpu if self.gpu is not None else ray.get_runtime_context().get_actor_id()[:6]}"
         self.root = Path(workdir) / self.name.replace("/", "-")
-        self.evaluator = Evaluator(self.settings, workdir=self.root / "gpu", keep_warm=True, gpu=self.gpu)
+        self.evaluator = Evaluator(self.settings, workdir=self.root / "gpu", keep_warm=True, gpu=self.gpu,
+                                   spare_worker=True)
         self.evaluator.allow([self.root / "inputs"])  # every job's files land there: one worker for them all
         self._local = threading.local()
         self._gpu_lock = threading.Lock()
