@@ -81,6 +81,23 @@ def test_throughput_and_flags(store: Store) -> None:
     assert [d["job"] for d in sus] == ["level2/E#0"] and "faster than the roofline" in sus[0]["reasons"]
 
 
+def test_a_hung_job_counts_in_its_slot(tmp_path: Path) -> None:
+    """A verdict killed by the watchdog has no worker window; it held the slot 17 s and kept its worker busy
+    15 s (until the kill): both count, next to an ordinary request (busy 2 s of 3 s held)."""
+    s = Store(tmp_path / "run")
+    s.set_meta(rules="kernelpilot", mode="test", source="fixture")
+    plan = [_job("ok", 1), _job("hang", 1), _job("rejected", 1)]
+    s.plan(plan)
+    s.begin(["kernelpilot", "suite"])
+    s.add(plan[0], _v("ok", window=[1000, 1002], phases={"worker_busy": 2.0, "suite_slot": 3.0}), gpu="gpu0")
+    s.add(plan[1], _v("timeout", phases={"verify": 15.0, "worker_busy": 15.0, "suite_slot": 17.0}), gpu="gpu0")
+    s.add(plan[2], _v("rejected"), gpu=None)  # refused before the GPU: never held a slot
+    g = build_report(s)["throughput"]["gpus"]["gpu0"]
+    s.close()
+    assert (g["requests"], g["busy_s"], g["held_s"]) == (2, 17.0, 20.0)
+    assert g["busy_share"] == pytest.approx(0.85)
+
+
 def test_written_report(store: Store) -> None:
     report, text = write_report(store.run_dir)
     assert "Scoring rules: **kernelbench**" in text and "## Best of k samples" in text

@@ -139,7 +139,8 @@ def throughput(sessions: list[dict[str, Any]], rows: list[Row]) -> dict[str, Any
     A session killed without an end counts until its last stored verdict. A GPU is busy while its worker
     serves a request or prepares one (the worker's own clock: phases ``worker_busy``, else the request's
     window). Its busy share is that over the time its slot held a job (phases ``suite_slot``): the time
-    work was queued for it, leaving out the waits for a build when the queue was empty."""
+    work was queued for it, leaving out the waits for a build when the queue was empty. Every job that
+    held the slot counts, a hung one too (busy until its worker was killed, held until its verdict)."""
     wall = 0.0
     for s in sessions:
         end = s["ended"] or s.get("last_verdict") or s["started"]
@@ -149,11 +150,12 @@ def throughput(sessions: list[dict[str, Any]], rows: list[Row]) -> dict[str, Any
     for r in rows:
         phases = (r.verdict or {}).get("phases") or {}
         window = (r.verdict or {}).get("worker_window") or []
-        if r.gpu is None or len(window) != 2:
-            continue
+        if r.gpu is None or (len(window) != 2 and "suite_slot" not in phases):
+            continue  # never reached a GPU slot (rejected, build error)
         g = gpus.setdefault(r.gpu, {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
         g["requests"] += 1
-        busy = float(phases.get("worker_busy", window[1] - window[0]))
+        # a request killed by the watchdog has no window, but its time until the kill (worker_busy) counts
+        busy = float(phases.get("worker_busy", window[1] - window[0] if len(window) == 2 else 0.0))
         g["busy_s"] += busy
         g["held_s"] += float(phases.get("suite_slot", busy))
     for g in gpus.values():
