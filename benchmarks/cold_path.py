@@ -141,6 +141,13 @@ def main() -> int:
         print(f"precompiled header {b['key']}: {b.get('seconds', '-')} s one-time, {b.get('mb', '-')} MB, "
               f"for {b['preamble'].strip().replace(chr(10), ' ')}", flush=True)
     runs = Runs(result, out / "cold_path.json")
+    # the planted hang first (benchmark mode with a cold Inductor cache: the baseline compiles first)
+    for mode in ("test", "benchmark"):
+        with Evaluator(SETTINGS, workdir=work / f"hang-{mode}") as ev:
+            directory = materialize(hang, work / f"hang-{mode}-cand")
+            runs[f"hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
+            directory = materialize(honest, directory)
+            runs[f"after the hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
     for mode in ("test", "benchmark"):
         cand = fresh_native(work, mode)
         with Evaluator(SETTINGS, workdir=work / f"native-{mode}", standby_builder=True) as ev:
@@ -159,12 +166,6 @@ def main() -> int:
     with Evaluator(SETTINGS, workdir=work / "kb-again-test") as ev:
         runs["kernelbench again (new evaluator) test"] = evaluate(ev, SCALE_ADD, kb, "test")
 
-    for mode in ("test", "benchmark"):
-        with Evaluator(SETTINGS, workdir=work / f"hang-{mode}") as ev:
-            directory = materialize(hang, work / f"hang-{mode}-cand")
-            runs[f"hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
-            directory = materialize(honest, directory)
-            runs[f"after the hang {mode}"] = evaluate(ev, SCALE_ADD, directory, mode)
     print(json.dumps(result["environment"]))
     print(HEADER)
     for name, r in runs.items():
