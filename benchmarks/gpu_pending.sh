@@ -11,6 +11,8 @@
 #   suite-again [200] the same suite alone (no serial loop, no Ray), against the serial loop in $SERIAL_FROM
 #   twins [150]      benchmarks/inductor_gpu.py twins $TWINS: the Triton cheat twins alone (those named in $TWINS, or all)
 #   nvcc [150]       benchmarks/nvcc_profile.py: nvcc --time on a KernelBench candidate's CUDA source (issue 14)
+#   sweep [560]      examples/bench_sweep.py $SWEEP_ARGS with the Liger and QuACK peers (issue 18): carry .whl-peers
+#                    and, stashed the call before, the CuTe DSL library wheel (split-carry.sh); output in sweep.tar.gz
 # Each step's files are packed into $OUT/<step>.tar.gz (the device tool brings back at most 8 files);
 # $OUT/pending.log has every step's tail and exit status. Carry .whl (shared/gpu/wheelhouse.sh); for the
 # suite's Ray run, stash Ray's wheel first (shared/gpu/split-carry.sh) and install it into /tmp/site.
@@ -51,7 +53,12 @@ for spec in "$@"; do
                    --no-ray --serial-from "${SERIAL_FROM:?set SERIAL_FROM to the serial.json of an earlier run}" ;;
     twins) run_step twins "${limit:-150}" bash -c 'python3 benchmarks/inductor_gpu.py twins ${TWINS:-}' ;;
     nvcc) run_step nvcc "${limit:-150}" bash -c 'python3 benchmarks/nvcc_profile.py "$OUT"' ;;
-    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc)" | tee -a "$log" ;;
+    sweep) if [ -d "$root/.whl-peers" ]; then
+             python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+               "$root"/.whl-peers/*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_*.whl 2>&1 | tail -3 | tee -a "$log"
+           fi
+           run_step sweep "${limit:-560}" bash -c 'python3 examples/bench_sweep.py ${SWEEP_ARGS:-}' ;;
+    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc, sweep)" | tee -a "$log" ;;
   esac
 done
 grep '^== ' "$log"

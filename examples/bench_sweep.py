@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Sweep the examples on one GPU: correctness, then eager / torch.compile / reference candidate times.
+"""Sweep the examples on one GPU: correctness, then eager / torch.compile / library peers / our kernel.
 
-For softmax, rmsnorm, layernorm and cross_entropy it runs every N in {4096, 16384, 65536, 262144}
-with M chosen so the input is 1 GiB of bf16; the other examples run at their problem's default
-shape. Each row is checked against a float64 run of the problem's Model, elementwise (bf16:
-|out - ref64| <= 1e-2 + 1e-2 |ref64|; fp32: 1e-4 + 1e-4 |ref64|) and in norm (||out - ref64|| /
-||ref64|| <= 1e-2, fp32 1e-5), plus dtype and shape against the Model itself; small ragged shapes
-are checked too. Timing: as `kernelpilot eval` times (L2 flush, sync, GPU spin, CUDA events), median.
+For softmax, rmsnorm, layernorm and cross_entropy (forward) it runs every N in {4096, 16384, 65536,
+131072, 262144}, in bf16 and fp32, with M chosen so the input is 1 GiB; the other examples run at their
+problem's default shape. Our example kernels take bf16 only: their fp32 rows time the others. The
+peers are Liger and QuACK (peers.py), each through its public function; one that cannot run is listed
+with the reason. Every output (ours and the peers') is checked against a float64 run of the problem's
+Model before it is timed, elementwise (bf16: |out - ref64| <= 1e-2 + 1e-2 |ref64|; fp32: 1e-4 + 1e-4
+|ref64|) and in norm (||out - ref64|| / ||ref64|| <= 1e-2, fp32 1e-5), plus dtype and shape against the
+Model itself; a peer must also leave its inputs unchanged. Small ragged shapes are checked too (ours).
+Timing: as `kernelpilot eval` times (L2 flush, sync, GPU spin, CUDA events), median.
 
-    python examples/bench_sweep.py                       # everything (a few minutes on an H200)
-    python examples/bench_sweep.py --only softmax,rmsnorm --ns 4096,65536
-    python examples/bench_sweep.py --no-compile          # skip the torch.compile baseline
+    python examples/bench_sweep.py                       # everything (about 10 minutes on an H200)
+    python examples/bench_sweep.py --only softmax,rmsnorm --ns 4096,65536 --dtypes bf16
+    python examples/bench_sweep.py --peers none --no-compile
+
+On the GPU machine the peers travel as wheels: liger-kernel, quack-kernels and its needs
+(nvidia-cutlass-dsl with -libs-base, -libs-core and -libs-cu13, apache-tvm-ffi, torch-c-dlpack-ext);
+the -libs-cu13 wheel is larger than one call can carry (../shared/gpu/split-carry.sh).
 
 Each example runs in its own child process (a crash there does not end the sweep). The table goes
 to stdout and, when $OUT is set, to $OUT/sweep.md (plus sweep.json).
@@ -22,13 +29,12 @@ import argparse
 import concurrent.futures
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,29 +46,12 @@ if str(ROOT) not in sys.path:
 
 COPY_TBPS = 4.25  # measured device-to-device copy on our H200 (h200-measured.md)
 GEMM_TFLOPS = 790.0  # measured bf16 cuBLAS GEMM at 8192^3 on our H200
-SWEEP_NS = (4096, 16384, 65536, 262144)
+SWEEP_NS = (4096, 16384, 65536, 131072, 262144)
+DTYPES = ("bf16", "fp32")
 GIB = 1 << 30
 DEVICE = "cuda"
 MEMORY_BOUND = ("softmax", "rmsnorm", "layernorm", "cross_entropy")
 OTHERS = ("residual_rmsnorm_gate", "diag_matmul", "linear_sum_scale", "gemm_bias_gelu")
-
-
-@dataclass
-class Row:
-    op: str
-    shape: str
-    eager_ms: float | None = None
-    compile_ms: float | None = None
-    cand_ms: float | None = None
-    cand_spread: str = ""
-    throughput: str = ""  # "3.91 TB/s" or "712 TFLOP/s"
-    pct_ceiling: float | None = None
-    vs_compile: float | None = None
-    vs_eager: float | None = None
-    correct: bool | None = None
-    norm_err: float | None = None
-    max_abs_err: float | None = None
-    note: str = ""
 
 
 _MODULES: dict[Path, ModuleType] = {}
@@ -108,62 +97,15 @@ def prebuild(ops: list[str]) -> dict[str, str]:
     return errors
 
 
-def time_ms(fn: Callable[[], Any], flush: Any, max_reps: int = 30, budget_ms: float = 300.0) -> tuple[float, float, float]:
-    """Median, min and max of single calls, timed the way `kernelpilot eval` times them.
-
-    Per call: L2 flush, full device sync, a GPU spin long enough to cover the host's work for the
-    call, then start event, call, end event. The events see GPU execution only, not launch overhead.
-    """
-    import torch
-
-    from kernelpilot.evaluation.timing import times_behind_spin
-
-    fn()  # warm-up (compilation, autotuning, handle creation)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    estimate_ms = max((time.perf_counter() - t0) * 1e3, 1e-3)
-    times = times_behind_spin(fn, int(max(5, min(max_reps, budget_ms / estimate_ms))), flush=flush)
-    return times[len(times) // 2], times[0], times[-1]
+from peers import PEERS, version  # noqa: E402
+from sweep_report import Row, fmt, summary  # noqa: E402
+from sweep_measure import check, time_ms, to64  # noqa: E402
 
 
-def as_list(out: Any) -> list[Any]:
-    return list(out) if isinstance(out, (tuple, list)) else [out]
-
-
-def check(outs: Any, refs: Any, refs64: Any) -> tuple[bool, float, float, str]:
-    """Elementwise tolerance and normalised error against the float64 Model; max |out - Model|."""
-    import torch
-
-    ok, worst_norm, worst_abs, notes = True, 0.0, 0.0, []
-    for i, (o, r, r64) in enumerate(zip(as_list(outs), as_list(refs), as_list(refs64), strict=True)):
-        if o.shape != r.shape or o.dtype != r.dtype:
-            return False, math.inf, math.inf, f"output {i}: {o.dtype}{list(o.shape)} vs {r.dtype}{list(r.shape)}"
-        tol = 1e-2 if r.dtype in (torch.bfloat16, torch.float16) else 1e-4
-        max_norm = 1e-2 if r.dtype in (torch.bfloat16, torch.float16) else 1e-5
-        of, rf, r64f = o.double(), r.double(), r64.double()
-        if not torch.isfinite(of).all():
-            return False, math.inf, math.inf, f"output {i} has NaN/inf"
-        # Elementwise against the float64 run: a reordered sum (linear_sum_scale) legitimately differs
-        # from the fp32 Model by more than atol where the result cancels to near zero.
-        bad = ((of - r64f).abs() > tol + tol * r64f.abs()).sum().item()
-        norm = ((of - r64f).norm() / r64f.norm().clamp_min(1e-30)).item()
-        worst_norm, worst_abs = max(worst_norm, norm), max(worst_abs, (of - rf).abs().max().item())
-        if bad or norm > max_norm:
-            ok = False
-            notes.append(f"output {i}: {bad} elements out of tolerance, normalised error {norm:.2e}")
-    return ok, worst_norm, worst_abs, "; ".join(notes)
-
-
-def to64(x: Any) -> Any:
-    import torch
-
-    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-
-
-def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int) -> tuple[Any, Any, Any, list[Any]]:
-    """The problem's Model, the candidate's ModelNew with the same weights, a float64 Model, and inputs (GPU)."""
+def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int,
+                 dtype: str = "bf16") -> tuple[Any, Any, Any, list[Any]]:
+    """The problem's Model, the candidate's ModelNew with the same weights (None for a dtype our kernels do
+    not take: they are bf16-only), a float64 Model, and inputs (GPU). fp32: the Model's parameters too."""
     import torch
 
     problem = load_module(EXAMPLES / op / "problem.py", f"problem_{op}")
@@ -172,64 +114,101 @@ def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]],
     with torch.device(DEVICE):
         torch.manual_seed(seed)
         model = problem.Model(*init).eval()
-        new = cand.ModelNew(*init).eval()
+        if dtype == "fp32":
+            model = model.float()
+        new = cand.ModelNew(*init).eval() if dtype == "bf16" else None
         model64 = problem.Model(*init).double().eval()
         inputs = make_inputs()
-    new.load_state_dict(model.state_dict())
+    if new is not None:
+        new.load_state_dict(model.state_dict())
     model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     return model, new, model64, inputs
 
 
-def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]], work: tuple[str, float],
-             flush: Any, use_compile: bool) -> Row:
-    """Build Model and ModelNew, check, time. work = ("bytes", n) or ("flops", n)."""
+def time_peers(row: Row, op: str, model: Any, inputs: list[Any], ref: Any, ref64: Any, flush: Any,
+               peers: list[str]) -> None:
+    """Each library's forward: checked on its own copy of the inputs (which it must leave unchanged),
+    then timed when correct. Fills row.peer_ms and row.peer_notes."""
     import torch
 
-    row = Row(op=op, shape=shape)
-    model, new, model64, inputs = build_models(op, init, make_inputs, seed=0)
-    with torch.no_grad():
-        out, ref = new(*inputs), model(*inputs)
-        ref64 = model64(*[to64(x) for x in inputs])
-        row.correct, row.norm_err, row.max_abs_err, row.note = check(out, ref, ref64)
-        del out, ref, ref64, model64
-        torch.cuda.empty_cache()
+    from peers import peer
 
-        row.cand_ms, lo, hi = time_ms(lambda: new(*inputs), flush)
-        row.cand_spread = f"{lo:.3f}-{hi:.3f}"
+    for name in peers:
+        p = peer(name, op, model)
+        row.peer_ms[name], row.peer_notes[name] = None, p.note
+        if p.fn is None:
+            continue
+        fn = p.fn
+        try:
+            mine = [x.clone() for x in inputs]
+            ok, norm, _, note = check(fn(*mine), ref, ref64)
+            if not all(torch.equal(a, b) for a, b in zip(mine, inputs, strict=True)):
+                ok, note = False, "it changed its inputs"
+            if not ok:
+                row.peer_notes[name] = f"incorrect: {note or f'normalised error {norm:.2e}'}"
+                continue
+            row.peer_ms[name], _, _ = time_ms(lambda: fn(*mine), flush)
+        except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, and the sweep goes on
+            row.peer_notes[name] = f"failed: {type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            torch.cuda.empty_cache()
+
+
+def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]], work: tuple[str, float],
+             flush: Any, use_compile: bool, dtype: str = "bf16", peers: list[str] = ()) -> Row:  # type: ignore[assignment]
+    """Build Model and ModelNew, check, time; then the peers. work = ("bytes", n) or ("flops", n)."""
+    import torch
+
+    row = Row(op=op, shape=shape, dtype=dtype)
+    model, new, model64, inputs = build_models(op, init, make_inputs, 0, dtype)
+    with torch.no_grad():
+        ref = model(*inputs)
+        ref64 = model64(*[to64(x) for x in inputs])
+        if new is not None:
+            row.correct, row.norm_err, row.max_abs_err, row.note = check(new(*inputs), ref, ref64)
+            row.cand_ms, lo, hi = time_ms(lambda: new(*inputs), flush)
+            row.cand_spread = f"{lo:.3f}-{hi:.3f}"
+        else:
+            row.note = "our example kernel takes bf16 only"
+        time_peers(row, op, model, inputs, ref, ref64, flush, list(peers))
+        del ref, ref64, model64
+        torch.cuda.empty_cache()
         row.eager_ms, _, _ = time_ms(lambda: model(*inputs), flush, max_reps=15)
         if use_compile:
             torch._dynamo.reset()
             compiled = torch.compile(model, dynamic=False)
             row.compile_ms, _, _ = time_ms(lambda: compiled(*inputs), flush)
     kind, amount = work
-    if kind == "bytes":
-        tbps = amount / (row.cand_ms * 1e-3) / 1e12
-        row.throughput, row.pct_ceiling = f"{tbps:.2f} TB/s", 100 * tbps / COPY_TBPS
-    else:
-        tflops = amount / (row.cand_ms * 1e-3) / 1e12
-        row.throughput, row.pct_ceiling = f"{tflops:.0f} TFLOP/s", 100 * tflops / GEMM_TFLOPS
-    if row.compile_ms:
-        row.vs_compile = row.compile_ms / row.cand_ms
-    row.vs_eager = row.eager_ms / row.cand_ms
-    del inputs
+    if row.cand_ms:
+        rate = amount / (row.cand_ms * 1e-3) / 1e12
+        if kind == "bytes":
+            row.throughput, row.pct_ceiling = f"{rate:.2f} TB/s", 100 * rate / COPY_TBPS
+        else:
+            row.throughput, row.pct_ceiling = f"{rate:.0f} TFLOP/s", 100 * rate / GEMM_TFLOPS
+        if row.compile_ms:
+            row.vs_compile = row.compile_ms / row.cand_ms
+        row.vs_eager = row.eager_ms / row.cand_ms
+        ran = [ms for ms in row.peer_ms.values() if ms]
+        row.vs_peer = min(ran) / row.cand_ms if ran else None
     torch.cuda.empty_cache()
     return row
 
 
-def memory_bound_case(op: str, n: int) -> tuple[str, list[Any], Callable[[], list[Any]], tuple[str, float]]:
+def memory_bound_case(op: str, n: int, dtype: str = "bf16") -> tuple[str, list[Any], Callable[[], list[Any]], tuple[str, float]]:
+    """M rows of N so that the input is 1 GiB; the bytes a kernel must move at least."""
     import torch
 
-    m = GIB // (2 * n)
-    bf16 = torch.bfloat16
+    dt, size = (torch.bfloat16, 2) if dtype == "bf16" else (torch.float32, 4)
+    m = GIB // (size * n)
     if op == "softmax":
-        return f"{m}x{n}", [], lambda: [torch.randn(m, n, dtype=bf16)], ("bytes", 4.0 * m * n)
+        return f"{m}x{n}", [], lambda: [torch.randn(m, n, dtype=dt)], ("bytes", 2.0 * size * m * n)
     if op == "rmsnorm":
-        return f"{m}x{n}", [n], lambda: [torch.randn(m, n, dtype=bf16)], ("bytes", 4.0 * m * n + 2 * n)
+        return f"{m}x{n}", [n], lambda: [torch.randn(m, n, dtype=dt)], ("bytes", 2.0 * size * m * n + size * n)
     if op == "layernorm":
-        return f"{m}x{n}", [n], lambda: [torch.randn(m, n, dtype=bf16)], ("bytes", 4.0 * m * n + 4 * n)
+        return f"{m}x{n}", [n], lambda: [torch.randn(m, n, dtype=dt)], ("bytes", 2.0 * size * m * n + 2 * size * n)
     if op == "cross_entropy":
-        return (f"{m}x{n}", [], lambda: [torch.randn(m, n, dtype=bf16), torch.randint(0, n, (m,))],
-                ("bytes", 2.0 * m * n + 8 * m))
+        return (f"{m}x{n}", [], lambda: [torch.randn(m, n, dtype=dt), torch.randint(0, n, (m,))],
+                ("bytes", 1.0 * size * m * n + 8 * m))
     raise ValueError(op)
 
 
@@ -292,45 +271,26 @@ def check_only(op: str, shape: str, init: list[Any], make_inputs: Callable[[], l
     return None if ok else f"{op} {shape}: {note or f'normalised error {norm:.2e}'}"
 
 
-def fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def table(rows: list[Row]) -> str:
-    head = ("| op | shape | eager ms | compile ms | candidate ms (min-max) | achieved | % of ceiling | x vs compile "
-            "| x vs eager | correct | norm err | note |")
-    lines = [head, "|" + "---|" * 12]
-    for r in rows:
-        lines.append(
-            f"| {r.op} | {r.shape} | {fmt(r.eager_ms, '.3f')} | {fmt(r.compile_ms, '.3f')} | "
-            f"{fmt(r.cand_ms, '.3f')} ({r.cand_spread or '-'}) | {r.throughput or '-'} | {fmt(r.pct_ceiling, '.0f')} | "
-            f"{fmt(r.vs_compile, '.2f')} | {fmt(r.vs_eager, '.2f')} | "
-            f"{'yes' if r.correct else 'NO' if r.correct is not None else '-'} | {fmt(r.norm_err, '.1e')} | {r.note} |"
-        )
-    return "\n".join(lines)
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
-def run_ops(ops: list[str], ns: list[int], use_compile: bool, build_errors: dict[str, str]) -> tuple[list[Row], list[str]]:
+def run_ops(ops: list[str], ns: list[int], use_compile: bool, build_errors: dict[str, str],
+            dtypes: list[str] = ["bf16"], peers: list[str] = []) -> tuple[list[Row], list[str]]:  # noqa: B006
     """Check and time every case of `ops` in this process; returns the rows and the edge-shape failures."""
     import torch
 
     flush = torch.empty(256 << 20, dtype=torch.int8, device=DEVICE)
     rows: list[Row] = []
-    cases = [(op, memory_bound_case(op, n)) for op in ops if op in MEMORY_BOUND for n in ns]
-    cases += [(op, default_case(op)) for op in ops if op in OTHERS]
-    for op, (shape, init, make_inputs, work) in cases:
+    cases = [(op, dt, memory_bound_case(op, n, dt)) for op in ops if op in MEMORY_BOUND for dt in dtypes for n in ns]
+    cases += [(op, "default", default_case(op)) for op in ops if op in OTHERS]
+    for op, dt, (shape, init, make_inputs, work) in cases:
         if op in build_errors:
-            rows.append(Row(op=op, shape=shape, note="build failed"))
+            rows.append(Row(op=op, shape=shape, dtype=dt, correct=False, note="build failed"))
             continue
         try:
-            row = run_case(op, shape, init, make_inputs, work, flush, use_compile)
+            if dt == "default":
+                row = run_case(op, shape, init, make_inputs, work, flush, use_compile)
+            else:
+                row = run_case(op, shape, init, make_inputs, work, flush, use_compile, dt, peers)
         except Exception as exc:  # report and go on with the other cases
-            row = Row(op=op, shape=shape, correct=False, note=f"{type(exc).__name__}: {str(exc)[:200]}")
+            row = Row(op=op, shape=shape, dtype=dt, correct=False, note=f"{type(exc).__name__}: {str(exc)[:200]}")
             torch.cuda.empty_cache()
         rows.append(row)
         print(f"{op:22s} {shape:28s} cand {fmt(row.cand_ms, '.3f')} ms  compile {fmt(row.compile_ms, '.3f')} ms  "
@@ -354,7 +314,8 @@ def run_isolated(op: str, args: argparse.Namespace) -> tuple[list[Row], list[str
 
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", op, "--ns", args.ns, "--child", str(result)]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", op, "--ns", args.ns, "--dtypes", args.dtypes,
+               "--peers", args.peers, "--child", str(result)]
         if args.no_compile:
             cmd.append("--no-compile")
         proc = subprocess.run(cmd, cwd=ROOT)
@@ -370,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated example names (default: all)")
     parser.add_argument("--ns", default=",".join(map(str, SWEEP_NS)), help="row lengths for the memory-bound sweep")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="input dtypes of the memory-bound sweep (bf16,fp32)")
+    parser.add_argument("--peers", default="liger,quack",
+                        help="libraries timed beside our kernel: liger, quack, or none (peers.py)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # internal: run in-process, write JSON here
     args = parser.parse_args(argv)
 
@@ -380,9 +344,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ops = [o for o in (*MEMORY_BOUND, *OTHERS) if not args.only or o in args.only.split(",")]
     ns = [int(n) for n in args.ns.split(",") if n]
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    peers = [] if args.peers in ("", "none") else args.peers.split(",")
+    unknown = [d for d in dtypes if d not in DTYPES] + [n for n in peers if n not in PEERS]
+    if unknown:
+        print(f"bench_sweep.py: unknown dtype or peer {', '.join(unknown)} (dtypes: {', '.join(DTYPES)}; "
+              f"peers: {', '.join(PEERS)} or none)", file=sys.stderr)
+        return 2
     os.environ.update(library_env())  # so an in-process rebuild finds cuBLASLt too
     if args.child:
-        rows, edge_failures = run_ops(ops, ns, not args.no_compile, {})
+        rows, edge_failures = run_ops(ops, ns, not args.no_compile, {}, dtypes, peers)
         Path(args.child).write_text(json.dumps({"rows": [asdict(r) for r in rows], "edge_failures": edge_failures}))
         return 0
 
@@ -401,25 +372,16 @@ def main(argv: list[str] | None = None) -> int:
         rows += op_rows
         edge_failures += op_failures
 
-    text = [table(rows), ""]
-    text.append(f"edge shapes failed: {len(edge_failures)}" + "".join(f"\n  {f}" for f in edge_failures))
-    mb = [r.vs_compile for r in rows if r.op in MEMORY_BOUND and r.vs_compile]
-    text.append(f"geomean x vs torch.compile over the memory-bound sweep ({len(mb)} cases): {fmt(geomean(mb), '.2f')}")
-    for op in ops:
-        per_op = geomean([r.vs_compile for r in rows if r.op == op and r.vs_compile])
-        pct = [r.pct_ceiling for r in rows if r.op == op and r.pct_ceiling is not None]
-        if per_op or pct:
-            text.append(f"  {op}: geomean x vs compile {fmt(per_op, '.2f')}, "
-                        f"% of ceiling min {fmt(min(pct) if pct else None, '.0f')}%")
-    wrong = [f"{r.op} {r.shape}" for r in rows if not r.correct]
-    text.append(f"incorrect or failed: {', '.join(wrong) if wrong else 'none'}")
+    text = summary(rows, ops, peers, edge_failures, MEMORY_BOUND)
     text.append(f"total {time.perf_counter() - started:.0f} s")
     report = "\n".join(text)
+    wrong = [r for r in rows if r.correct is False]
     print("\n" + report)
     out_dir = os.environ.get("OUT")
     if out_dir:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        header = f"# Example sweep on {torch.cuda.get_device_name()} (torch {torch.__version__})\n\n"
+        versions = "".join(f", {n} {version(n) or 'not installed'}" for n in peers)
+        header = f"# Example sweep on {torch.cuda.get_device_name()} (torch {torch.__version__}{versions})\n\n"
         (Path(out_dir) / "sweep.md").write_text(header + report + "\n")
         (Path(out_dir) / "sweep.json").write_text(json.dumps([asdict(r) for r in rows], indent=1))
     return 0 if not wrong and not edge_failures else 1
