@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.extension_reload import already_loaded, fresh_module
 from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, toolchain_env
 
 BINDING_FILE = "binding.cpp"
@@ -40,11 +40,6 @@ BASE_CXX_FLAGS = ("-O1",)
 # keyword arguments of load_extension that model_new.py may pass (as literals)
 BUILD_OPTIONS = ("name", "arch", "arch_specific", "extra_cuda_cflags", "extra_cflags", "extra_ldflags")
 
-# name -> (library fingerprint, module) of the extensions this process has imported
-_LOADED: dict[str, tuple[str, ModuleType]] = {}
-# (name, library fingerprint) -> module, for every build this process has imported: going back to an
-# earlier build (an edit reverted) reuses that module instead of loading the same library again
-_BY_FINGERPRINT: dict[tuple[str, str], ModuleType] = {}
 
 
 @dataclass
@@ -169,7 +164,7 @@ def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = Tru
     cpp.JIT_EXTENSION_VERSIONER.entries.pop(spec.name, None)
     # Once this process has imported the extension, torch must not import it again (pybind11 would
     # hand back the first module and re-bind it to the new file): build, then _fresh_module decides.
-    import_here = load_module and spec.name not in _LOADED
+    import_here = load_module and not already_loaded(spec.name)
     try:
         result = cpp.load(
             name=spec.name,
@@ -191,7 +186,7 @@ def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = Tru
     write_stamp(spec)
     if not load_module:
         return None
-    return _fresh_module(spec, result if import_here else None)
+    return fresh_module(spec, result if import_here else None)
 
 
 def stamp_path(spec: ExtensionSpec) -> Path:
@@ -267,78 +262,6 @@ def _first_line(text: str, spec: ExtensionSpec) -> str:
     else:
         reason = text.splitlines()[0] if text else "no message"
     return f"Building the extension of {spec.directory} failed ({reason[:300]}): fix it and build again."
-
-
-def _fresh_module(spec: ExtensionSpec, module: Any) -> ModuleType:
-    """The module for the library just built, even when this process imported an older build of it."""
-    fingerprint = _fingerprint(spec.library)
-    previous = _LOADED.get(spec.name)
-    if previous is not None and previous[0] == fingerprint:
-        return previous[1]  # unchanged: the module this process already uses (maybe a reloaded copy)
-    if (spec.name, fingerprint) in _BY_FINGERPRINT:
-        module = _BY_FINGERPRINT[(spec.name, fingerprint)]
-        sys.modules[spec.name] = module
-    elif previous is not None or module is None:
-        # Python, pybind11 and the dynamic loader all hand back the old module for the same name
-        # and path: import a copy under a content-addressed file name instead.
-        import importlib.util
-
-        copies = spec.build_dir / "reloads"
-        copies.mkdir(exist_ok=True)
-        copy = copies / f"{spec.name}-{fingerprint[:16]}{spec.library.suffix}"
-        if not copy.exists():
-            shutil.copy2(spec.library, copy)
-        _prune(copies, keep=copy)
-        forget_pybind11_module(spec.name)
-        import_spec = importlib.util.spec_from_file_location(spec.name, copy)
-        assert import_spec is not None and import_spec.loader is not None
-        module = importlib.util.module_from_spec(import_spec)
-        import_spec.loader.exec_module(module)
-        sys.modules[spec.name] = module
-    _LOADED[spec.name] = (fingerprint, module)
-    _BY_FINGERPRINT[(spec.name, fingerprint)] = module
-    return module
-
-
-def pybind11_module_cache() -> dict[str, Any] | None:
-    """pybind11 >= 3's table of the modules it initialised, by name (in the interpreter state dict): a
-    module imported again under a cached name is handed the cached module, its init skipped. None when
-    this interpreter has none (pybind11 2, or nothing imported yet)."""
-    import ctypes
-
-    try:
-        api = ctypes.pythonapi
-        api.PyInterpreterState_Get.restype = ctypes.c_void_p
-        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-        api.PyInterpreterState_GetDict.restype = ctypes.py_object
-        state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
-    except (AttributeError, ValueError, OSError):
-        return None
-    cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
-    return cache if isinstance(cache, dict) else None
-
-
-def forget_pybind11_module(name: str) -> None:
-    """Drop ``name`` from pybind11's module table so a new library of that name is created and initialised."""
-    cache = pybind11_module_cache()
-    if cache is not None:
-        cache.pop(name, None)
-
-
-def _prune(copies: Path, *, keep: Path, limit: int = 8) -> None:
-    """Delete all but the newest ``limit`` reload copies (a loaded library stays mapped when deleted)."""
-    files = sorted(copies.glob("*"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in files[limit:]:
-        if old != keep:
-            old.unlink(missing_ok=True)
-
-
-def _fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_extension(

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.config import commented_template
+from kernelpilot.config import ProjectConfig
 from kernelpilot.errors import KernelpilotError
 
 STARTER_PROBLEM = '''\
@@ -92,3 +92,48 @@ def init_command(args: Any) -> int:
     target = "" if directory.resolve() == Path.cwd().resolve() else f" {directory}"
     print(f"next: set `model` in kernelpilot.toml (or KERNELPILOT_MODEL), then run `kernelpilot{target}`.", file=sys.stdout)
     return 0
+
+
+def commented_template(problem: str, candidate_dir: str) -> str:
+    """A ``kernelpilot.toml`` naming ``problem`` with every other key present but commented out."""
+    d = ProjectConfig(root=Path("."))
+    tol = "\n".join(f"# {k} = [{a:g}, {r:g}]" for k, (a, r) in d.tolerances.items())
+    nerr = "\n".join(f"# {k} = {v:g}" for k, v in d.max_normalized_error.items())
+    return f"""# kernelpilot project configuration (every key is optional; see README.md, "Configuration").
+# Paths are relative to this file.
+
+problem = "{problem}"
+candidate_dir = "{candidate_dir}"
+
+# LLM (litellm model string) and, for self-hosted servers, its base URL.
+# model = "anthropic/claude-sonnet-4-5"
+# api_base = "http://localhost:8000/v1"
+
+# Budgets per session.
+# max_turns = {d.max_turns}
+# max_tokens = {d.max_tokens}
+# max_cost_usd = {d.max_cost_usd:g}
+# max_wall_s = {d.max_wall_s:g}
+
+# Evaluation.
+# compile_mode = "{d.compile_mode}"   # or "max-autotune"
+# trials = {d.trials}
+# timeout_s = {d.timeout_s:g}
+# cuda_graphs = false
+# allowed_libraries = ["cublas", "cudnn"]
+# relaxed_policy = []
+
+# [tolerances]   # dtype = [atol, rtol]
+{tol}
+
+# [max_normalized_error]   # dtype = bound on ||out - ref64|| / ||ref64||
+{nerr}
+
+# [[extra_shapes]]   # verify on more shapes: one shape per tensor input, or a Python expression
+# name = "odd_rows"
+# inputs = [[3, 5000]]
+
+# [keys]   # TUI key bindings: action = "key"
+# approve = "a"
+# reject = "r"
+"""

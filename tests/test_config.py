@@ -9,11 +9,11 @@ import pytest
 from kernelpilot.config import (
     DEFAULT_TOLERANCES,
     ProjectConfig,
-    commented_template,
     find_config_file,
     load_config,
 )
 from kernelpilot.errors import ConfigError
+from kernelpilot.starter import commented_template
 
 
 def write(path: Path, text: str) -> Path:

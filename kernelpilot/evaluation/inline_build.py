@@ -106,7 +106,7 @@ def install_import_once() -> None:
             return original(module_name, path, is_python_module)
         library = os.path.realpath(os.path.join(path, f"{module_name}{cpp.LIB_EXT}"))
         if (module_name, library) not in _LOADED:
-            from kernelpilot.extension import forget_pybind11_module
+            from kernelpilot.extension_reload import forget_pybind11_module
 
             forget_pybind11_module(module_name)
             _LOADED[(module_name, library)] = original(module_name, path, is_python_module)
