@@ -92,8 +92,8 @@ def load_problem(path: str | Path) -> Problem:
     return Problem(path=path, name=path.stem, source=source)
 
 
-def check_tree(tree: ast.Module, path: Path) -> None:
-    """Raise ProblemError unless the module defines Model (with forward) and the two input builders."""
+def top_level_definitions(tree: ast.Module) -> dict[str, ast.stmt]:
+    """Name -> statement for the module's top-level classes, functions and assigned names (source order)."""
     top: dict[str, ast.stmt] = {}
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -103,6 +103,12 @@ def check_tree(tree: ast.Module, path: Path) -> None:
             for target in targets:
                 if isinstance(target, ast.Name):
                     top[target.id] = node
+    return top
+
+
+def check_tree(tree: ast.Module, path: Path) -> None:
+    """Raise ProblemError unless the module defines Model (with forward) and the two input builders."""
+    top = top_level_definitions(tree)
     model = top.get("Model")
     if model is None:
         raise ProblemError(f"{path} defines no class Model; a KernelBench problem needs `class Model(nn.Module)` with a forward method.")

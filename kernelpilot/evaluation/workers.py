@@ -58,10 +58,9 @@ class WorkerOwner:
         self._readable = sorted(set(self._readable) | set(readable))
         self._writable = sorted(set(self._writable) | set(writable_needed))
         readable, writable_needed = self._readable, self._writable
-        if self._client is not None and not self._client.alive():
-            self._take_spare(readable, writable_needed)
-        if self._client is None and not self._take_spare(readable, writable_needed):
-            self._client = self._new_client(readable, "worker")
+        if (self._client is None or not self._client.alive()) and not self._take_spare(readable, writable_needed):
+            if self._client is None:
+                self._client = self._new_client(readable, "worker")
         if not self._client.alive():
             self._client.launch()
         self._launch_spare()

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.problem import top_level_definitions
+
 HELPER_HEADER = '''"""Helpers from torch._inductor.runtime.triton_helpers (torch {torch}) that the kernels call, copied verbatim."""
 
 import math as pymath
@@ -45,16 +47,7 @@ def helper_module(used: set[str], calls: dict[str, int] | None = None) -> str:
     if not used:
         return ""
     source, version = _helper_source()
-    tree = ast.parse(source)
-    defs: dict[str, ast.stmt] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            defs[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Name):
-                    defs[t.id] = node
+    defs = top_level_definitions(ast.parse(source))
     missing = sorted(used - set(defs))
     if missing:
         raise ConversionError(f"torch {version}'s triton_helpers has no {', '.join(missing)}: convert with the torch "
