@@ -3,7 +3,7 @@
 
 For softmax, rmsnorm, layernorm and cross_entropy (forward) it runs every N in {4096, 16384, 65536,
 131072, 262144}, in bf16 and fp32, with M chosen so the input is 1 GiB; the other examples run at their
-problem's default shape. Our example kernels take bf16 only: their fp32 rows time the others. The
+problem's default shape. The memory-bound four's kernels take bf16 and fp32. The
 peers are Liger and QuACK (peers.py), each through its public function; one that cannot run is listed
 with the reason. Every output (ours and the peers') is checked against a float64 run of the problem's
 Model before it is timed, elementwise (bf16: |out - ref64| <= 1e-2 + 1e-2 |ref64|; fp32: 1e-4 + 1e-4
@@ -20,7 +20,9 @@ On the GPU machine the peers travel as wheels: liger-kernel, quack-kernels and i
 the -libs-cu13 wheel is larger than one call can carry (../shared/gpu/split-carry.sh).
 
 Each example runs in its own child process (a crash there does not end the sweep). The table goes
-to stdout and, when $OUT is set, to $OUT/sweep.md (plus sweep.json).
+to stdout and, when $OUT is set, to $OUT/sweep.md (plus sweep.json), and every row is appended to
+$OUT/rows.jsonl as soon as it is measured; `python examples/sweep_report.py A/rows.jsonl B/rows.jsonl`
+prints the table of one or more such files (a run cut short, or runs split over device calls).
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ from sweep_measure import check, time_ms, to64  # noqa: E402
 
 def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int,
                  dtype: str = "bf16") -> tuple[Any, Any, Any, list[Any]]:
-    """The problem's Model, the candidate's ModelNew with the same weights (None for a dtype our kernels do
-    not take: they are bf16-only), a float64 Model, and inputs (GPU). fp32: the Model's parameters too."""
+    """The problem's Model, the candidate's ModelNew with the same weights, a float64 Model, and inputs
+    (GPU). fp32: the Model's and ModelNew's parameters too."""
     import torch
 
     problem = load_module(EXAMPLES / op / "problem.py", f"problem_{op}")
@@ -116,11 +118,12 @@ def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]],
         model = problem.Model(*init).eval()
         if dtype == "fp32":
             model = model.float()
-        new = cand.ModelNew(*init).eval() if dtype == "bf16" else None
+        new = cand.ModelNew(*init).eval()
+        if dtype == "fp32":
+            new = new.float()
         model64 = problem.Model(*init).double().eval()
         inputs = make_inputs()
-    if new is not None:
-        new.load_state_dict(model.state_dict())
+    new.load_state_dict(model.state_dict())
     model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
     return model, new, model64, inputs
 
@@ -164,12 +167,9 @@ def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], lis
     with torch.no_grad():
         ref = model(*inputs)
         ref64 = model64(*[to64(x) for x in inputs])
-        if new is not None:
-            row.correct, row.norm_err, row.max_abs_err, row.note = check(new(*inputs), ref, ref64)
-            row.cand_ms, lo, hi = time_ms(lambda: new(*inputs), flush)
-            row.cand_spread = f"{lo:.3f}-{hi:.3f}"
-        else:
-            row.note = "our example kernel takes bf16 only"
+        row.correct, row.norm_err, row.max_abs_err, row.note = check(new(*inputs), ref, ref64)
+        row.cand_ms, lo, hi = time_ms(lambda: new(*inputs), flush)
+        row.cand_spread = f"{lo:.3f}-{hi:.3f}"
         time_peers(row, op, model, inputs, ref, ref64, flush, list(peers))
         del ref, ref64, model64
         torch.cuda.empty_cache()
@@ -230,45 +230,51 @@ def default_case(op: str) -> tuple[str, list[Any], Callable[[], list[Any]], tupl
 
 
 # Small ragged shapes, checked but not timed: rows whose last vectors, CTAs or cluster ranks are
-# partly or wholly empty, the smallest and largest supported N, ignored targets.
-EDGE_SHAPES = ((37, 12344), (16, 100008), (5, 8), (3, 24), (2, 524288), (9, 200016))
+# partly or wholly empty, the smallest and largest supported N, ignored targets. fp32 rows hold half
+# as many elements per vector and per row (at most 262144).
+EDGE_SHAPES = {"bf16": ((37, 12344), (16, 100008), (5, 8), (3, 24), (2, 524288), (9, 200016)),
+               "fp32": ((37, 12344), (16, 100004), (5, 4), (3, 12), (2, 262144), (9, 200012))}
 
 
-def edge_cases(ops: list[str]) -> list[tuple[str, str, list[Any], Callable[[], list[Any]]]]:
+def edge_cases(ops: list[str]) -> list[tuple[str, str, str, list[Any], Callable[[], list[Any]]]]:
     import torch
 
-    bf16 = torch.bfloat16
-    cases: list[tuple[str, str, list[Any], Callable[[], list[Any]]]] = []
-    for m, n in EDGE_SHAPES:
-        shape = f"{m}x{n}"
-        if "softmax" in ops:
-            cases.append(("softmax", shape, [], lambda m=m, n=n: [torch.randn(m, n, dtype=bf16) * 3]))
-        if "rmsnorm" in ops:
-            cases.append(("rmsnorm", shape, [n], lambda m=m, n=n: [torch.randn(m, n, dtype=bf16)]))
-        if "layernorm" in ops:
-            cases.append(("layernorm", shape, [n], lambda m=m, n=n: [torch.randn(m, n, dtype=bf16) + 5]))
-        if "cross_entropy" in ops:
-            cases.append(("cross_entropy", shape, [], lambda m=m, n=n: [
-                torch.randn(m, n, dtype=bf16) * 4,
-                torch.where(torch.rand(m) < 0.2, -100, torch.randint(0, n, (m,)))]))
-        if "residual_rmsnorm_gate" in ops and n <= 262144:
-            cases.append(("residual_rmsnorm_gate", shape, [n],
-                          lambda m=m, n=n: [torch.randn(m, n, dtype=bf16) for _ in range(3)]))
+    cases: list[tuple[str, str, str, list[Any], Callable[[], list[Any]]]] = []
+    for dname, shapes in EDGE_SHAPES.items():
+        dt = torch.bfloat16 if dname == "bf16" else torch.float32
+        for m, n in shapes:
+            shape = f"{m}x{n}"
+            if "softmax" in ops:
+                cases.append(("softmax", dname, shape, [], lambda m=m, n=n, dt=dt: [torch.randn(m, n, dtype=dt) * 3]))
+            if "rmsnorm" in ops:
+                cases.append(("rmsnorm", dname, shape, [n], lambda m=m, n=n, dt=dt: [torch.randn(m, n, dtype=dt)]))
+            if "layernorm" in ops:
+                cases.append(("layernorm", dname, shape, [n], lambda m=m, n=n, dt=dt: [torch.randn(m, n, dtype=dt) + 5]))
+            if "cross_entropy" in ops:
+                cases.append(("cross_entropy", dname, shape, [], lambda m=m, n=n, dt=dt: [
+                    torch.randn(m, n, dtype=dt) * 4,
+                    torch.where(torch.rand(m) < 0.2, -100, torch.randint(0, n, (m,)))]))
+            if "residual_rmsnorm_gate" in ops and dname == "bf16" and n <= 262144 and n % 8 == 0:
+                cases.append(("residual_rmsnorm_gate", dname, shape, [n],
+                              lambda m=m, n=n, dt=dt: [torch.randn(m, n, dtype=dt) for _ in range(3)]))
     if "diag_matmul" in ops:
-        cases.append(("diag_matmul", "1000x1234", [], lambda: [torch.randn(1000), torch.randn(1000, 1234)]))
+        cases.append(("diag_matmul", "fp32", "1000x1234", [], lambda: [torch.randn(1000), torch.randn(1000, 1234)]))
     if "linear_sum_scale" in ops:
-        cases.append(("linear_sum_scale", "17x4096, W 333x4096", [4096, 333, 0.7], lambda: [torch.randn(17, 4096)]))
+        cases.append(("linear_sum_scale", "fp32", "17x4096, W 333x4096", [4096, 333, 0.7],
+                      lambda: [torch.randn(17, 4096)]))
     return cases
 
 
-def check_only(op: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]]) -> str | None:
+def check_only(op: str, dtype: str, shape: str, init: list[Any], make_inputs: Callable[[], list[Any]]) -> str | None:
     """None when the candidate matches the Model on these inputs, else what went wrong."""
     import torch
 
-    model, new, model64, inputs = build_models(op, init, make_inputs, seed=1)
+    # diag_matmul and linear_sum_scale are fp32 problems already: no conversion
+    model, new, model64, inputs = build_models(op, init, make_inputs, seed=1, dtype="fp32" if op in MEMORY_BOUND
+                                               and dtype == "fp32" else "bf16")
     with torch.no_grad():
         ok, norm, _, note = check(new(*inputs), model(*inputs), model64(*[to64(x) for x in inputs]))
-    return None if ok else f"{op} {shape}: {note or f'normalised error {norm:.2e}'}"
+    return None if ok else f"{op} {dtype} {shape}: {note or f'normalised error {norm:.2e}'}"
 
 
 def run_ops(ops: list[str], ns: list[int], use_compile: bool, build_errors: dict[str, str],
@@ -293,16 +299,21 @@ def run_ops(ops: list[str], ns: list[int], use_compile: bool, build_errors: dict
             row = Row(op=op, shape=shape, dtype=dt, correct=False, note=f"{type(exc).__name__}: {str(exc)[:200]}")
             torch.cuda.empty_cache()
         rows.append(row)
-        print(f"{op:22s} {shape:28s} cand {fmt(row.cand_ms, '.3f')} ms  compile {fmt(row.compile_ms, '.3f')} ms  "
+        if os.environ.get("KP_SWEEP_ROWS"):  # every row as it is measured: a run cut short keeps them
+            with open(os.environ["KP_SWEEP_ROWS"], "a") as fh:
+                fh.write(json.dumps(asdict(row)) + "\n")
+        print(f"{op:22s} {dt:5s} {shape:28s} cand {fmt(row.cand_ms, '.3f')} ms  compile {fmt(row.compile_ms, '.3f')} ms  "
               f"{row.throughput}  correct={row.correct} {row.note}", flush=True)
 
     edge_failures: list[str] = []
-    for op, shape, init, make_inputs in edge_cases([o for o in ops if o not in build_errors]):
+    for op, dname, shape, init, make_inputs in edge_cases([o for o in ops if o not in build_errors]):
+        if dname not in dtypes and op in MEMORY_BOUND:
+            continue
         try:
-            failure = check_only(op, shape, init, make_inputs)
+            failure = check_only(op, dname, shape, init, make_inputs)
         except Exception as exc:  # report and go on
-            failure = f"{op} {shape}: {type(exc).__name__}: {str(exc)[:200]}"
-        print(f"edge {op:22s} {shape:20s} {'FAIL ' + failure if failure else 'ok'}", flush=True)
+            failure = f"{op} {dname} {shape}: {type(exc).__name__}: {str(exc)[:200]}"
+        print(f"edge {op:22s} {dname} {shape:20s} {'FAIL ' + failure if failure else 'ok'}", flush=True)
         if failure:
             edge_failures.append(failure)
     return rows, edge_failures
@@ -318,7 +329,11 @@ def run_isolated(op: str, args: argparse.Namespace) -> tuple[list[Row], list[str
                "--peers", args.peers, "--child", str(result)]
         if args.no_compile:
             cmd.append("--no-compile")
-        proc = subprocess.run(cmd, cwd=ROOT)
+        env = dict(os.environ)
+        if os.environ.get("OUT"):
+            Path(os.environ["OUT"]).mkdir(parents=True, exist_ok=True)
+            env["KP_SWEEP_ROWS"] = str(Path(os.environ["OUT"]) / "rows.jsonl")
+        proc = subprocess.run(cmd, cwd=ROOT, env=env)
         if proc.returncode != 0 or not result.is_file():
             return [Row(op=op, shape="-", correct=False, note=f"child process exited with {proc.returncode}")], [
                 f"{op}: child process exited with {proc.returncode}"]

@@ -1,10 +1,16 @@
 """The example sweep's rows and its report (bench_sweep.py): the table of our kernel against eager,
-torch.compile and the library peers, and the geomeans under it."""
+torch.compile and the library peers, and the geomeans under it.
+
+    python examples/sweep_report.py OUT1/rows.jsonl [OUT2/rows.jsonl ...]   # the report of saved rows
+"""
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -78,3 +84,31 @@ def summary(rows: list[Row], ops: list[str], peers: list[str], edge_failures: li
     wrong = [f"{r.op} {r.dtype} {r.shape}" for r in rows if r.correct is False]
     text.append(f"incorrect or failed: {', '.join(wrong) if wrong else 'none'}")
     return text
+
+
+def load_rows(paths: list[Path]) -> list[Row]:
+    """Rows saved one JSON object per line (bench_sweep.py's rows.jsonl); a later row of the same op,
+    dtype and shape replaces an earlier one (a case measured again)."""
+    rows: dict[tuple[str, str, str], Row] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = Row(**json.loads(line))
+                rows[(row.op, row.dtype, row.shape)] = row
+    return list(rows.values())
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    rows = load_rows([Path(a) for a in argv])
+    ops = list(dict.fromkeys(r.op for r in rows))
+    peers = sorted({name for r in rows for name in r.peer_ms} | {name for r in rows for name in r.peer_notes})
+    memory_bound = ("softmax", "rmsnorm", "layernorm", "cross_entropy")
+    print("\n".join(summary(rows, ops, peers, [], memory_bound)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -56,3 +56,24 @@ def test_table_and_geomeans_with_peers() -> None:
     assert "geomean x vs the fastest peer over the memory-bound sweep (2 cases): 0.94" in out
     assert "softmax: geomean x vs compile 2.00, x vs fastest peer 1.10" in out
     assert "incorrect or failed: none" in out
+
+
+def test_saved_rows_are_reported_and_a_remeasured_case_replaces_the_first(tmp_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from sweep_report import load_rows, main
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    old = Row(op="softmax", shape="8192x65536", dtype="bf16", cand_ms=0.9, compile_ms=1.0, vs_compile=1.0 / 0.9,
+              correct=True)
+    other = Row(op="rmsnorm", shape="8192x65536", dtype="fp32", cand_ms=1.0, compile_ms=1.5, vs_compile=1.5,
+                correct=True, peer_ms={"quack": 1.2}, peer_notes={"quack": ""})
+    new = Row(op="softmax", shape="8192x65536", dtype="bf16", cand_ms=0.5, compile_ms=1.0, vs_compile=2.0,
+              correct=True)
+    first.write_text(json.dumps(asdict(old)) + "\n" + json.dumps(asdict(other)) + "\n")
+    second.write_text("\n" + json.dumps(asdict(new)) + "\n")
+    rows = load_rows([first, second])
+    assert [(r.op, r.cand_ms) for r in rows] == [("softmax", 0.5), ("rmsnorm", 1.0)]
+    assert main([str(first), str(second)]) == 0
+    assert main([]) == 2

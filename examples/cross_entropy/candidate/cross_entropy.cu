@@ -1,9 +1,9 @@
-// Cross-entropy forward, mean over rows: loss = mean_r (logsumexp(x[r, :]) - x[r, t_r]), bf16
-// logits, int64 targets, fp32 math and fp32 result. Rows whose target is ignore_index count
+// Cross-entropy forward, mean over rows: loss = mean_r (logsumexp(x[r, :]) - x[r, t_r]), bf16 or
+// fp32 logits, int64 targets, fp32 math and fp32 result. Rows whose target is ignore_index count
 // neither in the sum nor in the divisor, as in torch.nn.functional.cross_entropy.
 //
 // The loss needs nothing of a row but its logsumexp, so no row is kept: one CTA streams its row
-// through registers, 4 vectors of 8 bf16 per thread at a time, keeping an online (max, sum of exp)
+// through registers, 4 vectors of 16 B (8 bf16 or 4 fp32) per thread at a time, keeping an online (max, sum of exp)
 // pair that it rescales whenever the max grows. Pairs are merged through shuffles and one shared
 // slot per warp. A second, single-CTA kernel averages the per-row losses in a fixed order, so the
 // result is deterministic (no atomics).
@@ -13,7 +13,8 @@
 
 namespace {
 
-constexpr int kVecElems = 8;  // bf16 per 16-byte vector
+template <class T>
+constexpr int kElems = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte vector: 8 bf16, 4 fp32
 constexpr int kUnroll = 4;    // vectors in flight per thread per step
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -24,7 +25,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kVecElems]) {
+template <class T>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kElems<T>]);
+
+template <>
+__device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float (&f)[8]) {
   const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -34,6 +39,17 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kVecElems]) 
   }
 }
 
+template <>
+__device__ __forceinline__ void unpack<float>(const uint4& raw, float (&f)[4]) {
+  f[0] = __uint_as_float(raw.x);
+  f[1] = __uint_as_float(raw.y);
+  f[2] = __uint_as_float(raw.z);
+  f[3] = __uint_as_float(raw.w);
+}
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(float v) { return v; }
+
 // (max * log2e, sum of exp2(x * log2e - that)) merged; the empty set is (-inf, 0).
 __device__ __forceinline__ float2 merge(float2 a, float2 b) {
   const float m = fmaxf(a.x, b.x);
@@ -41,15 +57,25 @@ __device__ __forceinline__ float2 merge(float2 a, float2 b) {
   return make_float2(m, a.y * fast_exp2(a.x - m) + b.y * fast_exp2(b.x - m));
 }
 
-template <int kThreads>
+template <class T, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__ targets, float* __restrict__ loss,
+row_losses(const T* __restrict__ logits, const int64_t* __restrict__ targets, float* __restrict__ loss,
            int64_t n_cols, int64_t ignore_index) {
   constexpr int kWarps = kThreads / 32;
+  constexpr int kVecElems = kElems<T>;
   __shared__ float2 warp_partials[kWarps];
   const int64_t row = blockIdx.x;
   const int n_vecs = static_cast<int>(n_cols / kVecElems);
   const uint4* src = reinterpret_cast<const uint4*>(logits + row * n_cols);
+
+  // The target's logit is read now, so its two dependent loads overlap the row's stream instead of
+  // following the reduction.
+  int64_t target = 0;
+  float target_logit = 0.f;
+  if (threadIdx.x == 0) {
+    target = targets[row];
+    if (target >= 0 && target < n_cols) target_logit = to_float(logits[row * n_cols + target]);
+  }
 
   float2 stat = make_float2(-INFINITY, 0.f);
   for (int base = threadIdx.x; base < n_vecs; base += kThreads * kUnroll) {
@@ -64,7 +90,7 @@ row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__
     for (int u = 0; u < kUnroll; ++u) {
       if (base + u * kThreads < n_vecs) {
         float f[kVecElems];
-        unpack(raw[u], f);
+        unpack<T>(raw[u], f);
 #pragma unroll
         for (int k = 0; k < kVecElems; ++k) chunk_max = fmaxf(chunk_max, f[k]);
       }
@@ -77,7 +103,7 @@ row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__
     for (int u = 0; u < kUnroll; ++u) {
       if (base + u * kThreads < n_vecs) {
         float f[kVecElems];
-        unpack(raw[u], f);
+        unpack<T>(raw[u], f);
 #pragma unroll
         for (int k = 0; k < kVecElems; ++k) stat.y += fast_exp2(fmaf(f[k], kLog2e, -stat.x));
       }
@@ -95,7 +121,6 @@ row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__
     stat = warp_partials[0];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) stat = merge(stat, warp_partials[w]);
-    const int64_t target = targets[row];
     float row_loss;
     if (target == ignore_index) {
       row_loss = 0.f;
@@ -103,7 +128,7 @@ row_losses(const __nv_bfloat16* __restrict__ logits, const int64_t* __restrict__
       row_loss = __int_as_float(0x7fc00000);  // NaN: an out-of-range class has no defined loss
     } else {
       const float lse = (stat.x + __log2f(stat.y)) * kLn2;
-      row_loss = lse - __bfloat162float(logits[row * n_cols + target]);
+      row_loss = lse - target_logit;
     }
     loss[row] = row_loss;
   }
@@ -139,37 +164,49 @@ mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, f
   }
 }
 
-template <int kThreads>
-cudaError_t launch_rows(const __nv_bfloat16* logits, const int64_t* targets, float* loss, int64_t rows,
+template <class T, int kThreads>
+cudaError_t launch_rows(const T* logits, const int64_t* targets, float* loss, int64_t rows,
                         int64_t n_cols, int64_t ignore_index, cudaStream_t stream) {
-  row_losses<kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, loss, n_cols,
+  row_losses<T, kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, loss, n_cols,
                                                                               ignore_index);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t cross_entropy_mean(const void* logits, const int64_t* targets, float* row_loss, float* out, int64_t rows,
+                               int64_t n_cols, int64_t ignore_index, cudaStream_t stream) {
+  if (n_cols <= 0 || n_cols % kElems<T> != 0 || n_cols / kElems<T> > 0x7fffffff) return cudaErrorInvalidValue;
+  if (rows <= 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const auto* x = static_cast<const T*>(logits);
+  cudaError_t status;
+  // About 4 vectors per thread per step, and at least 2048 threads' worth of loads per SM.
+  const int64_t n_vecs = n_cols / kElems<T>;
+  if (n_vecs <= 512) {
+    status = launch_rows<T, 128>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else if (n_vecs <= 2048) {
+    status = launch_rows<T, 256>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else if (n_vecs <= 8192) {
+    status = launch_rows<T, 512>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  } else {
+    status = launch_rows<T, 1024>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
+  }
+  if (status != cudaSuccess) return status;
+  mean_loss<<<1, 1024, 0, stream>>>(row_loss, targets, out, rows, ignore_index);
   return cudaGetLastError();
 }
 
 }  // namespace
 
 // out[0] = mean cross-entropy of logits [rows, n_cols] against targets [rows]; row_loss is an
-// fp32 scratch buffer of `rows` elements. Needs n_cols % 8 == 0 and 16-byte aligned logits (the
-// binding checks); returns cudaErrorInvalidValue otherwise.
+// fp32 scratch buffer of `rows` elements. Needs n_cols a multiple of 8 (bf16) or 4 (fp32) and
+// 16-byte aligned logits (the binding checks); returns cudaErrorInvalidValue otherwise.
 extern "C" cudaError_t cross_entropy_mean_bf16(const void* logits, const int64_t* targets, float* row_loss, float* out,
                                                int64_t rows, int64_t n_cols, int64_t ignore_index,
                                                cudaStream_t stream) {
-  if (n_cols <= 0 || n_cols % kVecElems != 0 || n_cols / kVecElems > 0x7fffffff) return cudaErrorInvalidValue;
-  if (rows <= 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const auto* x = static_cast<const __nv_bfloat16*>(logits);
-  cudaError_t status;
-  // About 4 vectors per thread per step, and at least 2048 threads' worth of loads per SM.
-  if (n_cols <= 4096) {
-    status = launch_rows<128>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else if (n_cols <= 16384) {
-    status = launch_rows<256>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else if (n_cols <= 65536) {
-    status = launch_rows<512>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else {
-    status = launch_rows<1024>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  }
-  if (status != cudaSuccess) return status;
-  mean_loss<<<1, 1024, 0, stream>>>(row_loss, targets, out, rows, ignore_index);
-  return cudaGetLastError();
+  return cross_entropy_mean<__nv_bfloat16>(logits, targets, row_loss, out, rows, n_cols, ignore_index, stream);
+}
+extern "C" cudaError_t cross_entropy_mean_f32(const void* logits, const int64_t* targets, float* row_loss, float* out,
+                                              int64_t rows, int64_t n_cols, int64_t ignore_index,
+                                              cudaStream_t stream) {
+  return cross_entropy_mean<float>(logits, targets, row_loss, out, rows, n_cols, ignore_index, stream);
 }

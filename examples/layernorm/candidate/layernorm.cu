@@ -2,7 +2,8 @@
 // fp32 math.
 //
 // One pass over DRAM: each row is loaded once into registers (split over a thread-block cluster
-// when it is longer than 16K elements, see row_reduce.cuh) and written once from them.
+// when it is longer than 16K bf16 or 8K fp32 elements, see row_reduce.cuh) and written once from
+// them; weight and bias are read after the reduction (from L1/L2: they are the same for every row).
 //
 // Mean and variance need a single exchange: each thread computes the count, mean and sum of
 // squared deviations (M2) of its own elements, and the triples are merged with Chan's formula
@@ -24,11 +25,14 @@ struct MeanM2 {
   }
 };
 
-template <int kThreads, int kVecs, int kCluster>
+template <class T, int kThreads, int kVecs, int kCluster>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
-layernorm_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ weight,
-               const __nv_bfloat16* __restrict__ bias, __nv_bfloat16* __restrict__ y, int64_t n_cols, float eps) {
+layernorm_rows(const T* __restrict__ x, const T* __restrict__ weight,
+               const T* __restrict__ bias, T* __restrict__ y, int64_t n_cols, float eps) {
   using namespace rowwise;
+  constexpr int kVecElems = kElems<T>;
+  __shared__ ClusterSlots<kCluster> slots;
+  cluster_slots_init(slots);
   const int64_t row = cta_row<kCluster>();
   const int first = slice_first_vector<kThreads, kVecs, kCluster>() + static_cast<int>(threadIdx.x);
   const int n_vecs = static_cast<int>(n_cols / kVecElems);
@@ -50,7 +54,7 @@ layernorm_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restr
   for (int i = 0; i < kVecs; ++i) {
     if (first + i * kThreads < n_vecs) {
       float f[kVecElems];
-      unpack(raw[i], f);
+      unpack<T>(raw[i], f);
       count += kVecElems;
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) sum += f[k];
@@ -62,13 +66,13 @@ layernorm_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restr
   for (int i = 0; i < kVecs; ++i) {
     if (first + i * kThreads < n_vecs) {
       float f[kVecElems];
-      unpack(raw[i], f);
+      unpack<T>(raw[i], f);
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) m2 = fmaf(f[k] - local_mean, f[k] - local_mean, m2);
     }
   }
 
-  const float3 stat = row_allreduce<kThreads, kCluster>(make_float3(count, local_mean, m2), MeanM2{});
+  const float3 stat = row_allreduce<kThreads, kCluster>(make_float3(count, local_mean, m2), MeanM2{}, slots);
   const float mean = stat.y;
   const float rstd = rsqrtf(stat.z / stat.x + eps);
 
@@ -77,42 +81,59 @@ layernorm_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restr
     const int v = first + i * kThreads;
     if (v < n_vecs) {
       float f[kVecElems], w[kVecElems], b[kVecElems];
-      unpack(raw[i], f);
-      unpack(__ldg(w_src + v), w);
-      unpack(__ldg(b_src + v), b);
+      unpack<T>(raw[i], f);
+      unpack<T>(__ldg(w_src + v), w);
+      unpack<T>(__ldg(b_src + v), b);
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) f[k] = fmaf((f[k] - mean) * rstd, w[k], b[k]);
-      store_stream(dst + v, pack(f));
+      store_stream(dst + v, pack<T>(f));
     }
   }
-  if constexpr (kCluster > 1) cluster_wait();
 }
 
+template <class T>
 struct LayerNormLaunch {
-  const __nv_bfloat16* x;
-  const __nv_bfloat16* weight;
-  const __nv_bfloat16* bias;
-  __nv_bfloat16* y;
+  const T* x;
+  const T* weight;
+  const T* bias;
+  T* y;
   int64_t rows, n_cols;
   float eps;
   cudaStream_t stream;
 
   template <int kThreads, int kVecs, int kCluster>
   cudaError_t operator()() const {
-    return rowwise::launch_rows<kThreads, kCluster>(layernorm_rows<kThreads, kVecs, kCluster>, rows, stream, x,
-                                                    weight, bias, y, n_cols, eps);
+    if constexpr (sizeof(T) == 4 && kThreads == 256 && kVecs == 8 && kCluster == 1) {
+      // fp32 at 8 vectors per thread in one CTA spills in the output pass (weight and bias take 4
+      // registers per vector each there): the same slice as 512 threads x 4 vectors.
+      return rowwise::launch_rows<512, 1>(layernorm_rows<T, 512, 4, 1>, rows, stream, x, weight, bias, y, n_cols,
+                                          eps);
+    } else {
+      return rowwise::launch_rows<kThreads, kCluster>(layernorm_rows<T, kThreads, kVecs, kCluster>, rows, stream, x,
+                                                      weight, bias, y, n_cols, eps);
+    }
   }
 };
 
+template <class T>
+cudaError_t layernorm(const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t n_cols,
+                      float eps, cudaStream_t stream) {
+  if (n_cols <= 0 || n_cols % rowwise::kElems<T> != 0) return cudaErrorInvalidValue;
+  LayerNormLaunch<T> launch{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
+                            static_cast<T*>(y), rows, n_cols, eps, stream};
+  return rowwise::dispatch_row_shape(n_cols / rowwise::kElems<T>, launch);
+}
+
 }  // namespace
 
-// y[r, :] = layer_norm(x[r, :]) * weight + bias for r < rows. Needs n_cols % 8 == 0,
-// n_cols <= 524288 and 16-byte aligned pointers (the binding checks); returns
-// cudaErrorInvalidValue otherwise.
+// y[r, :] = layer_norm(x[r, :]) * weight + bias for r < rows. Needs n_cols a multiple of 8 (bf16) or
+// 4 (fp32), at most 524288 (bf16) or 262144 (fp32), and 16-byte aligned pointers (the binding
+// checks); returns cudaErrorInvalidValue otherwise.
 extern "C" cudaError_t layernorm_bf16(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
                                       int64_t n_cols, float eps, cudaStream_t stream) {
-  LayerNormLaunch launch{static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(weight),
-                         static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), rows, n_cols,
-                         eps, stream};
-  return rowwise::dispatch_row_shape(n_cols, launch);
+  return layernorm<__nv_bfloat16>(x, weight, bias, y, rows, n_cols, eps, stream);
+}
+extern "C" cudaError_t layernorm_f32(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
+                                     int64_t n_cols, float eps, cudaStream_t stream) {
+  return layernorm<float>(x, weight, bias, y, rows, n_cols, eps, stream);
 }

@@ -24,6 +24,9 @@ residual_rmsnorm_gate_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloa
                            __nv_bfloat16* __restrict__ h_out, __nv_bfloat16* __restrict__ out, int64_t n_cols,
                            float scale, float eps) {
   using namespace rowwise;
+  constexpr int kVecElems = kElems<__nv_bfloat16>;
+  __shared__ ClusterSlots<kCluster> slots;
+  cluster_slots_init(slots);
   const int64_t row = cta_row<kCluster>();
   const int first = slice_first_vector<kThreads, kVecs, kCluster>() + static_cast<int>(threadIdx.x);
   const int n_vecs = static_cast<int>(n_cols / kVecElems);
@@ -48,21 +51,21 @@ residual_rmsnorm_gate_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloa
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     float fx[kVecElems], fr[kVecElems];
-    unpack(h[i], fx);
-    unpack(r[i], fr);
+    unpack<__nv_bfloat16>(h[i], fx);
+    unpack<__nv_bfloat16>(r[i], fr);
 #pragma unroll
     for (int k = 0; k < kVecElems; ++k) {
       fx[k] = __bfloat162float(__float2bfloat16_rn(fx[k] * scale)) + fr[k];
     }
-    h[i] = pack(fx);  // rounds the sum to bf16
-    unpack(h[i], fx);
+    h[i] = pack<__nv_bfloat16>(fx);  // rounds the sum to bf16
+    unpack<__nv_bfloat16>(h[i], fx);
 #pragma unroll
     for (int k = 0; k < kVecElems; ++k) sum_sq = fmaf(fx[k], fx[k], sum_sq);
     const int v = first + i * kThreads;
     if (v < n_vecs) store_stream(h_dst + v, h[i]);
   }
 
-  sum_sq = row_allreduce<kThreads, kCluster>(sum_sq, Sum{});
+  sum_sq = row_allreduce<kThreads, kCluster>(sum_sq, Sum{}, slots);
   const float rstd = rsqrtf(sum_sq / static_cast<float>(n_cols) + eps);
 
 #pragma unroll
@@ -70,15 +73,14 @@ residual_rmsnorm_gate_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloa
     const int v = first + i * kThreads;
     if (v < n_vecs) {
       float f[kVecElems], g[kVecElems], w[kVecElems];
-      unpack(h[i], f);
-      unpack(load_stream(g_src + v), g);
-      unpack(__ldg(w_src + v), w);
+      unpack<__nv_bfloat16>(h[i], f);
+      unpack<__nv_bfloat16>(load_stream(g_src + v), g);
+      unpack<__nv_bfloat16>(__ldg(w_src + v), w);
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) f[k] = ((f[k] * rstd) * w[k]) * silu(g[k]);
-      store_stream(o_dst + v, pack(f));
+      store_stream(o_dst + v, pack<__nv_bfloat16>(f));
     }
   }
-  if constexpr (kCluster > 1) cluster_wait();
 }
 
 struct Launch {
@@ -104,7 +106,7 @@ constexpr int64_t kMaxCols = 262144;
 
 cudaError_t dispatch(const Launch& launch) {
   const int64_t n = launch.n_cols;
-  if (n <= 0 || n % rowwise::kVecElems != 0 || n > kMaxCols) return cudaErrorInvalidValue;
+  if (n <= 0 || n % rowwise::kElems<__nv_bfloat16> != 0 || n > kMaxCols) return cudaErrorInvalidValue;
   if (n <= 1024) return launch.operator()<128, 1, 1>();
   if (n <= 2048) return launch.operator()<128, 2, 1>();
   if (n <= 4096) return launch.operator()<128, 4, 1>();

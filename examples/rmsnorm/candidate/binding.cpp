@@ -8,30 +8,35 @@
 
 extern "C" cudaError_t rmsnorm_bf16(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
                                     float eps, cudaStream_t stream);
+extern "C" cudaError_t rmsnorm_f32(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
+                                   float eps, cudaStream_t stream);
 
 namespace {
 
-constexpr int64_t kMaxCols = 524288;  // rowwise::kMaxCols in row_reduce.cuh
+constexpr int64_t kMaxVecs = 65536;  // rowwise::kMaxVecs in row_reduce.cuh: 16-byte vectors per row
 
 bool aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   TORCH_CHECK(x.is_cuda() && weight.is_cuda(), "rmsnorm: x and weight must be CUDA tensors");
   TORCH_CHECK(x.device() == weight.device(), "rmsnorm: x and weight must be on the same device");
-  TORCH_CHECK(x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16,
-              "rmsnorm: x and weight must be bfloat16");
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  TORCH_CHECK((bf16 || x.scalar_type() == at::kFloat) && weight.scalar_type() == x.scalar_type(),
+              "rmsnorm: x and weight must both be bfloat16 or both float32, got ", x.scalar_type(), " and ",
+              weight.scalar_type());
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous() && weight.is_contiguous(), "rmsnorm: tensors must be contiguous");
-  const int64_t n_cols = x.size(-1);
+  const int64_t n_cols = x.size(-1), per_vec = 16 / static_cast<int64_t>(x.element_size());
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n_cols, "rmsnorm: weight must have shape [", n_cols, "]");
-  TORCH_CHECK(n_cols % 8 == 0 && n_cols <= kMaxCols,
-              "rmsnorm: the last dimension must be a multiple of 8 and at most ", kMaxCols, ", got ", n_cols);
+  TORCH_CHECK(n_cols % per_vec == 0 && n_cols <= kMaxVecs * per_vec, "rmsnorm: the last dimension must be a multiple of ",
+              per_vec, " and at most ", kMaxVecs * per_vec, " for ", x.scalar_type(), ", got ", n_cols);
   TORCH_CHECK(aligned16(x) && aligned16(weight), "rmsnorm: x and weight must be 16-byte aligned");
 
   torch::Tensor y = torch::empty_like(x);
   if (x.numel() == 0) return y;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const cudaError_t status = rmsnorm_bf16(x.data_ptr(), weight.data_ptr(), y.data_ptr(), x.numel() / n_cols, n_cols,
-                                          static_cast<float>(eps), c10::cuda::getCurrentCUDAStream());
+  const cudaError_t status = (bf16 ? rmsnorm_bf16 : rmsnorm_f32)(x.data_ptr(), weight.data_ptr(), y.data_ptr(),
+                                                                 x.numel() / n_cols, n_cols, static_cast<float>(eps),
+                                                                 c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(status == cudaSuccess, "rmsnorm: launch failed: ", cudaGetErrorString(status));
   return y;
 }
@@ -39,5 +44,5 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("rmsnorm", &rmsnorm, "RMSNorm over the last dimension with a weight (bf16 in/out, fp32 math)");
+  m.def("rmsnorm", &rmsnorm, "RMSNorm over the last dimension with a weight (bf16 or fp32 in/out, fp32 math)");
 }

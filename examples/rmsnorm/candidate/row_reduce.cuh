@@ -1,13 +1,17 @@
 // Shared pieces of the row-wise kernels in this directory.
 //
-// A row of N bf16 values is split over a cluster of kCluster CTAs (kCluster = 1: one CTA) of
-// kThreads threads; each thread keeps kVecs 16-byte vectors (8 bf16 each) of it in registers, so
-// the row is read from DRAM exactly once. Vector slot i of thread t in CTA rank r covers vector
-// index  r * kThreads * kVecs + i * kThreads + t  of the row: consecutive threads touch
-// consecutive 16 B, so every warp access is 512 contiguous bytes.
+// A row of N values (bf16 or fp32) is split over a cluster of kCluster CTAs (kCluster = 1: one
+// CTA) of kThreads threads; each thread keeps kVecs 16-byte vectors of it in registers (8 bf16 or
+// 4 fp32 each), so the row is read from DRAM exactly once. Vector slot i of thread t in CTA rank r
+// covers vector index  r * kThreads * kVecs + i * kThreads + t  of the row: consecutive threads
+// touch consecutive 16 B, so every warp access is 512 contiguous bytes.
 //
-// Reductions go thread -> warp (shuffles) -> CTA (one shared slot per warp) -> cluster (one
-// shared slot per CTA, read by the peers through distributed shared memory).
+// Reductions go thread -> warp (shuffles) -> CTA (one shared slot per warp) -> cluster. Across
+// the cluster each CTA pushes its partial into a slot of every peer with st.async, and an mbarrier
+// in each CTA completes when all kCluster partials have landed there. So the cluster costs one
+// round of remote stores and a local wait, not a cluster-wide barrier in the middle of the row: the
+// only cluster barrier (peers' mbarriers are initialised) is armed at kernel start and waited on
+// only after the row's loads and the local reduction, when it has long completed.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -17,16 +21,21 @@
 
 namespace rowwise {
 
-constexpr int kVecElems = 8;  // bf16 per 16-byte vector
-
 // Kernels ask ptxas for at least this many resident threads per SM (__launch_bounds__ min blocks),
 // which caps them at 64 registers: 1024 threads x 8 vectors x 16 B = 128 KB of loads in flight per
-// SM, and two CTAs per SM even for 512-thread CTAs, so one CTA's reduction overlaps another's loads.
+// SM, and two or more CTAs per SM, so one CTA's reduction overlaps another's loads.
 constexpr int kMinResidentThreads = 1024;
 
-// ---- 16-byte bf16 vectors ------------------------------------------------------------------
+// ---- 16-byte vectors ------------------------------------------------------------------------
 
-__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kVecElems]) {
+template <class T>
+constexpr int kElems = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte vector: 8 bf16, 4 fp32
+
+template <class T>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kElems<T>]);
+
+template <>
+__device__ __forceinline__ void unpack<__nv_bfloat16>(const uint4& raw, float (&f)[8]) {
   const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -36,7 +45,19 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&f)[kVecElems]) 
   }
 }
 
-__device__ __forceinline__ uint4 pack(const float (&f)[kVecElems]) {
+template <>
+__device__ __forceinline__ void unpack<float>(const uint4& raw, float (&f)[4]) {
+  f[0] = __uint_as_float(raw.x);
+  f[1] = __uint_as_float(raw.y);
+  f[2] = __uint_as_float(raw.z);
+  f[3] = __uint_as_float(raw.w);
+}
+
+template <class T>
+__device__ __forceinline__ uint4 pack(const float (&f)[kElems<T>]);
+
+template <>
+__device__ __forceinline__ uint4 pack<__nv_bfloat16>(const float (&f)[8]) {
   uint4 raw;
   __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
 #pragma unroll
@@ -44,10 +65,14 @@ __device__ __forceinline__ uint4 pack(const float (&f)[kVecElems]) {
   return raw;
 }
 
+template <>
+__device__ __forceinline__ uint4 pack<float>(const float (&f)[4]) {
+  return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+}
+
 // Every element is touched once. Plain 16-byte loads and stores: on our H200 the evict-first hints
 // (__ldcs / __stcs) were 2-4% slower on 1 GiB rows at every N we timed (2026-11-30). A kernel that
-// defines ROWWISE_EVICT_FIRST before including this header gets the hints (residual_rmsnorm_gate
-// does: with plain accesses ptxas spilled 8-14 bytes in its 4-vector variants).
+// defines ROWWISE_EVICT_FIRST before including this header gets the hints.
 #ifdef ROWWISE_EVICT_FIRST
 __device__ __forceinline__ uint4 load_stream(const uint4* p) { return __ldcs(p); }
 __device__ __forceinline__ void store_stream(uint4* p, const uint4& v) { __stcs(p, v); }
@@ -56,7 +81,7 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) { return *p; }
 __device__ __forceinline__ void store_stream(uint4* p, const uint4& v) { *p = v; }
 #endif
 
-// ---- shuffles for the small value types the reductions carry ---------------------------------
+// ---- the small value types the reductions carry ----------------------------------------------
 
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -68,29 +93,49 @@ __device__ __forceinline__ float3 shfl_xor(float3 v, int lane_mask) {
   return make_float3(shfl_xor(v.x, lane_mask), shfl_xor(v.y, lane_mask), shfl_xor(v.z, lane_mask));
 }
 
-// ---- cluster barrier halves -------------------------------------------------------------------
+// A partial travels between CTAs as one 16-byte slot.
+__device__ __forceinline__ float4 to_slot(float v) { return make_float4(v, 0.f, 0.f, 0.f); }
+__device__ __forceinline__ float4 to_slot(float2 v) { return make_float4(v.x, v.y, 0.f, 0.f); }
+__device__ __forceinline__ float4 to_slot(float3 v) { return make_float4(v.x, v.y, v.z, 0.f); }
+__device__ __forceinline__ void from_slot(const float4& s, float& v) { v = s.x; }
+__device__ __forceinline__ void from_slot(const float4& s, float2& v) { v = make_float2(s.x, s.y); }
+__device__ __forceinline__ void from_slot(const float4& s, float3& v) { v = make_float3(s.x, s.y, s.z); }
 
-// Every thread of every CTA in the cluster must execute both, in this order, exactly once per use.
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+// ---- cluster barrier, mbarrier and remote stores (sm_90) -------------------------------------
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+
+// The partials of one row: slot r holds rank r's partial; the mbarrier completes when all have landed.
+template <int kCluster>
+struct ClusterSlots {
+  alignas(16) float4 slot[kCluster];
+  alignas(8) uint64_t landed;
+};
+
+// Every thread, at kernel start: initialise this CTA's mbarrier (one arrival, plus the bytes the peers
+// will push) and arm the cluster barrier that tells the peers it is initialised.
+template <int kCluster>
+__device__ __forceinline__ void cluster_slots_init(ClusterSlots<kCluster>& s) {
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_address(&s.landed)) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
 }
 
 // All-reduce `v` over the row: every thread of every CTA of the cluster returns the same value,
-// bit for bit (all of them combine the partials in the same order).
-//
-// Call it once per kernel. With kCluster > 1 it leaves the cluster barrier armed: the caller must
-// call cluster_wait() before exiting, so that no CTA leaves while a peer may still read its slot
-// (the wait is placed at the very end so that it overlaps the output pass).
+// bit for bit (all of them combine the partials in the same order). Call it once per kernel, from
+// every thread, after cluster_slots_init(slots).
 template <int kThreads, int kCluster, class T, class Combine>
-__device__ __forceinline__ T row_allreduce(T v, Combine combine) {
+__device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kCluster>& slots) {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
-  static_assert(kCluster >= 1 && kCluster <= 8, "portable cluster sizes only");
+  static_assert(kCluster >= 1 && kCluster <= 16, "clusters of at most 16 CTAs");
   constexpr int kWarps = kThreads / 32;
   __shared__ T warp_partials[kWarps];
-  __shared__ T cta_partial;
 
 #pragma unroll
   for (int mask = 16; mask > 0; mask >>= 1) v = combine(v, shfl_xor(v, mask));
@@ -104,13 +149,42 @@ __device__ __forceinline__ T row_allreduce(T v, Combine combine) {
   }
 
   if constexpr (kCluster > 1) {
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    if (threadIdx.x == 0) cta_partial = v;
-    cluster.sync();  // every CTA's slot is written and visible
-    v = *cluster.map_shared_rank(&cta_partial, 0);
+    const uint32_t landed = smem_address(&slots.landed);
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every peer's mbarrier is initialised
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(landed),
+                   "r"(kCluster * 16)
+                   : "memory");
+    }
+    if (threadIdx.x < kCluster) {  // thread r pushes this CTA's partial into slot [my rank] of CTA r
+      const uint32_t rank = cooperative_groups::this_cluster().block_rank();
+      const float4 s = to_slot(v);
+      uint32_t remote_slot, remote_bar;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                   : "=r"(remote_slot)
+                   : "r"(smem_address(&slots.slot[rank])), "r"(threadIdx.x));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(landed), "r"(threadIdx.x));
+      asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                       remote_slot),
+                   "f"(s.x), "f"(s.y), "f"(s.z), "f"(s.w), "r"(remote_bar)
+                   : "memory");
+    }
+    uint32_t done = 0;
+    do {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+          " selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(landed)
+          : "memory");
+    } while (!done);
+    from_slot(slots.slot[0], v);
 #pragma unroll
-    for (int rank = 1; rank < kCluster; ++rank) v = combine(v, *cluster.map_shared_rank(&cta_partial, rank));
-    cluster_arrive();  // "done reading my peers"; matched by cluster_wait() before exit
+    for (int rank = 1; rank < kCluster; ++rank) {
+      T peer;
+      from_slot(slots.slot[rank], peer);
+      v = combine(v, peer);
+    }
   }
   return v;
 }
@@ -131,11 +205,16 @@ __device__ __forceinline__ int64_t cta_row() {
   return static_cast<int64_t>(blockIdx.x) / kCluster;
 }
 
-// Launch `kernel` with one cluster of kCluster CTAs per row.
+// Launch `kernel` with one cluster of kCluster CTAs per row (16 is past the portable 8: the kernel
+// is allowed it first).
 template <int kThreads, int kCluster, class... Params, class... Args>
 cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t stream, Args... args) {
   if (rows == 0) return cudaSuccess;
   if (rows * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
+  if constexpr (kCluster > 8) {
+    const cudaError_t allowed = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (allowed != cudaSuccess) return allowed;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(rows * kCluster));
   config.blockDim = dim3(kThreads);
@@ -151,29 +230,31 @@ cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t st
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// The launch shape for a row of n_cols bf16, chosen so that each thread holds at most 8 vectors
-// (32 registers of packed bf16) and rows longer than one CTA's share are split over a cluster.
-//   N <=   1024: 128 threads x 1 vector        N <=  32768: cluster 2 x 256 threads x 8
-//   N <=   2048: 128 x 2                       N <=  65536: cluster 4 x 256 x 8
-//   N <=   4096: 128 x 4                       N <= 131072: cluster 8 x 256 x 8
-//   N <=   8192: 256 x 4                       N <= 262144: cluster 8 x 512 x 8
-//   N <=  16384: 256 x 8                       N <= 524288: cluster 8 x 1024 x 8
-constexpr int64_t kMaxCols = 524288;
+// The launch shape for a row of n_vecs 16-byte vectors (N / 8 for bf16, N / 4 for fp32): each thread
+// holds at most 8 vectors (32 registers), and rows longer than one CTA's share are split over a
+// cluster. Vectors per row:
+//   <=  128: 128 threads x 1 vector           <=  4096: cluster 2 x 256 threads x 8
+//   <=  256: 128 x 2                          <=  8192: cluster 4 x 256 x 8
+//   <=  512: 128 x 4                          <= 16384: cluster 8 x 256 x 8
+//   <= 1024: 256 x 4                          <= 32768: cluster 16 x 256 x 8
+//   <= 2048: 256 x 8                          <= 65536: cluster 16 x 512 x 8
+// (bf16: N <= 16384 in one CTA, N = 262144 over 16 CTAs of 256 threads; fp32: half those N.)
+constexpr int64_t kMaxVecs = 65536;
 
-// Calls launch.template operator()<kThreads, kVecs, kCluster>() for the shape that fits n_cols.
+// Calls launch.template operator()<kThreads, kVecs, kCluster>() for the shape that fits n_vecs.
 template <class Launch>
-cudaError_t dispatch_row_shape(int64_t n_cols, Launch&& launch) {
-  if (n_cols <= 0 || n_cols % kVecElems != 0 || n_cols > kMaxCols) return cudaErrorInvalidValue;
-  if (n_cols <= 1024) return launch.template operator()<128, 1, 1>();
-  if (n_cols <= 2048) return launch.template operator()<128, 2, 1>();
-  if (n_cols <= 4096) return launch.template operator()<128, 4, 1>();
-  if (n_cols <= 8192) return launch.template operator()<256, 4, 1>();
-  if (n_cols <= 16384) return launch.template operator()<256, 8, 1>();
-  if (n_cols <= 32768) return launch.template operator()<256, 8, 2>();
-  if (n_cols <= 65536) return launch.template operator()<256, 8, 4>();
-  if (n_cols <= 131072) return launch.template operator()<256, 8, 8>();
-  if (n_cols <= 262144) return launch.template operator()<512, 8, 8>();
-  return launch.template operator()<1024, 8, 8>();
+cudaError_t dispatch_row_shape(int64_t n_vecs, Launch&& launch) {
+  if (n_vecs <= 0 || n_vecs > kMaxVecs) return cudaErrorInvalidValue;
+  if (n_vecs <= 128) return launch.template operator()<128, 1, 1>();
+  if (n_vecs <= 256) return launch.template operator()<128, 2, 1>();
+  if (n_vecs <= 512) return launch.template operator()<128, 4, 1>();
+  if (n_vecs <= 1024) return launch.template operator()<256, 4, 1>();
+  if (n_vecs <= 2048) return launch.template operator()<256, 8, 1>();
+  if (n_vecs <= 4096) return launch.template operator()<256, 8, 2>();
+  if (n_vecs <= 8192) return launch.template operator()<256, 8, 4>();
+  if (n_vecs <= 16384) return launch.template operator()<256, 8, 8>();
+  if (n_vecs <= 32768) return launch.template operator()<256, 8, 16>();
+  return launch.template operator()<512, 8, 16>();
 }
 
 }  // namespace rowwise

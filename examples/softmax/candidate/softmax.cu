@@ -1,4 +1,4 @@
-// Row softmax over the last dimension, bf16 in and out, fp32 math.
+// Row softmax over the last dimension, bf16 or fp32 in and out (the same dtype), fp32 math.
 //
 // One pass over DRAM: each row is loaded once into registers (split over a thread-block cluster
 // when it is longer than 16K elements, see row_reduce.cuh), reduced once, and written once.
@@ -29,10 +29,13 @@ struct MaxSum {
   }
 };
 
-template <int kThreads, int kVecs, int kCluster>
+template <class T, int kThreads, int kVecs, int kCluster>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
-softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n_cols) {
+softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t n_cols) {
   using namespace rowwise;
+  constexpr int kVecElems = kElems<T>;
+  __shared__ ClusterSlots<kCluster> slots;
+  cluster_slots_init(slots);
   const int64_t row = cta_row<kCluster>();
   const int first = slice_first_vector<kThreads, kVecs, kCluster>() + static_cast<int>(threadIdx.x);
   const int n_vecs = static_cast<int>(n_cols / kVecElems);
@@ -53,7 +56,7 @@ softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y,
   for (int i = 0; i < kVecs; ++i) {
     if (first + i * kThreads < n_vecs) {
       float f[kVecElems];
-      unpack(raw[i], f);
+      unpack<T>(raw[i], f);
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) local_max = fmaxf(local_max, f[k]);
     }
@@ -64,14 +67,14 @@ softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y,
     for (int i = 0; i < kVecs; ++i) {
       if (first + i * kThreads < n_vecs) {
         float f[kVecElems];
-        unpack(raw[i], f);
+        unpack<T>(raw[i], f);
 #pragma unroll
         for (int k = 0; k < kVecElems; ++k) stat.y += fast_exp2(fmaf(f[k], kLog2e, -stat.x));
       }
     }
   }
 
-  stat = row_allreduce<kThreads, kCluster>(stat, MaxSum{});
+  stat = row_allreduce<kThreads, kCluster>(stat, MaxSum{}, slots);
   const float row_max = stat.x;
   const float inv_sum = 1.f / stat.y;
 
@@ -80,33 +83,43 @@ softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y,
     const int v = first + i * kThreads;
     if (v < n_vecs) {
       float f[kVecElems];
-      unpack(raw[i], f);
+      unpack<T>(raw[i], f);
 #pragma unroll
       for (int k = 0; k < kVecElems; ++k) f[k] = fast_exp2(fmaf(f[k], kLog2e, -row_max)) * inv_sum;
-      store_stream(dst + v, pack(f));
+      store_stream(dst + v, pack<T>(f));
     }
   }
-  if constexpr (kCluster > 1) cluster_wait();
 }
 
+template <class T>
 struct SoftmaxLaunch {
-  const __nv_bfloat16* x;
-  __nv_bfloat16* y;
+  const T* x;
+  T* y;
   int64_t rows, n_cols;
   cudaStream_t stream;
 
   template <int kThreads, int kVecs, int kCluster>
   cudaError_t operator()() const {
-    return rowwise::launch_rows<kThreads, kCluster>(softmax_rows<kThreads, kVecs, kCluster>, rows, stream, x, y,
+    return rowwise::launch_rows<kThreads, kCluster>(softmax_rows<T, kThreads, kVecs, kCluster>, rows, stream, x, y,
                                                     n_cols);
   }
 };
 
+template <class T>
+cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
+  if (n_cols <= 0 || n_cols % rowwise::kElems<T> != 0) return cudaErrorInvalidValue;
+  SoftmaxLaunch<T> launch{static_cast<const T*>(x), static_cast<T*>(y), rows, n_cols, stream};
+  return rowwise::dispatch_row_shape(n_cols / rowwise::kElems<T>, launch);
+}
+
 }  // namespace
 
-// y[r, :] = softmax(x[r, :]) for r < rows. Needs n_cols % 8 == 0, n_cols <= 524288, and 16-byte
-// aligned x and y (the binding checks); returns cudaErrorInvalidValue otherwise.
+// y[r, :] = softmax(x[r, :]) for r < rows. Needs n_cols a multiple of 8 (bf16) or 4 (fp32), at most
+// 524288 (bf16) or 262144 (fp32), and 16-byte aligned x and y (the binding checks); returns
+// cudaErrorInvalidValue otherwise.
 extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  SoftmaxLaunch launch{static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), rows, n_cols, stream};
-  return rowwise::dispatch_row_shape(n_cols, launch);
+  return softmax<__nv_bfloat16>(x, y, rows, n_cols, stream);
+}
+extern "C" cudaError_t softmax_f32(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
+  return softmax<float>(x, y, rows, n_cols, stream);
 }
