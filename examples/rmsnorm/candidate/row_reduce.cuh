@@ -6,7 +6,8 @@
 // covers vector index  r * kThreads * kVecs + i * kThreads + t  of the row: consecutive threads
 // touch consecutive 16 B, so every warp access is 512 contiguous bytes.
 //
-// Reductions go thread -> warp (shuffles) -> CTA (one shared slot per warp) -> cluster. Across
+// Reductions go thread -> warp (shuffles) -> CTA (one shared slot per warp, combined as a shuffle
+// tree in every warp) -> cluster (the same over one slot per CTA). Across
 // the cluster each CTA pushes its partial into a slot of every peer with st.async, and an mbarrier
 // in each CTA completes when all kCluster partials have landed there. So the cluster costs one
 // round of remote stores and a local wait, not a cluster-wide barrier in the middle of the row: the
@@ -92,6 +93,23 @@ __device__ __forceinline__ float2 shfl_xor(float2 v, int lane_mask) {
 __device__ __forceinline__ float3 shfl_xor(float3 v, int lane_mask) {
   return make_float3(shfl_xor(v.x, lane_mask), shfl_xor(v.y, lane_mask), shfl_xor(v.z, lane_mask));
 }
+__device__ __forceinline__ float from_lane0(float v) { return __shfl_sync(0xffffffffu, v, 0); }
+__device__ __forceinline__ float2 from_lane0(float2 v) { return make_float2(from_lane0(v.x), from_lane0(v.y)); }
+__device__ __forceinline__ float3 from_lane0(float3 v) {
+  return make_float3(from_lane0(v.x), from_lane0(v.y), from_lane0(v.z));
+}
+
+// Combine the kParts values part(0..kParts-1) (kParts a power of two, at most 32) in every warp as a
+// butterfly over the lanes, and hand every lane lane 0's result: every warp combines in the same
+// order, so every thread gets the same value, bit for bit, in log2(kParts) steps.
+template <int kParts, class T, class Combine, class Part>
+__device__ __forceinline__ T combine_parts(Combine combine, Part part) {
+  static_assert(kParts >= 1 && kParts <= 32 && (kParts & (kParts - 1)) == 0, "a power of two, at most 32");
+  T v = part(static_cast<int>(threadIdx.x % 32) % kParts);
+#pragma unroll
+  for (int mask = kParts / 2; mask > 0; mask >>= 1) v = combine(v, shfl_xor(v, mask));
+  return from_lane0(v);
+}
 
 // A partial travels between CTAs as one 16-byte slot.
 __device__ __forceinline__ float4 to_slot(float v) { return make_float4(v, 0.f, 0.f, 0.f); }
@@ -108,19 +126,25 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
 }
 
 // The partials of one row: slot r holds rank r's partial; the mbarrier completes when all have landed.
-template <int kCluster>
+// A kernel that loops over rows (persistent CTAs) takes kStages = 2 and passes the row's iteration
+// number: consecutive rows alternate between two sets of slots and barriers, so a peer already
+// pushing row i + 1 never overwrites the partials of row i that this CTA may still be reading.
+template <int kCluster, int kStages = 1>
 struct ClusterSlots {
-  alignas(16) float4 slot[kCluster];
-  alignas(8) uint64_t landed;
+  alignas(16) float4 slot[kStages][kCluster];
+  alignas(8) uint64_t landed[kStages];
 };
 
-// Every thread, at kernel start: initialise this CTA's mbarrier (one arrival, plus the bytes the peers
-// will push) and arm the cluster barrier that tells the peers it is initialised.
-template <int kCluster>
-__device__ __forceinline__ void cluster_slots_init(ClusterSlots<kCluster>& s) {
+// Every thread, at kernel start: initialise this CTA's mbarriers (one arrival each, plus the bytes the
+// peers will push) and arm the cluster barrier that tells the peers they are initialised.
+template <int kCluster, int kStages>
+__device__ __forceinline__ void cluster_slots_init(ClusterSlots<kCluster, kStages>& s) {
   if constexpr (kCluster > 1) {
     if (threadIdx.x == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_address(&s.landed)) : "memory");
+#pragma unroll
+      for (int stage = 0; stage < kStages; ++stage) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_address(&s.landed[stage])) : "memory");
+      }
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
@@ -128,29 +152,36 @@ __device__ __forceinline__ void cluster_slots_init(ClusterSlots<kCluster>& s) {
 }
 
 // All-reduce `v` over the row: every thread of every CTA of the cluster returns the same value,
-// bit for bit (all of them combine the partials in the same order). Call it once per kernel, from
-// every thread, after cluster_slots_init(slots).
-template <int kThreads, int kCluster, class T, class Combine>
-__device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kCluster>& slots) {
+// bit for bit (all of them combine the partials in the same order). Every thread calls it once per
+// row, after cluster_slots_init(slots); `iteration` counts the rows this CTA has reduced before
+// (0, 1, 2, ...; always 0 in a kernel that reduces one row).
+template <int kThreads, int kCluster, int kStages, class T, class Combine>
+__device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kCluster, kStages>& slots,
+                                           int iteration = 0) {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 1024 threads");
   static_assert(kCluster >= 1 && kCluster <= 16, "clusters of at most 16 CTAs");
+  static_assert(kStages == 1 || kStages == 2, "one row per kernel, or alternating slots for a loop over rows");
   constexpr int kWarps = kThreads / 32;
-  __shared__ T warp_partials[kWarps];
+  // Two sets: a warp may write row i + 1's partial while a slower one still reads row i's.
+  __shared__ T warp_partials[2][kWarps];
+  const int buffer = iteration & 1;
 
 #pragma unroll
   for (int mask = 16; mask > 0; mask >>= 1) v = combine(v, shfl_xor(v, mask));
 
   if constexpr (kWarps > 1) {
-    if (threadIdx.x % 32 == 0) warp_partials[threadIdx.x / 32] = v;
+    if (threadIdx.x % 32 == 0) warp_partials[buffer][threadIdx.x / 32] = v;
     __syncthreads();
-    v = warp_partials[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) v = combine(v, warp_partials[w]);
+    v = combine_parts<kWarps, T>(combine, [&](int w) { return warp_partials[buffer][w]; });
   }
 
   if constexpr (kCluster > 1) {
-    const uint32_t landed = smem_address(&slots.landed);
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every peer's mbarrier is initialised
+    const int stage = kStages == 1 ? 0 : iteration & 1;
+    const uint32_t parity = static_cast<uint32_t>(iteration / kStages) & 1u;
+    const uint32_t landed = smem_address(&slots.landed[stage]);
+    if (iteration == 0) {
+      asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every peer's mbarrier is initialised
+    }
     if (threadIdx.x == 0) {
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(landed),
                    "r"(kCluster * 16)
@@ -162,7 +193,7 @@ __device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kC
       uint32_t remote_slot, remote_bar;
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
                    : "=r"(remote_slot)
-                   : "r"(smem_address(&slots.slot[rank])), "r"(threadIdx.x));
+                   : "r"(smem_address(&slots.slot[stage][rank])), "r"(threadIdx.x));
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(landed), "r"(threadIdx.x));
       asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
                        remote_slot),
@@ -172,19 +203,17 @@ __device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kC
     uint32_t done = 0;
     do {
       asm volatile(
-          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
           " selp.u32 %0, 1, 0, p;\n}\n"
           : "=r"(done)
-          : "r"(landed)
+          : "r"(landed), "r"(parity)
           : "memory");
     } while (!done);
-    from_slot(slots.slot[0], v);
-#pragma unroll
-    for (int rank = 1; rank < kCluster; ++rank) {
+    v = combine_parts<kCluster, T>(combine, [&](int rank) {
       T peer;
-      from_slot(slots.slot[rank], peer);
-      v = combine(v, peer);
-    }
+      from_slot(slots.slot[stage][rank], peer);
+      return peer;
+    });
   }
   return v;
 }
@@ -227,6 +256,42 @@ cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t st
   cluster_shape[0].val.clusterDim.z = 1;
   config.attrs = cluster_shape;
   config.numAttrs = kCluster > 1 ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Launch `kernel` as persistent clusters of kCluster CTAs that loop over the rows (row = cluster index,
+// + number of clusters, ...): as many clusters as fit on the GPU at once with `smem_bytes` of dynamic
+// shared memory each, at most one per row. Each CTA keeps its slice of the columns for every row, so
+// data that is the same for every row (a norm's weight) can be staged once per CTA.
+template <int kThreads, int kCluster, class... Params, class... Args>
+cudaError_t launch_persistent(void (*kernel)(Params...), int64_t rows, size_t smem_bytes, cudaStream_t stream,
+                              Args... args) {
+  if (rows == 0) return cudaSuccess;
+  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(smem_bytes));
+  if (status != cudaSuccess) return status;
+  if constexpr (kCluster > 8) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (status != cudaSuccess) return status;
+  }
+  cudaLaunchConfig_t config = {};
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute cluster_shape[1];
+  cluster_shape[0].id = cudaLaunchAttributeClusterDimension;
+  cluster_shape[0].val.clusterDim.x = kCluster;
+  cluster_shape[0].val.clusterDim.y = 1;
+  cluster_shape[0].val.clusterDim.z = 1;
+  config.attrs = cluster_shape;
+  config.numAttrs = 1;
+  int clusters = 0;
+  config.gridDim = dim3(kCluster);
+  status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  if (status != cudaSuccess) return status;
+  if (clusters <= 0) return cudaErrorInvalidConfiguration;  // not even one cluster fits
+  const int64_t groups = rows < clusters ? rows : clusters;
+  config.gridDim = dim3(static_cast<unsigned>(groups * kCluster));
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
