@@ -57,6 +57,9 @@ for spec in "$@"; do
              python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
                "$root"/.whl-peers/*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_*.whl 2>&1 | tail -3 | tee -a "$log"
            fi
+           # the CuTe DSL wheel puts its packages on sys.path through a .pth file, which a --target dir
+           # on PYTHONPATH never reads: add its directory by hand
+           [ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
            run_step sweep "${limit:-560}" bash -c 'python3 examples/bench_sweep.py ${SWEEP_ARGS:-}' ;;
     *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc, sweep)" | tee -a "$log" ;;
   esac
