@@ -77,3 +77,12 @@ def test_saved_rows_are_reported_and_a_remeasured_case_replaces_the_first(tmp_pa
     assert [(r.op, r.cand_ms) for r in rows] == [("softmax", 0.5), ("rmsnorm", 1.0)]
     assert main([str(first), str(second)]) == 0
     assert main([]) == 2
+
+
+def test_variant_timer_refuses_a_directory_without_a_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench_variants import main
+
+    assert main(["softmax", str(tmp_path)]) == 2
+    assert f"no model_new.py in {tmp_path}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["gelu", str(EXAMPLES / "softmax" / "candidate")])
