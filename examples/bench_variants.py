@@ -25,7 +25,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
-from bench_sweep import COPY_TBPS, memory_bound_case  # noqa: E402
+from bench_sweep import COPY_TBPS  # noqa: E402
+from sweep_cases import memory_bound_case  # noqa: E402
 from sweep_measure import check, time_ms, to64  # noqa: E402
 
 
