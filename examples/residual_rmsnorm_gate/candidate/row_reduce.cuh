@@ -234,29 +234,46 @@ __device__ __forceinline__ int64_t cta_row() {
   return static_cast<int64_t>(blockIdx.x) / kCluster;
 }
 
-// Launch `kernel` with one cluster of kCluster CTAs per row (16 is past the portable 8: the kernel
-// is allowed it first).
+// The launch of clusters of kCluster CTAs of kThreads threads: the configuration and the cluster
+// attribute it points to (so not copyable), and, past the portable 8 CTAs, the kernel's permission.
+// `cluster_attr` false launches plain CTAs (kCluster 1).
+template <int kThreads, int kCluster>
+struct ClusterLaunch {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute cluster_shape[1] = {};
+
+  ClusterLaunch(int64_t grid, size_t smem_bytes, cudaStream_t stream, bool cluster_attr = kCluster > 1) {
+    config.gridDim = dim3(static_cast<unsigned>(grid));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = stream;
+    cluster_shape[0].id = cudaLaunchAttributeClusterDimension;
+    cluster_shape[0].val.clusterDim.x = kCluster;
+    cluster_shape[0].val.clusterDim.y = 1;
+    cluster_shape[0].val.clusterDim.z = 1;
+    config.attrs = cluster_shape;
+    config.numAttrs = cluster_attr ? 1 : 0;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+
+  template <class Kernel>
+  static cudaError_t allow(Kernel kernel) {
+    if constexpr (kCluster > 8) return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return cudaSuccess;
+  }
+};
+
+// Launch `kernel` with one cluster of kCluster CTAs per row.
 template <int kThreads, int kCluster, class... Params, class... Args>
 cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t stream, Args... args) {
+  using Launch = ClusterLaunch<kThreads, kCluster>;
   if (rows == 0) return cudaSuccess;
   if (rows * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-  if constexpr (kCluster > 8) {
-    const cudaError_t allowed = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (allowed != cudaSuccess) return allowed;
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(rows * kCluster));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  cudaLaunchAttribute cluster_shape[1];
-  cluster_shape[0].id = cudaLaunchAttributeClusterDimension;
-  cluster_shape[0].val.clusterDim.x = kCluster;
-  cluster_shape[0].val.clusterDim.y = 1;
-  cluster_shape[0].val.clusterDim.z = 1;
-  config.attrs = cluster_shape;
-  config.numAttrs = kCluster > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  const cudaError_t allowed = Launch::allow(kernel);
+  if (allowed != cudaSuccess) return allowed;
+  Launch launch(rows * kCluster, 0, stream);
+  return cudaLaunchKernelEx(&launch.config, kernel, args...);
 }
 
 // Launch `kernel` as persistent clusters of kCluster CTAs that loop over the rows (row = cluster index,
@@ -266,33 +283,21 @@ cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t st
 template <int kThreads, int kCluster, class... Params, class... Args>
 cudaError_t launch_persistent(void (*kernel)(Params...), int64_t rows, size_t smem_bytes, cudaStream_t stream,
                               Args... args) {
+  using Launch = ClusterLaunch<kThreads, kCluster>;
   if (rows == 0) return cudaSuccess;
   cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem_bytes));
   if (status != cudaSuccess) return status;
-  if constexpr (kCluster > 8) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (status != cudaSuccess) return status;
-  }
-  cudaLaunchConfig_t config = {};
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute cluster_shape[1];
-  cluster_shape[0].id = cudaLaunchAttributeClusterDimension;
-  cluster_shape[0].val.clusterDim.x = kCluster;
-  cluster_shape[0].val.clusterDim.y = 1;
-  cluster_shape[0].val.clusterDim.z = 1;
-  config.attrs = cluster_shape;
-  config.numAttrs = 1;
+  status = Launch::allow(kernel);
+  if (status != cudaSuccess) return status;
+  Launch launch(kCluster, smem_bytes, stream, true);  // one cluster, to ask how many fit at once
   int clusters = 0;
-  config.gridDim = dim3(kCluster);
-  status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config);
   if (status != cudaSuccess) return status;
   if (clusters <= 0) return cudaErrorInvalidConfiguration;  // not even one cluster fits
   const int64_t groups = rows < clusters ? rows : clusters;
-  config.gridDim = dim3(static_cast<unsigned>(groups * kCluster));
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  launch.config.gridDim = dim3(static_cast<unsigned>(groups * kCluster));
+  return cudaLaunchKernelEx(&launch.config, kernel, args...);
 }
 
 // The launch shape for a row of n_vecs 16-byte vectors (N / 8 for bf16, N / 4 for fp32): each thread
