@@ -87,27 +87,42 @@ from sweep_report import Row, fmt, summary  # noqa: E402
 from sweep_measure import check, time_ms, to64  # noqa: E402
 
 
-def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int,
-                 dtype: str = "bf16") -> tuple[Any, Any, Any, list[Any]]:
-    """The problem's Model, the candidate's ModelNew with the same weights, a float64 Model, and inputs
-    (GPU). fp32: the Model's and ModelNew's parameters too."""
+def reference_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int,
+                     dtype: str = "bf16") -> tuple[Any, Any, list[Any]]:
+    """The problem's Model, a float64 Model with the same weights, and inputs (GPU). fp32: the Model's
+    parameters too."""
     import torch
 
     problem = load_module(EXAMPLES / op / "problem.py", f"problem_{op}")
-    cand = load_module(EXAMPLES / op / "candidate" / "model_new.py", f"model_new_{op}")
     # Build on the GPU under a device context; run and compile outside it (it is a TorchFunctionMode).
     with torch.device(DEVICE):
         torch.manual_seed(seed)
         model = problem.Model(*init).eval()
         if dtype == "fp32":
             model = model.float()
-        new = cand.ModelNew(*init).eval()
-        if dtype == "fp32":
-            new = new.float()
         model64 = problem.Model(*init).double().eval()
         inputs = make_inputs()
-    new.load_state_dict(model.state_dict())
     model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    return model, model64, inputs
+
+
+def candidate_model(model_file: Path, name: str, init: list[Any], model: Any, dtype: str = "bf16") -> Any:
+    """A candidate's ModelNew (from ``model_file``) on the GPU, with ``model``'s weights (and dtype, fp32)."""
+    import torch
+
+    with torch.device(DEVICE):
+        new = load_module(model_file, name).ModelNew(*init).eval()
+    new = new.float() if dtype == "fp32" else new
+    new.load_state_dict(model.state_dict())
+    return new
+
+
+def build_models(op: str, init: list[Any], make_inputs: Callable[[], list[Any]], seed: int,
+                 dtype: str = "bf16") -> tuple[Any, Any, Any, list[Any]]:
+    """The problem's Model, the example candidate's ModelNew with the same weights, a float64 Model, and
+    inputs (GPU)."""
+    model, model64, inputs = reference_models(op, init, make_inputs, seed, dtype)
+    new = candidate_model(EXAMPLES / op / "candidate" / "model_new.py", f"model_new_{op}", init, model, dtype)
     return model, new, model64, inputs
 
 

@@ -16,52 +16,33 @@ this loop; this script itself has not yet run on the GPU.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from pathlib import Path
-from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
-from bench_sweep import COPY_TBPS  # noqa: E402
+from bench_sweep import COPY_TBPS, candidate_model, reference_models  # noqa: E402
 from sweep_cases import memory_bound_case  # noqa: E402
 from sweep_measure import check, time_ms, to64  # noqa: E402
-
-
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def case_line(op: str, dname: str, n: int, variants: list[Path], flush: object) -> str:
     import torch
 
     shape, init, make_inputs, (_, nbytes) = memory_bound_case(op, n, dname)
-    problem = load(ROOT / "examples" / op / "problem.py", f"problem_{op}")
-    with torch.device("cuda"):
-        torch.manual_seed(0)
-        model = problem.Model(*init).eval()
-        model = model.float() if dname == "fp32" else model
-        model64 = problem.Model(*init).double().eval()
-        inputs = make_inputs()
-    model64.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    model, model64, inputs = reference_models(op, init, make_inputs, 0, dname)
     with torch.no_grad():
         ref, ref64 = model(*inputs), model64(*[to64(x) for x in inputs])
     best: dict[str, float | str] = {}
     for round_ in range(2):
-        for i, directory in enumerate(variants if round_ == 0 else list(reversed(variants))):
+        for index, directory in (enumerate(variants) if round_ == 0 else reversed(list(enumerate(variants)))):
             label = f"{directory.parent.name}/{directory.name}" if directory.name == "candidate" else directory.name
             if label in best and isinstance(best[label], str) and best[label] != "wrong":
                 continue  # it failed in the first round
             try:
-                new = load(directory / "model_new.py", f"variant_{op}_{i}_{round_}").ModelNew(*init).cuda().eval()
-                new = new.float() if dname == "fp32" else new
-                new.load_state_dict(model.state_dict())
+                new = candidate_model(directory / "model_new.py", f"variant_{op}_{index}", init, model, dname)
                 with torch.no_grad():
                     ok = check(new(*inputs), ref, ref64)[0]
                     ms = time_ms(lambda new=new, args=inputs: new(*args), flush)[0]
