@@ -11,6 +11,8 @@
 #   suite-again [200] the same suite alone (no serial loop, no Ray), against the serial loop in $SERIAL_FROM
 #   twins [150]      benchmarks/inductor_gpu.py twins $TWINS: the Triton cheat twins alone (those named in $TWINS, or all)
 #   nvcc [150]       benchmarks/nvcc_profile.py: nvcc --time on a KernelBench candidate's CUDA source (issue 14)
+#   scaling [560]    benchmarks/suite_scaling.py --prime $SCALING_ARGS: the 26-candidate suite per GPU set (issue 19;
+#                    default runs 0, 0,1 and ray:2, which need nvidia-h200-x2; on one GPU: SCALING_ARGS="--runs 0")
 #   sweep [560]      examples/bench_sweep.py $SWEEP_ARGS with the Liger and QuACK peers (issue 18): carry .whl-peers
 #                    and, stashed the call before, the CuTe DSL library wheel (split-carry.sh); output in sweep.tar.gz
 # Each step's files are packed into $OUT/<step>.tar.gz (the device tool brings back at most 8 files);
@@ -52,6 +54,7 @@ for spec in "$@"; do
     suite-again) run_step suite-again "${limit:-200}" python3 benchmarks/suite_gpu.py --mode test --timeout 120 --prime \
                    --no-ray --serial-from "${SERIAL_FROM:?set SERIAL_FROM to the serial.json of an earlier run}" ;;
     twins) run_step twins "${limit:-150}" bash -c 'python3 benchmarks/inductor_gpu.py twins ${TWINS:-}' ;;
+    scaling) run_step scaling "${limit:-560}" bash -c 'python3 benchmarks/suite_scaling.py --prime ${SCALING_ARGS:-}' ;;
     nvcc) run_step nvcc "${limit:-150}" bash -c 'python3 benchmarks/nvcc_profile.py "$OUT"' ;;
     sweep) if [ -d "$root/.whl-peers" ]; then
              python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -61,7 +64,7 @@ for spec in "$@"; do
            # on PYTHONPATH never reads: add its directory by hand
            [ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ] && export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
            run_step sweep "${limit:-560}" bash -c 'python3 examples/bench_sweep.py ${SWEEP_ARGS:-}' ;;
-    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc, sweep)" | tee -a "$log" ;;
+    *) echo "unknown step $name (cold, corpus, inductor, screen, gputests, suite, suite-again, twins, nvcc, scaling, sweep)" | tee -a "$log" ;;
   esac
 done
 grep '^== ' "$log"

@@ -31,23 +31,31 @@ ADVERSARIAL = ("honest_scale_add", "torch_op_in_forward", "side_stream_native", 
 KP = [sys.executable, "-m", "kernelpilot"]
 
 
-def assemble(suite: Path) -> list[tuple[str, Path, Path]]:
+def materialize_jobs(suite: Path, examples: tuple[str, ...], adversarial: tuple[str, ...]) -> list[tuple[str, Path, Path]]:
     """(key, problem file, candidate) for every job; problems of the examples stay beside their kernelpilot.toml."""
     problems, solutions = suite / "problems", suite / "solutions"
     problems.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for name in EXAMPLES:
+    for name in examples:
         dst = solutions / name
         shutil.copytree(ROOT / "examples" / name / "candidate", dst, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("build", "__pycache__"))
         jobs.append((name, ROOT / "examples" / name / "problem.py", dst))
     by_name = {c.name: c for c in CASES}
-    for name in ADVERSARIAL:
+    for name in adversarial:
         case = by_name[name]
         problem = problems / f"{name}.py"
         shutil.copyfile(PROBLEMS[case.problem], problem)
-        jobs.append((name, problem, materialize(case, solutions / name)))
+        cand = materialize(case, solutions / name)
+        if cand != solutions / name:  # a Triton case: its own directory, named as the suite looks it up
+            shutil.rmtree(solutions / name, ignore_errors=True)
+            cand = cand.rename(solutions / name)
+        jobs.append((name, problem, cand))
     return jobs
+
+
+def assemble(suite: Path) -> list[tuple[str, Path, Path]]:
+    return materialize_jobs(suite, EXAMPLES, ADVERSARIAL)
 
 
 def clear_build_caches() -> None:
@@ -79,9 +87,9 @@ def serial(jobs: list[tuple[str, Path, Path]], mode: str, timeout: float, out: P
 
 
 def suite(jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeout: float, run: Path,
-          extra: list[str]) -> dict:
+          extra: list[str], problems: list[str] | None = None) -> dict:
     clear_build_caches()
-    problems = [str(p) for k, p, _ in jobs if k in EXAMPLES] + [str(suite_dir / "problems")]
+    problems = problems or [str(p) for k, p, _ in jobs if k in EXAMPLES] + [str(suite_dir / "problems")]
     argv = [*KP, "suite", *problems, "--solutions", str(suite_dir / "solutions"), "--mode", mode,
             "--timeout", str(timeout), "--out", str(run), "--jsonl", *extra]
     t0 = time.time()
@@ -99,11 +107,12 @@ def suite(jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeou
             "busy_of_wall": busy_wall, "statuses": statuses}
 
 
-def prime(jobs: list[tuple[str, Path, Path]], suite_dir: Path, timeout: float, run: Path) -> None:
+def prime_headers(jobs: list[tuple[str, Path, Path]], suite_dir: Path, timeout: float, run: Path,
+                  problems: list[str] | None = None) -> None:
     """Build everything once and wait for the background precompiled-header builds to finish."""
     from kernelpilot.evaluation import pch
 
-    suite(jobs, suite_dir, "build", timeout, run, [])
+    suite(jobs, suite_dir, "build", timeout, run, [], problems)
     root = pch.cache_dir()
     deadline = time.time() + 240
     while time.time() < deadline and root.is_dir() and any(
@@ -129,7 +138,7 @@ def main() -> int:
     suite_dir = out / "suite"
     jobs = assemble(suite_dir)
     if args.prime:
-        prime(jobs, suite_dir, args.timeout, out / "run-prime")
+        prime_headers(jobs, suite_dir, args.timeout, out / "run-prime")
     if args.serial_from:
         runs = {"serial eval (earlier run)": json.loads(Path(args.serial_from).read_text())}
     else:
