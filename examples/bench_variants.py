@@ -9,8 +9,9 @@ candidate). For every N and dtype (1 GiB of input, as in bench_sweep.py) every v
 against the float64 Model and then timed with the engine's method, twice, in alternating order, and
 the better of its two medians is kept, so a variant never profits from running first. Prints one line
 per case (TB/s per variant, "wrong" for an incorrect output) and, with $OUT set, writes
-$OUT/variants.txt. The A/B files under examples/results/2026-12-01/ab/ came from an ad-hoc copy of
-this loop; this script itself has not yet run on the GPU.
+$OUT/variants.txt. The A/B files ab/5-ab/10 under examples/results/2026-12-01/ are its output on the
+H200 (ab/1-ab/4 came from an ad-hoc copy of the same loop); the variants it compared are patches in
+ab/variants/.
 """
 
 from __future__ import annotations
