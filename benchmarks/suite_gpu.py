@@ -13,12 +13,14 @@ request windows), each candidate's status per run and whether they agree; prints
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +60,29 @@ def assemble(suite: Path) -> list[tuple[str, Path, Path]]:
     return materialize_jobs(suite, EXAMPLES, ADVERSARIAL)
 
 
+def suite_problems(jobs: list[tuple[str, Path, Path]], suite_dir: Path) -> list[str]:
+    """What `kernelpilot suite` is given: each example's problem file (beside its kernelpilot.toml) and the
+    folder of the copied corpus problems."""
+    copied = suite_dir / "problems"
+    return [str(p) for _, p, _ in jobs if p.parent != copied] + [str(copied)]
+
+
+def ray_importable() -> bool:
+    return subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def one_node_ray(num_gpus: int) -> Iterator[str | None]:
+    """A Ray head on this machine with `num_gpus` GPUs for the duration; yields None, or why it did not start."""
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    started = subprocess.run([*ray, "start", "--head", f"--num-gpus={num_gpus}", "--disable-usage-stats",
+                              "--include-dashboard=false"], capture_output=True, text=True)
+    try:
+        yield None if started.returncode == 0 else f"ray start failed: {started.stderr[-400:]}"
+    finally:
+        subprocess.run([*ray, "stop", "--force"], capture_output=True, text=True)
+
+
 def clear_build_caches() -> None:
     import platformdirs
 
@@ -87,10 +112,9 @@ def serial(jobs: list[tuple[str, Path, Path]], mode: str, timeout: float, out: P
 
 
 def suite(jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeout: float, run: Path,
-          extra: list[str], problems: list[str] | None = None) -> dict:
+          extra: list[str]) -> dict:
     clear_build_caches()
-    problems = problems or [str(p) for k, p, _ in jobs if k in EXAMPLES] + [str(suite_dir / "problems")]
-    argv = [*KP, "suite", *problems, "--solutions", str(suite_dir / "solutions"), "--mode", mode,
+    argv = [*KP, "suite", *suite_problems(jobs, suite_dir), "--solutions", str(suite_dir / "solutions"), "--mode", mode,
             "--timeout", str(timeout), "--out", str(run), "--jsonl", *extra]
     t0 = time.time()
     r = subprocess.run(argv, capture_output=True, text=True)
@@ -107,12 +131,11 @@ def suite(jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeou
             "busy_of_wall": busy_wall, "statuses": statuses}
 
 
-def prime_headers(jobs: list[tuple[str, Path, Path]], suite_dir: Path, timeout: float, run: Path,
-                  problems: list[str] | None = None) -> None:
+def prime_headers(jobs: list[tuple[str, Path, Path]], suite_dir: Path, timeout: float, run: Path) -> None:
     """Build everything once and wait for the background precompiled-header builds to finish."""
     from kernelpilot.evaluation import pch
 
-    suite(jobs, suite_dir, "build", timeout, run, [], problems)
+    suite(jobs, suite_dir, "build", timeout, run, [])
     root = pch.cache_dir()
     deadline = time.time() + 240
     while time.time() < deadline and root.is_dir() and any(
@@ -145,14 +168,9 @@ def main() -> int:
         runs = {"serial eval": serial(jobs, args.mode, args.timeout, out / "serial")}
         (out / "serial.json").write_text(json.dumps(runs["serial eval"], indent=1))
     runs["suite"] = suite(jobs, suite_dir, args.mode, args.timeout, out / "run-suite", [])
-    if not args.no_ray and subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0:
-        ray = [sys.executable, "-m", "ray.scripts.scripts"]
-        subprocess.run([*ray, "start", "--head", "--num-gpus=1", "--disable-usage-stats", "--include-dashboard=false"],
-                       capture_output=True, text=True)
-        try:
+    if not args.no_ray and ray_importable():
+        with one_node_ray(1):
             runs["suite --ray"] = suite(jobs, suite_dir, args.mode, args.timeout, out / "run-ray", ["--ray", "auto"])
-        finally:
-            subprocess.run([*ray, "stop", "--force"], capture_output=True, text=True)
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.0f}%"

@@ -25,13 +25,11 @@ import argparse
 import json
 import os
 import sqlite3
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite_gpu import KP, ROOT, clear_build_caches, materialize_jobs, prime_headers  # noqa: E402
+from suite_gpu import ROOT, materialize_jobs, one_node_ray, prime_headers, ray_importable, suite  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
 from adversarial_corpus import CASES  # noqa: E402
@@ -86,36 +84,23 @@ def planted_cost(ws: list[dict], job: str) -> str:
     return f"slot {mine['slot']:.1f} s; {wait}; {others} requests served on other GPUs meanwhile"
 
 
-def one_run(spec: str, suite_dir: Path, problems: list[str], mode: str, timeout: float, out: Path) -> dict:
-    clear_build_caches()
+def one_run(spec: str, jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeout: float,
+            out: Path) -> dict:
     run = out / f"run-{spec.replace(',', '-').replace(':', '')}"
-    argv = [*KP, "suite", *problems, "--solutions", str(suite_dir / "solutions"), "--mode", mode,
-            "--timeout", str(timeout), "--out", str(run), "--jsonl"]
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    if spec.startswith("ray"):
-        if subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode != 0:
-            return {"error": "not run: `import ray` failed on this machine"}
-        started = subprocess.run([*ray, "start", "--head", f"--num-gpus={spec.partition(':')[2] or 1}",
-                                  "--disable-usage-stats", "--include-dashboard=false"], capture_output=True, text=True)
-        if started.returncode != 0:
-            return {"error": f"ray start failed: {started.stderr[-400:]}"}
-        argv += ["--ray", "auto"]
+    if not spec.startswith("ray"):
+        result = suite(jobs, suite_dir, mode, timeout, run, ["--gpus", spec])
+    elif not ray_importable():
+        return {"error": "not run: `import ray` failed on this machine"}
     else:
-        argv += ["--gpus", spec]
-    t0 = time.time()
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True)
-    finally:
-        if spec.startswith("ray"):
-            subprocess.run([*ray, "stop", "--force"], capture_output=True, text=True)
-    wall = time.time() - t0
-    (out / f"{run.name}.log").write_text(r.stdout + "\n--- stderr ---\n" + r.stderr)
-    if not (run / "report.json").is_file():
-        return {"wall_s": wall, "error": f"no report (exit {r.returncode}): {r.stderr[-600:]}"}
+        with one_node_ray(int(spec.partition(":")[2] or 1)) as failed:
+            if failed:
+                return {"error": failed}
+            result = suite(jobs, suite_dir, mode, timeout, run, ["--ray", "auto"])
+    if result.get("error"):
+        return {"wall_s": result["wall_s"], "error": f"no report: {result['error']}"}
     report = json.loads((run / "report.json").read_text())
     ws = windows(run)
-    return {"wall_s": wall, "per_min": len(report["per_problem"]) / (wall / 60),
-            "statuses": {p["problem"]: p["status"] for p in report["per_problem"]},
+    return {"wall_s": result["wall_s"], "per_min": result["per_min"], "statuses": result["statuses"],
             "gpus": {g: v.get("busy_share") for g, v in sorted(report["throughput"]["gpus"].items())},
             "overlaps": overlaps(ws), "planted": {job: planted_cost(ws, job) for job in PLANTED}}
 
@@ -175,13 +160,12 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     suite_dir = out / "suite"
     jobs = materialize_jobs(suite_dir, EXAMPLES, ADVERSARIAL)
-    problems = [str(p) for k, p, _ in jobs if k in EXAMPLES] + [str(suite_dir / "problems")]
     if args.prime:
-        prime_headers(jobs, suite_dir, args.timeout, out / "run-prime", problems)
+        prime_headers(jobs, suite_dir, args.timeout, out / "run-prime")
     runs = {}
     for spec in args.runs:
         name = f"--ray auto ({spec.partition(':')[2] or 1} GPUs)" if spec.startswith("ray") else f"--gpus {spec}"
-        runs[name] = one_run(spec, suite_dir, problems, args.mode, args.timeout, out)
+        runs[name] = one_run(spec, jobs, suite_dir, args.mode, args.timeout, out)
         print(f"{name}: {runs[name].get('wall_s', 0):.1f} s {runs[name].get('error', '')}", flush=True)
     (out / "scaling.json").write_text(json.dumps(runs, indent=1))
     keys = [k for k, _, _ in jobs]
