@@ -16,7 +16,9 @@ from typing import Any, Literal, get_args, get_type_hints
 
 SCHEMA_VERSION = 1
 
-Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok"]
+# problem_too_large: the problem's own single eager Model call does not fit an empty GPU (nothing about
+# the candidate can be said); every other status is about the candidate
+Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok", "problem_too_large"]
 STATUSES: tuple[str, ...] = get_args(Status)
 
 Severity = Literal["error", "warning", "note"]
@@ -139,6 +141,12 @@ class Performance:
     l2_flushed: bool = True
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    # why there is no torch.compile time ("" when there is one): the verdict's summary says it too, and a
+    # suite counts such a verdict as not faster than torch.compile
+    compiled_missing: str = ""
+    # where the eager and torch.compile times come from: "interleaved" (timed beside this candidate) or
+    # "shared" (measured once for the problem on this GPU in this run, the eager time re-timed beside it)
+    baseline_source: str = "interleaved"
     noise_pct: float | None = None  # spread of round medians, percent of median
     tier: Tier = "incorrect"
 
@@ -156,6 +164,27 @@ class SpeedOfLight:
     ceiling_tflops: float | None = None
     ceiling_source: str = ""  # "measured <date> on <gpu>" or "datasheet"
     compiled_pct_of_ceiling: float | None = None
+
+
+@dataclass
+class Attempt:
+    """An earlier attempt at the same evaluation whose worker died (it was retried in a fresh worker)."""
+
+    status: str
+    error: str = ""
+    phase: str = ""  # where the worker died: "import", "first call", ...
+    worker_died: bool = True
+
+
+@dataclass
+class MemoryReport:
+    """GPU memory when a verdict is an out-of-memory error: what the harness held, what was asked for."""
+
+    engine_held_bytes: int | None = None  # allocated by the harness (inputs, references, baselines) at the call
+    requested_bytes: int | None = None  # the allocation that failed ("Tried to allocate ...")
+    device_total_bytes: int | None = None
+    device_free_bytes: int | None = None  # free on the device when the harness saw the error
+    phase: str = ""
 
 
 @dataclass
@@ -192,6 +221,11 @@ class Verdict:
     # [start, end] of the worker's request, Unix seconds on the worker's own clock (busy share of a GPU)
     worker_window: list[float] = field(default_factory=list)
     created_at: str = ""  # ISO 8601 UTC
+    # a worker that died during the candidate's import or first call is replaced and the evaluation run
+    # again once: the earlier attempts, and whether the candidate died once and then passed
+    attempts: list[Attempt] = field(default_factory=list)
+    flaky: bool = False
+    memory: MemoryReport | None = None  # out of memory: who held what
 
     # ---- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -211,6 +245,16 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def engine_crash(self) -> bool:
+        """A worker died on this candidate and the candidate then ran in a fresh worker without dying:
+        the death was the harness's, not the candidate's (counted as a crash of ours, retried or not)."""
+        return any(a.worker_died for a in self.attempts) and not _worker_death(self.error)
+
+
+def _worker_death(error: str) -> bool:
+    return "the worker was killed by" in error or "the worker exited with status" in error
 
 
 def from_plain(cls: type, data: Any) -> Any:

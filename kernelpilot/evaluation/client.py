@@ -19,7 +19,7 @@ from typing import Any
 
 from kernelpilot.evaluation import protocol
 
-LOG_TAIL_LINES = 40
+LOG_TAIL_LINES = 80  # a native crash: its frames (native_trace.py), then the Python stack
 
 
 class WorkerFailure(Exception):

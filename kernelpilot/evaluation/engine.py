@@ -9,6 +9,7 @@ Precedence of the status: an exception is ``runtime_error``; any ``reject`` find
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from contextlib import contextmanager
@@ -46,19 +47,15 @@ def _rejects(findings: list[Finding]) -> bool:
 def _replay_check(device: str) -> Any:
     import torch
 
-    from kernelpilot.evaluation.verify import flatten_outputs
+    from kernelpilot.evaluation.compare import flatten_outputs, normalized_difference
 
     def check(cand: Any, eager: Any) -> str:
         for c, e in zip(flatten_outputs(cand), flatten_outputs(eager)):
             if type(c) is not torch.Tensor or c.shape != e.shape:
                 return "timed output has the wrong type or shape"
-            cd, ed = c.double(), e.double()
-            fin = torch.isfinite(ed)
-            if bool((torch.isnan(cd) & fin).any()):
+            err = normalized_difference(c, e)  # chunked: outputs of many GB compare in bounded memory
+            if math.isinf(err):
                 return "timed output has NaN where eager has none"
-            diff = torch.linalg.vector_norm(torch.where(fin, cd - ed, torch.zeros_like(ed)))
-            norm = torch.linalg.vector_norm(torch.where(fin, ed, torch.zeros_like(ed)))
-            err = float(diff / norm) if float(norm) > 0 else float(diff)
             if err > REPLAY_MAX_NORMALIZED:
                 return f"output differs from eager on the same fresh inputs (normalised error {err:.3g})"
         return ""
@@ -67,13 +64,14 @@ def _replay_check(device: str) -> Any:
 
 
 @contextmanager
-def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
+def _phase(phases: dict[str, float], name: str, detail: str = "") -> Iterator[None]:
     """Add the wall time of the block to ``phases[name]`` (shown in the verdict: where did the time go)."""
     from kernelpilot.evaluation import watchdog
 
     t0 = time.monotonic()
     watchdog.step(name)
-    print(f"kernelpilot-worker: {name} ...", file=sys.stderr, flush=True)  # a timeout's log tail names the step
+    what = f" ({detail})" if detail else ""
+    print(f"kernelpilot-worker: {name}{what} ...", file=sys.stderr, flush=True)  # a timeout's log tail names the step
     try:
         yield
     finally:
@@ -153,7 +151,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     mode, seed = msg.get("mode", "benchmark"), int(s.get("seed", 42))
     out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
     findings: list[Finding] = []
-    with _phase(phases, "import"):
+    with _phase(phases, "import", msg["candidate_model"]):
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
         model = worker.build_model(module, state, seed)

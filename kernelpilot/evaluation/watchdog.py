@@ -97,6 +97,9 @@ def step(phase: str) -> None:
 @contextmanager
 def calls(phase: str, call: str, n: int = 1) -> Iterator[None]:
     """Run the block (``n`` calls into candidate or baseline code) under the watchdog's deadline."""
+    from kernelpilot.evaluation import memory
+
+    memory.note_call(f"{phase}: {call}")  # what the harness holds as the candidate runs (an OOM verdict says)
     if _current is None:
         yield
         return

@@ -318,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     from kernelpilot.evaluation import watchdog
 
     faulthandler.enable()  # a crash in native code leaves the Python stack in the log, hence in the verdict
+    from kernelpilot.evaluation import native_trace
+
+    native_trace.install()  # and the native frames before it (library + offset of each)
     try:
         late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
         confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring

@@ -37,6 +37,11 @@ class WorkerOwner:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        from kernelpilot.evaluation import native_trace
+
+        trace = native_trace.library(cache / "native")
+        if trace is not None:  # native frames in the log of a worker that crashes
+            env[native_trace.ENV] = str(trace)
         try:
             from kernelpilot.toolkit import find_cuda_home
 
