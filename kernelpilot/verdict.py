@@ -250,10 +250,11 @@ class Verdict:
     def engine_crash(self) -> bool:
         """A worker died on this candidate and the candidate then ran in a fresh worker without dying:
         the death was the harness's, not the candidate's (counted as a crash of ours, retried or not)."""
-        return any(a.worker_died for a in self.attempts) and not _worker_death(self.error)
+        return any(a.worker_died for a in self.attempts) and not worker_death(self.error)
 
 
-def _worker_death(error: str) -> bool:
+def worker_death(error: str) -> bool:
+    """Whether a verdict's error says its worker process died (a signal or an unexpected exit)."""
     return "the worker was killed by" in error or "the worker exited with status" in error
 
 

@@ -22,7 +22,7 @@ from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation.inline_build import WorkerNames, inline_names
 from kernelpilot.evaluation.settings import RULES, EvalSettings
 from kernelpilot.evaluation.workers import WorkerOwner
-from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, Verdict
+from kernelpilot.verdict import BuildReport, Diagnostic, Environment, Finding, Verdict, worker_death
 
 MODES = ("build", "test", "benchmark")
 # variables of the build environment the worker needs to import the built candidate unchanged
@@ -89,6 +89,7 @@ class Evaluator(WorkerOwner):
             self._standby = Standby(standby_env(self._cache_env()))
         self._readable: list[Path] = []
         self._writable: list[Path] = []
+        self._death_phase = ""  # what the last worker that died was doing
 
     def close(self) -> None:
         if self._standby is not None:
@@ -203,7 +204,7 @@ class Evaluator(WorkerOwner):
         library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
             self._stop_worker()  # the worker holds another library under one of these names: a fresh one
-        response = self._ask(message, timeout, v, build_dirs)
+        response = self._ask_once_more_if_it_died(message, timeout, v, build_dirs)
         if response is not None and names:
             self._inline.record(self._worker_pid(), names, library)
         if response is not None and self._reload_failed(response):
@@ -217,6 +218,7 @@ class Evaluator(WorkerOwner):
         part = response.get("verdict") or {}
         merged = Verdict.from_dict({"status": part.get("status", "runtime_error"), **part})
         v.correctness, v.performance, v.speed_of_light = merged.correctness, merged.performance, merged.speed_of_light
+        v.memory = merged.memory
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})
@@ -263,6 +265,7 @@ class Evaluator(WorkerOwner):
             except WorkerDied as exc:
                 v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
                 v.status = "runtime_error"
+                self._death_phase = exc.phase + (f" ({exc.call})" if exc.call and exc.call != "harness" else "")
                 if self.keep_warm and client is not None and client.served:  # it died serving: start its successor
                     self._prestart()
                 return None
@@ -273,6 +276,30 @@ class Evaluator(WorkerOwner):
             v.error, v.status = str(response.get("error", "the worker refused the request")), "runtime_error"
             return None
         return None
+
+    def _ask_once_more_if_it_died(self, message: dict[str, Any], timeout: float, v: Verdict,
+                                  writable: list[Path] | None = None) -> dict[str, Any] | None:
+        """``_ask``; when the worker died while judging this candidate, judge it once more in a fresh
+        worker (the spare, or a new one). A death in both is the candidate's (``runtime_error``, both attempts listed); a
+        candidate that ran without dying the second time is ``flaky``, and the first death is counted as
+        a crash of ours (``Verdict.engine_crash``)."""
+        from kernelpilot.verdict import Attempt
+
+        self._death_phase = ""
+        response = self._ask(message, timeout, v, writable)
+        if response is not None or not worker_death(v.error):
+            return response
+        first = Attempt(status=v.status, error=v.error[:6000], phase=self._death_phase or "unknown")
+        # the dead worker is never asked again: the next request goes to its successor (the spare, or a new one)
+        v.status, v.error = "ok", ""
+        response = self._ask(message, timeout, v, writable)
+        v.attempts.append(first)
+        second = "died again" if response is None and worker_death(v.error) else (
+            "ran without dying" if response is not None else f"ended {v.status}")
+        v.flaky = second != "died again"
+        v.flags.append(f"retried in a fresh worker: the first worker died during {first.phase} "
+                       f"({first.error.splitlines()[0] if first.error else 'no message'}); the second attempt {second}")
+        return response
 
     def baselines(self, problem: Any, *, readable: list[Path] | None = None) -> Any:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings

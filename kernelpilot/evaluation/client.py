@@ -43,7 +43,11 @@ class WorkerTimeout(WorkerFailure):
 
 
 class WorkerDied(WorkerFailure):
-    """The worker exited (signal, abort, CUDA error) before answering."""
+    """The worker exited (signal, abort, CUDA error) before answering; ``phase`` and ``call`` say what it
+    was doing (its last watch frame), when it said."""
+
+    phase: str = ""
+    call: str = ""
 
 
 def _package_root() -> str:
@@ -309,7 +313,9 @@ class WorkerClient:
                 raise WorkerTimeout(f"{what} (phase {phase}); the worker was killed", tail, phase=phase,
                                     call=call, allow_s=allow, phases=phases) from None
             except protocol.ProtocolError:
-                raise self._died() from None
+                died = self._died()
+                died.phase, died.call = phase, call
+                raise died from None
             if frame.get("op") == protocol.WATCH:
                 now = time.monotonic()
                 if frame.get("phase") != phase:

@@ -260,8 +260,13 @@ def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[An
 
     from kernelpilot.evaluation.verify import draw_inputs
 
+    from kernelpilot.evaluation import memory
+
     seed = int(s.get("seed", 42))
-    pool_n = max(int(s.get("input_pool", 4)), 2)
+    wanted = max(int(s.get("input_pool", 4)), 2)
+    # as many distinct input sets as fit beside the three implementations' calls (at least 2)
+    pool_n = memory.input_pool_size(getattr(state, "input_bytes", 0), getattr(state, "call_bytes", 0), wanted,
+                                    reserve=1 << 30) if device.startswith("cuda") else wanted
     pool = [draw_inputs(state.module, seed + 7000 + j, "normal", device) for j in range(pool_n)]
     signed = [[bool((x < 0).any()) if isinstance(x, torch.Tensor) and x.is_floating_point() else True for x in p]
               for p in pool]

@@ -33,9 +33,10 @@ def summary_line(v: Verdict) -> str:
         f = rejects[0]
         more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
         return f"rejected [{f.rule}]: {f.message}{more}"
-    if v.status in ("runtime_error", "timeout"):
+    if v.status in ("runtime_error", "timeout", "problem_too_large"):
         first = (v.error or "").strip().splitlines()
-        return f"{v.status.replace('_', ' ')}: {first[0] if first else 'no message'}"
+        again = " (after a retry in a fresh worker)" if v.attempts else ""
+        return f"{v.status.replace('_', ' ')}{again}: {first[0] if first else 'no message'}"
     c = v.correctness
     if v.status == "incorrect":
         bad = next((t for t in (c.trials if c else []) if not t.passed), None)
@@ -54,6 +55,10 @@ def summary_line(v: Verdict) -> str:
                  f"{_x(p.speedup_vs_compile)} vs torch.compile")
         if v.speed_of_light and v.speed_of_light.pct_of_ceiling is not None:
             text += f", {v.speed_of_light.pct_of_ceiling:.0f}% of speed of light"
+        if p.compiled_missing:
+            text += f"; no torch.compile baseline ({p.compiled_missing.splitlines()[0][:160]})"
+    if v.flaky:
+        text += "; flaky: its first worker died, a fresh one ran it without dying"
     if v.flags:
         text += f" [{len(v.flags)} flag{'s' if len(v.flags) > 1 else ''}]"
     return text

@@ -45,6 +45,11 @@ class CandidateError(Exception):
     """The candidate cannot be evaluated (no ModelNew, parameters that do not match Model)."""
 
 
+class ProblemTooLarge(Exception):
+    """The problem's own eager call does not fit the GPU with nothing else held: a fact about the
+    problem (status problem_too_large), never about the candidate."""
+
+
 @dataclass
 class ProblemState:
     key: str
@@ -56,6 +61,8 @@ class ProblemState:
     compile_note: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
+    input_bytes: int = 0  # one input set
+    call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
 
 
 def _sandbox() -> list[str]:
@@ -130,24 +137,34 @@ class Worker:
         key = f"{p}:{p.stat().st_mtime_ns}:{self.device}"
         if key in self.problems:
             return self.problems[key]
-        while len(self.problems) >= 2:
-            self.problems.pop(next(iter(self.problems)))
+        self.forget_problems()  # everything the last problem made is gone before this one's tensors exist
         from kernelpilot.problem import load_problem
 
         module = load_problem(p).load_module()
         torch.manual_seed(seed)
         init_inputs = list(module.get_init_inputs())
-        torch.manual_seed(seed)
-        model = module.Model(*init_inputs).to(self.device).eval()
+        message = ""
+        try:
+            torch.manual_seed(seed)
+            model = module.Model(*init_inputs).to(self.device).eval()
+            sample = draw_inputs(module, seed, "native", self.device)
+            reference_s, call_bytes = self._time_reference(model, sample)
+        except torch.cuda.OutOfMemoryError as exc:
+            message = str(exc).splitlines()[0][:300]
+        if message:  # nothing else is held here: the problem's own eager call does not fit this GPU
+            self.forget_problems()
+            raise ProblemTooLarge(f"one eager call of the problem's Model does not fit in this GPU's memory with "
+                                  f"nothing else held ({message})")
         model64: Any = None
         try:
             model64 = copy.deepcopy(model).double().eval()
-        except Exception:
+        except Exception:  # noqa: BLE001 - no float64 copy (it does not fit, or a module refuses): dtype reference
             model64 = None
-        sample = draw_inputs(module, seed, "native", self.device)
         state = ProblemState(key, module, init_inputs, Reference(model, model64, module),
                              problem_dtype(sample, model))
-        state.reference_s = self._time_reference(model, sample)
+        state.input_bytes = sum(x.numel() * x.element_size() for x in sample if isinstance(x, torch.Tensor))
+        state.reference_s, state.call_bytes = reference_s, call_bytes
+        del sample
         try:
             from kernelpilot.problem import analyse
 
@@ -158,19 +175,40 @@ class Worker:
         self.problems[key] = state
         return state
 
-    def _time_reference(self, model: Any, sample: list[Any]) -> float:
-        """Seconds of one warm reference call (after a warm-up call), device synchronised."""
+    def _time_reference(self, model: Any, sample: list[Any]) -> tuple[float, int]:
+        """Seconds of one warm reference call (after a warm-up call), device synchronised, and the bytes
+        that call allocates at its peak (outputs and temporaries; what the memory plan sizes by)."""
         import torch
 
-        seconds = 0.0
+        seconds, peak = 0.0, 0
+        cuda = self.device.startswith("cuda")
         with torch.no_grad():
             for _ in range(2):
-                t0 = time.perf_counter()
-                model(*sample)
-                if self.device.startswith("cuda"):
+                if cuda:
                     torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    before = torch.cuda.memory_allocated()
+                t0 = time.perf_counter()
+                out = model(*sample)
+                if cuda:
+                    torch.cuda.synchronize()
+                    peak = max(peak, int(torch.cuda.max_memory_allocated() - before))
                 seconds = time.perf_counter() - t0
-        return seconds
+                del out
+        return seconds, peak
+
+    def forget_problems(self) -> None:
+        """Drop every cached problem (models, float64 copies, compiled baselines) and give their memory
+        back, so the next problem starts on an empty device."""
+        import torch
+
+        had_compiled = any(st.compiled is not None for st in self.problems.values())
+        self.problems.clear()
+        if had_compiled:
+            torch._dynamo.reset()  # the compiled baseline's graphs, guards and code caches
+        from kernelpilot.evaluation import memory
+
+        memory.release(self.device)
 
     def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Load the problem and, for a benchmark, compile the torch.compile baseline, ahead of the
@@ -266,7 +304,14 @@ class Worker:
                 raise
             message, fatal = self.classify(exc)
             build_failed = type(exc).__name__ == "ExtensionBuildError"  # built on import, without the build step
-            result.update(status="build_error" if build_failed else "runtime_error", error=message)
+            status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
+                "build_error" if build_failed else "runtime_error")
+            result.update(status=status, error=message)
+            if message.startswith("CUDA out of memory"):
+                from kernelpilot.evaluation import memory
+
+                result["memory"] = memory.report(str(exc))
+                result["error"] = f"{message}\n{memory.describe(result['memory'])}"
             exit_after = fatal
         finally:
             for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
@@ -286,7 +331,7 @@ class Worker:
 
         text = f"{type(exc).__name__}: {exc}"
         tb = "".join(traceback.format_exception(exc)[-8:])
-        if isinstance(exc, CandidateError) or type(exc).__name__ == "ExtensionBuildError":
+        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ == "ExtensionBuildError":
             return str(exc), False
         if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
             return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
