@@ -59,7 +59,7 @@ class Evaluator(WorkerOwner):
 
     def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
                  keep_warm: bool = True, gpu: int | None = None, standby_builder: bool = False,
-                 spare_worker: bool = False) -> None:
+                 spare_worker: bool = False, worker_env: dict[str, str] | None = None) -> None:
         """``gpu``: the index of the GPU this evaluator's worker uses (CUDA_VISIBLE_DEVICES in the worker);
         None leaves the variable as the caller has it. Give each evaluator its own ``workdir``.
         ``standby_builder``: keep a build process waiting with torch imported (builder.py), for an
@@ -70,6 +70,7 @@ class Evaluator(WorkerOwner):
         (a CUDA context on the same GPU) overlaps the next evaluation."""
         self.settings = settings or EvalSettings()
         self.gpu = gpu
+        self.worker_env = dict(worker_env or {})  # variables for this evaluator's workers only
         if workdir is None:
             import platformdirs
 
@@ -109,13 +110,16 @@ class Evaluator(WorkerOwner):
         return await asyncio.to_thread(self.evaluate, problem, candidate, mode, **kw)
 
     def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", *,
-                 own_kernels: list[str] | None = None) -> Verdict:
+                 own_kernels: list[str] | None = None, baseline: Any = None) -> Verdict:
+        """``baseline``: the problem's ``Baselines`` measured once by a BaselineService (a suite): the
+        worker then compiles nothing and compares the candidate with its torch.compile time."""
         if mode not in MODES:
             raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
         with self._lock:
-            return self._evaluate(problem, candidate, mode, own_kernels)
+            return self._evaluate(problem, candidate, mode, own_kernels, baseline)
 
-    def _evaluate(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None) -> Verdict:
+    def _evaluate(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
+                  baseline: Any = None) -> Verdict:
         from kernelpilot.evaluation.render import summary_line
 
         t0 = time.monotonic()
@@ -175,7 +179,7 @@ class Evaluator(WorkerOwner):
             build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
             if mode != "build":
                 self._prestart(problem_path, model_file, build_dirs)
-                self._prepare(problem_path, mode)
+                self._prepare(problem_path, "test" if baseline is not None else mode)  # shared: nothing to compile
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
                                      problem=problem_path, standby=self._standby)
             v.build = report
@@ -200,6 +204,9 @@ class Evaluator(WorkerOwner):
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
                    "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
                    "warmup": getattr(cand_obj, "kind", "") == "triton"}
+        if baseline is not None and mode == "benchmark":
+            message["baseline"] = baseline.to_dict() if hasattr(baseline, "to_dict") else dict(baseline)
+
         names = inline_names(model_file) if getattr(cand_obj, "kind", "") == "single_file" else []
         library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
@@ -301,7 +308,8 @@ class Evaluator(WorkerOwner):
                        f"({first.error.splitlines()[0] if first.error else 'no message'}); the second attempt {second}")
         return response
 
-    def baselines(self, problem: Any, *, readable: list[Path] | None = None) -> Any:
+    def baselines(self, problem: Any, *, readable: list[Path] | None = None, settings: Any = None,
+                  forget: bool = False) -> Any:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
         (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
@@ -311,7 +319,8 @@ class Evaluator(WorkerOwner):
         from kernelpilot.problem import load_problem
 
         path = Path(load_problem(_path_of(problem)).path).resolve()
-        message = {"op": "baselines", "problem": str(path), "settings": self.settings.to_dict()}
+        message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
+                   "forget": forget}
         with self._lock:
             try:
                 client = self._worker([path.parent, *(readable or [])])

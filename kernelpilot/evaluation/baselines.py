@@ -30,6 +30,16 @@ class Baselines:
     gpu: str = ""
     notes: list[str] = field(default_factory=list)  # e.g. the torch.compile failure, no ceilings
     seconds: float = 0.0
+    # what the times are valid for: a stored baseline is reused only on the same GPU, driver, torch and clocks
+    gpu_uuid: str = ""
+    driver: str = ""
+    torch: str = ""
+    clocks: dict[str, int] = field(default_factory=dict)
+    compile_s: float = 0.0  # torch.compile's own compile time (off the GPU slot)
+    compiled_missing: str = ""  # why there is no torch.compile time ("" when there is one)
+
+    def identity(self) -> dict[str, Any]:
+        return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks)}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,14 +81,22 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     mode = str(s.get("compile_mode", "default"))
     out = Baselines(compile_mode=mode, gpu=str(worker.environment().get("gpu", "")))
     impls: dict[str, Any] = {"eager": state.reference.model}
+    out.gpu_uuid, out.driver, out.torch, out.clocks = gpu_fingerprint(device)
     if s.get("compile_baseline", True):
+        started = time.monotonic()
         compiled = worker.compiled(state, mode, draw_inputs(state.module, seed + 500, "normal", device))
+        out.compile_s = round(time.monotonic() - started, 3)
         if compiled is not None:
             impls["compiled"] = compiled
-        elif state.compile_note:
-            out.notes.append(state.compile_note)
+        else:
+            out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
+            out.notes.append(out.compiled_missing)
+    from kernelpilot.evaluation import gpu_lock
+
     pool, refill = engine.input_pool(state, s, device)
-    run = tm.measure(impls, pool, refill, engine.timing_settings(s), worker.pristine, device)
+    with gpu_lock.current().exclusive():  # a timing: nothing else on this GPU meanwhile
+        run = tm.measure(impls, pool, refill, engine.timing_settings(s), worker.pristine, device)
+    del pool, refill
     out.notes += run.notes
     out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")
     ceil = worker.ceilings
@@ -94,4 +112,40 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         if sol.floor_ms and out.eager.median_ms > 0:
             out.eager_pct_of_ceiling = 100.0 * sol.floor_ms / out.eager.median_ms
     out.seconds = round(time.monotonic() - t0, 3)
+    if msg.get("forget"):  # the baseline service's worker: nothing of this problem stays on the GPU
+        del impls, state
+        worker.forget_problems()
     return {"ok": True, "baselines": out.to_dict()}
+
+
+def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:
+    """(GPU UUID, driver, torch version, clocks) of the device the worker times on: a stored baseline is
+    valid only where all four match. Clocks: the maximum and application clocks (not the momentary ones)."""
+    import torch
+
+    index = torch.device(device).index or 0
+    uuid = ""
+    try:
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+    except Exception:  # noqa: BLE001
+        pass
+    driver, clocks = "", {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid) \
+            if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        raw = pynvml.nvmlSystemGetDriverVersion()
+        driver = raw.decode() if isinstance(raw, bytes) else str(raw)
+        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
+                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
+                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[label] = int(get(handle, kind))
+            except Exception:  # noqa: BLE001 - a clock this GPU does not report
+                pass
+    except Exception:  # noqa: BLE001 - no NVML: the UUID and torch still identify the setting
+        pass
+    return uuid, driver, torch.__version__, clocks

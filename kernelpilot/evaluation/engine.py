@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from kernelpilot.verdict import Finding, Performance, tier_for
 
 REPLAY_MAX_NORMALIZED = 0.05  # stale results from other inputs sit near sqrt(2)
+DRIFT_FLAG = 0.05  # eager beside the candidate vs the shared baseline's eager: beyond this, say the GPU changed
 
 
 def _settings(msg: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +112,9 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     notes: list[str] = []
     sample = vf.draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
-    if mode == "benchmark" and cuda and s.get("compile_baseline", True):
+    # a shared baseline (the baseline service measured eager and torch.compile once for this problem):
+    # nothing to compile here, the slot only verifies and times
+    if mode == "benchmark" and cuda and s.get("compile_baseline", True) and not msg.get("baseline"):
         with _phase(phases, "compile_baseline"):
             compiled = worker.compiled(state, s.get("compile_mode", "default"), sample)
         if state.compile_note:
@@ -120,11 +123,17 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     threads0 = ra.ThreadSnapshot.take()
     watch = ra.ThreadWatch()
     modules0 = set(sys.modules)
+    from kernelpilot.evaluation import gpu_lock
+
+    lock = gpu_lock.current()
+    waited = lock.waited_s
     try:
-        with watch:
+        with watch, lock.shared():  # untimed GPU work: it may overlap a baseline's compile, never a timing
             out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
     finally:
         _forget_candidate_modules(modules0, msg)
+    if lock.waited_s > waited:
+        phases["gpu_wait"] = round(lock.waited_s - waited, 3)  # waiting for another process's timing
     out["phases"] = phases
     findings, seen = [], set()
     for f in [Finding(**f) for f in out["findings"]] + watch.findings():
@@ -197,7 +206,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         # threads the candidate leaves running are still caught by the snapshot after timing
         watch.__exit__(None, None, None)
         with _phase(phases, "timing"):
-            perf, sol, flags, more = _benchmark(worker, state, model, compiled, s, tol)
+            perf, sol, flags, more = _benchmark(worker, state, model, compiled, s, tol, msg.get("baseline"))
         findings += more
         out["performance"], out["speed_of_light"] = perf, sol
         out["flags"] += flags
@@ -291,8 +300,13 @@ def timing_settings(s: dict[str, Any]) -> Any:
                              flush_bytes=s.get("flush_bytes"))
 
 
-def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any) -> tuple[
+def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any,
+               shared: dict[str, Any] | None = None) -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
+    """Time the candidate beside eager (and the compiled baseline when this worker compiled it), under
+    the GPU's exclusive lock. ``shared``: the problem's baselines measured once by the baseline
+    service; its torch.compile time is the one the candidate is compared with, eager is re-timed here."""
+    from kernelpilot.evaluation import gpu_lock
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import timing as tm
     from kernelpilot.evaluation.speed_of_light import speed_of_light, suspicion_flags
@@ -305,7 +319,9 @@ def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, 
     impls["candidate"] = model
     ts = timing_settings(s)
     threads0 = ra.ThreadSnapshot.take()
-    run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device))
+    with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
+        run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device))
+    del pool, refill
     findings: list[Finding] = ra.thread_findings(threads0, ra.ThreadSnapshot.take(), native=False)
     findings += worker.identities.findings("while the candidate was timed")
     if run.replay_failures:
@@ -313,13 +329,30 @@ def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, 
                                 message=f"{len(run.replay_failures)} of {run.replay_checked} re-checked timed calls "
                                         f"returned a wrong result ({run.replay_failures[0]}); results must not be cached."))
     cand, eager, comp = run.timings["candidate"], run.timings["eager"], run.timings.get("compiled")
+    flags = list(run.notes)
+    missing = ""
+    source = "interleaved"
+    if shared is not None:
+        from kernelpilot.evaluation.baselines import Baselines
+
+        base = Baselines.from_dict(shared)
+        comp, source = base.compiled, "shared"
+        missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
+        if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
+            drift = eager.median_ms / base.eager.median_ms - 1.0
+            if abs(drift) > DRIFT_FLAG:
+                flags.append(f"eager ran {100 * drift:+.0f}% against the shared baseline measured for this problem "
+                             f"({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's state "
+                             "changed; the ratio vs torch.compile uses the compiled time measured then")
+    elif comp is None:
+        missing = state.compile_note or ("the torch.compile baseline is turned off (compile_baseline = false)"
+                                         if not s.get("compile_baseline", True) else "not measured")
     perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.get("compile_mode", "default"),
-                       cuda_graphs=ts.cuda_graphs, l2_flushed=True)
+                       cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source)
     perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
     perf.speedup_vs_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
     perf.noise_pct = tm.noise_pct(cand)
     perf.tier = tier_for(perf.speedup_vs_eager, perf.speedup_vs_compile, True)
-    flags = list(run.notes)
     gap = tm.host_gap_flag(run.timings, float(s.get("host_gap_threshold", 0.2)))
     if gap:
         flags.append(gap)

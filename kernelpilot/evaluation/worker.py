@@ -65,6 +65,43 @@ class ProblemState:
     call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
 
 
+def compile_failure(exc: BaseException) -> str:
+    """Why the torch.compile baseline could not be built: the exception and the innermost cause
+    (Inductor wraps a compile subprocess's error in SubprocException; the first line alone says nothing)."""
+    inner: BaseException = exc
+    while inner.__cause__ is not None and inner.__cause__ is not inner:
+        inner = inner.__cause__
+    text = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    if inner is not exc:
+        text += f" <- {type(inner).__name__}: {str(inner).strip()[:300]}"
+    return f"torch.compile baseline failed ({text})"
+
+
+def gpu_shared_backend(mode: str) -> Any:
+    """torch.compile's own backend for ``mode`` (``torch._TorchCompileInductorWrapper``, what
+    ``torch.compile(model, mode=mode)`` uses), whose compiled graphs run under this process's GPU lock,
+    shared: compiling (CPU work) never holds the GPU, running and autotuning never overlaps a timing."""
+    import torch
+
+    from kernelpilot.evaluation import gpu_lock
+
+    inductor = torch._TorchCompileInductorWrapper(None if mode == "default" else mode, None, None)
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        compiled = inductor(gm, example_inputs)
+
+        def run(*args: Any) -> Any:
+            with gpu_lock.current().shared():
+                return compiled(*args)
+
+        for name in ("_boxed_call",):  # how dynamo calls it (one list of arguments, or the arguments)
+            if hasattr(compiled, name):
+                setattr(run, name, getattr(compiled, name))
+        return run
+
+    return backend
+
+
 def _sandbox() -> list[str]:
     """Apply the confinement the caller described in $KERNELPILOT_SANDBOX (Landlock, seccomp) to itself."""
     if not os.environ.get("KERNELPILOT_SANDBOX"):
@@ -238,13 +275,15 @@ class Worker:
                 torch._dynamo.reset()
                 self.dynamo_reset = True
             try:
-                fn = torch.compile(state.reference.model, mode=mode)
+                fn = torch.compile(state.reference.model, backend=gpu_shared_backend(mode))
                 with torch.no_grad():
                     fn(*sample)  # compile now, before any candidate code is in the process
                 torch.cuda.synchronize()
                 state.compiled = fn
             except Exception as exc:
-                state.compile_note = f"torch.compile baseline failed ({type(exc).__name__}: {str(exc)[:200]})"
+                state.compile_note = compile_failure(exc)
+                print(f"kernelpilot-worker: {state.compile_note}\n{traceback.format_exc()[-6000:]}", file=sys.stderr,
+                      flush=True)  # the whole of Inductor's error, in the log
         return state.compiled
 
     # ---- candidate -----------------------------------------------------------------------------
@@ -366,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     from kernelpilot.evaluation import native_trace
 
     native_trace.install()  # and the native frames before it (library + offset of each)
+    from kernelpilot.evaluation import gpu_lock
+
+    gpu_lock.current()  # opened before the confinement; the descriptor is kept for the worker's life
     try:
         late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
         confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring

@@ -35,10 +35,15 @@ class WorkerOwner:
                "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings")}
         if self.settings.build_dir:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
+        env.update(getattr(self, "worker_env", {}) or {})
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         from kernelpilot.evaluation import native_trace
 
+        if str(self.settings.device).startswith("cuda"):  # one timing at a time on this GPU (gpu_lock.py)
+            from kernelpilot.evaluation import gpu_lock
+
+            env[gpu_lock.ENV] = str(gpu_lock.lock_path(cache, gpu_lock.gpu_key(self.gpu)))
         trace = native_trace.library(cache / "native")
         if trace is not None:  # native frames in the log of a worker that crashes
             env[native_trace.ENV] = str(trace)

@@ -46,6 +46,37 @@ def failed_verdict(problem: Path, candidate: Path, mode: str, exc: BaseException
                    flags=["the suite could not evaluate this job (see error)"])
 
 
+def when_all(futures: list[Future[Any]], then: Any) -> None:
+    """Call ``then()`` once every future is done (at once when there are none), from whichever finishes last."""
+    if not futures:
+        then()
+        return
+    remaining = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_: Future[Any]) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            then()
+
+    for f in futures:
+        f.add_done_callback(one_done)
+
+
+def shared_baseline(future: Future[Any]) -> Any:
+    """The problem's Baselines from the service, or, when measuring them failed, Baselines that say why
+    (the candidate is still judged and timed beside eager; its verdict says there is no torch.compile time)."""
+    from kernelpilot.evaluation.baselines import Baselines
+
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - the service's failure is reported in the verdict, not raised
+        reason = f"the baseline service could not measure this problem ({type(exc).__name__}: {str(exc)[:300]})"
+        return Baselines(compiled_missing=reason, notes=[reason])
+
+
 def job_roots(paths: list[Path]) -> list[Path]:
     """The fewest directories that hold every path (problems, candidates): their folders, nested ones dropped."""
     folders = sorted({(p if p.is_dir() else p.parent).resolve() for p in paths})
@@ -60,10 +91,14 @@ class LocalPool:
     """Build threads feeding one GPU slot per entry of ``gpus`` (None: the caller's CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None,
-                 roots: list[Path] = (), warm: bool = True) -> None:  # type: ignore[assignment]
+                 roots: list[Path] = (), warm: bool = True,  # type: ignore[assignment]
+                 baselines: list[Any] | None = None) -> None:
         """``roots``: directories holding every problem and candidate of the run, opened to each slot's
         worker from its start (its confinement is fixed then: a new directory would cost a restart).
-        ``warm``: start each slot's worker now, while the first candidates build (not for build-only runs)."""
+        ``warm``: start each slot's worker now, while the first candidates build (not for build-only runs).
+        ``baselines``: one BaselineService per slot (same order as ``gpus``): a benchmark job is then
+        requested its problem's baselines when it is submitted, reaches its GPU once they are measured,
+        and its slot compiles nothing (the service measured eager and torch.compile once per problem)."""
         from kernelpilot.evaluation import Evaluator
 
         if not gpus:
@@ -76,6 +111,7 @@ class LocalPool:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._closed = False
         self._cancelled = False
+        self.baselines = list(baselines or [])
         self.stats: list[SlotStats] = []
         self.evaluators: list[Any] = []  # one per slot, in slot order
         self._build_evaluators: list[Any] = []  # one per build thread (each keeps a builder waiting)
@@ -90,7 +126,7 @@ class LocalPool:
             launched = threading.Event()
             if not warm:
                 launched.set()
-            t = threading.Thread(target=self._slot, args=(evaluator, stats, None if not warm else launched),
+            t = threading.Thread(target=self._slot, args=(evaluator, stats, None if not warm else launched, index),
                                  name=f"kp-{name}", daemon=True)
             t.start()
             launched.wait(timeout=60)
@@ -100,7 +136,9 @@ class LocalPool:
     def submit(self, problem: Path, candidate: Path, mode: str, settings: Any = None) -> Future[SlotResult]:
         """``settings``: this job's EvalSettings (the problem's project config), else the pool's."""
         future: Future[SlotResult] = Future()
-        self._builders.submit(self._build, Path(problem), Path(candidate), mode, settings or self.settings, future)
+        settings = settings or self.settings
+        shared = [svc.request(Path(problem), settings) for svc in self.baselines] if mode == "benchmark" else []
+        self._builders.submit(self._build, Path(problem), Path(candidate), mode, settings, future, shared)
         return future
 
     def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", **_: Any) -> Verdict:
@@ -124,6 +162,8 @@ class LocalPool:
             t.join(timeout=None if not cancel else 5)
         for ev in self._build_evaluators:
             ev.close()
+        for svc in self.baselines:  # after the slots: nothing waits for a baseline any more
+            svc.close()
 
     # ---- stages ----------------------------------------------------------------------------------
     def _builder(self) -> Any:
@@ -137,7 +177,8 @@ class LocalPool:
             self._build_evaluators.append(ev)
         return ev
 
-    def _build(self, problem: Path, candidate: Path, mode: str, settings: Any, future: Future[SlotResult]) -> None:
+    def _build(self, problem: Path, candidate: Path, mode: str, settings: Any, future: Future[SlotResult],
+               shared: list[Future[Any]] = ()) -> None:  # type: ignore[assignment]
         if not future.set_running_or_notify_cancel():
             return
         try:
@@ -151,9 +192,10 @@ class LocalPool:
             built.mode = mode
             future.set_result(SlotResult(built))
             return
-        self._queue.put((problem, candidate, mode, settings, built.seconds, time.monotonic(), future))
+        item = (problem, candidate, mode, settings, built.seconds, time.monotonic(), future, list(shared))
+        when_all(list(shared), lambda: self._queue.put(item))  # to a GPU once its problem's baselines exist
 
-    def _slot(self, evaluator: Any, stats: SlotStats, launched: threading.Event | None) -> None:
+    def _slot(self, evaluator: Any, stats: SlotStats, launched: threading.Event | None, index: int = 0) -> None:
         if launched is not None:
             try:
                 evaluator.start_worker()  # spawned by this thread, which outlives it: up while the first builds run
@@ -164,14 +206,15 @@ class LocalPool:
                 item = self._queue.get()
                 if item is None:
                     return
-                problem, candidate, mode, settings, build_s, queued_at, future = item
+                problem, candidate, mode, settings, build_s, queued_at, future, shared = item
                 if self._cancelled:
                     continue
                 taken = time.monotonic()
                 waited = taken - queued_at
+                baseline = shared_baseline(shared[index]) if index < len(shared) else None
                 try:
                     evaluator.settings = settings  # one job at a time on this slot: safe to switch
-                    verdict = evaluator.evaluate(problem, candidate, mode)
+                    verdict = evaluator.evaluate(problem, candidate, mode, baseline=baseline)
                 except Exception as exc:  # noqa: BLE001
                     verdict = failed_verdict(problem, candidate, mode, exc)
                 verdict.phases["suite_build"] = round(build_s, 3)
