@@ -67,8 +67,17 @@ def pybind11_module_cache() -> dict[str, Any] | None:
         api = ctypes.pythonapi
         api.PyInterpreterState_Get.restype = ctypes.c_void_p
         api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-        api.PyInterpreterState_GetDict.restype = ctypes.py_object
-        state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        # PyInterpreterState_GetDict returns a *borrowed* reference. With ``restype = py_object`` ctypes
+        # takes the result as a new reference and releases it when the Python object goes away: every
+        # call then takes one reference from the interpreter's dict, which holds pybind11's internals,
+        # until the dict is freed while in use and the process crashes later, somewhere else (the warm
+        # worker's SIGSEGVs of 2026-12-01/02, measured on the H200). Read the pointer as a plain address
+        # and convert it with cast(...).value, which takes a reference of its own.
+        api.PyInterpreterState_GetDict.restype = ctypes.c_void_p
+        address = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        if not address:
+            return None
+        state = ctypes.cast(address, ctypes.py_object).value
     except (AttributeError, ValueError, OSError):
         return None
     cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None

@@ -77,3 +77,32 @@ def test_a_death_on_import_is_retried_and_flagged(tmp_path: Path, monkeypatch: p
         # the evaluator still works after two deaths in a row
         (tmp_path / "marker").write_text("")
         assert _judge(ev, tmp_path / "once.py").status == "ok"
+
+
+REFCOUNT = """
+import ctypes, sys
+from kernelpilot.extension_reload import forget_pybind11_module, pybind11_module_cache
+api = ctypes.pythonapi
+api.PyInterpreterState_Get.restype = ctypes.c_void_p
+api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
+api.PyInterpreterState_GetDict.restype = ctypes.c_void_p
+state = ctypes.cast(api.PyInterpreterState_GetDict(api.PyInterpreterState_Get()), ctypes.py_object).value
+before = sys.getrefcount(state)
+state["__pybind11_module_cache"] = {"ext": object()}
+for _ in range(200):  # one call per extension library a long-lived worker loads
+    forget_pybind11_module("ext")
+    pybind11_module_cache()
+print(before, sys.getrefcount(state), "__pybind11_module_cache" in state)
+"""
+
+
+def test_forgetting_a_pybind11_module_keeps_the_interpreter_dict_alive() -> None:
+    """The cause of the warm worker's SIGSEGVs (2026-12-01/02): reading the interpreter's dict through
+    ctypes with restype=py_object took one reference from it per call, until it was freed while in use."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", REFCOUNT], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    before, after, present = r.stdout.split()
+    assert after == before and present == "True"
