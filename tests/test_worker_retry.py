@@ -106,3 +106,14 @@ def test_forgetting_a_pybind11_module_keeps_the_interpreter_dict_alive() -> None
     assert r.returncode == 0, r.stderr[-2000:]
     before, after, present = r.stdout.split()
     assert after == before and present == "True"
+
+
+def test_load_inline_names_positional_and_keyword(tmp_path: Path) -> None:
+    from kernelpilot.evaluation.inline_build import inline_names
+
+    src = tmp_path / "m.py"
+    src.write_text("import json, torch\nfrom torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import load_inline\n"
+                   "a = load_inline('attention', cpp_sources='')\nb = load_inline(name='custom_max_pool', cpp_sources='')\n"
+                   "c = torch.utils.cpp_extension.load_inline(cpp_sources='', name='third')\n"
+                   "d = cpp_extension.load('fourth', sources=[])\ne = torch.load('weights.pt')\n")
+    assert inline_names(src) == ["attention", "custom_max_pool", "third", "fourth"]

@@ -66,18 +66,30 @@ def write_inline_record(directory: Path, report: BuildReport) -> None:
         pass
 
 
+def _builds_extension(func: ast.expr) -> bool:
+    """``load_inline(...)`` (however imported), or ``cpp_extension.load(...)``."""
+    name = getattr(func, "attr", getattr(func, "id", ""))
+    if name == "load_inline":
+        return True
+    owner = getattr(func, "value", None)
+    return name == "load" and getattr(owner, "attr", getattr(owner, "id", "")) == "cpp_extension"
+
+
 def inline_names(path: Path) -> list[str]:
-    """The literal ``name=`` of each ``load_inline`` call in a candidate file (read, not run)."""
+    """The literal name of each ``load_inline`` / ``cpp_extension.load`` call in a candidate file, given as
+    ``name=`` or as the first argument (read, not run)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return []
     names = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "load_inline":
-            for kw in node.keywords:
-                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                    names.append(kw.value.value)
+        if isinstance(node, ast.Call) and _builds_extension(node.func):
+            given = [kw.value for kw in node.keywords if kw.arg == "name"] + node.args[:1]  # name= or the first argument
+            for value in given:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    names.append(value.value)
+                    break
     return names
 
 
