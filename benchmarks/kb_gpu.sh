@@ -1,0 +1,54 @@
+#!/bin/bash
+# Issue 25's GPU steps against a KernelBench checkout in .kb/ (carried, never committed).
+#   OUT=... bash benchmarks/kb_gpu.sh STEP[:SECONDS][&] ...
+# A step ending in & runs in the background while the next ones run; every step is waited for at the end.
+# Steps:
+#   record [520]   benchmarks/kb_record.py: torch.compile's output for every problem, one process each ($RECORD_ARGS)
+#   mixed [300]    benchmarks/kb_diagnose.py mixed: corpus + KernelBench's examples and adversarial kernels, twice
+#   compile [200]  benchmarks/kb_diagnose.py compile: the torch.compile baseline inside the worker, three ways
+#   suite [560]    kernelpilot suite over .kb with the c0 solutions in $C0 ($SUITE_ARGS), resumable from $RUN_IN
+# Each step's files go to $OUT/<step>.tar.gz; $OUT/kb.log has each step's tail and exit status.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:?set OUT}
+mkdir -p "$OUT"
+export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH="/tmp/site/bin:$PATH"
+if [ -d "$root/.whl" ] && ! python3 -c "import textual, platformdirs, git" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$root"/.whl/*.whl
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+log="$OUT/kb.log"
+kb="$root/.kb"
+
+run_step() {  # NAME LIMIT COMMAND...
+  local name=$1 limit=$2; shift 2
+  local dir=/tmp/kp-kb/$name t0=$(date +%s)
+  rm -rf "$dir" && mkdir -p "$dir"
+  echo "== $name (limit ${limit} s) $(date -u +%H:%M:%S)" >> "$log"
+  (cd "$root" && OUT="$dir" timeout "$limit" "$@") > "$dir/output.log" 2>&1
+  local rc=$?
+  { tail -30 "$dir/output.log"; echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s"; } >> "$log"
+  find "$dir" -name '*.sqlite-*' -delete 2>/dev/null
+  tar czf "$OUT/$name.tar.gz" -C /tmp/kp-kb "$name" 2>/dev/null
+}
+
+step() {
+  local name=$1 limit=$2
+  case $name in
+    record) run_step record "${limit:-520}" bash -c "python3 benchmarks/kb_record.py --kernelbench '$kb' --out \"\$OUT/rec\" ${RECORD_ARGS:-}" ;;
+    mixed) run_step mixed "${limit:-300}" bash -c "python3 benchmarks/kb_diagnose.py mixed --kernelbench '$kb' ${MIXED_ARGS:-}" ;;
+    stress) run_step stress "${limit:-240}" bash -c "python3 benchmarks/kb_diagnose.py stress --kernelbench '$kb' --runs ${STRESS_ROUNDS:-150} --timeout ${STRESS_EACH:-70}" ;;
+    stress2) run_step stress2 "${limit:-200}" bash -c "python3 benchmarks/kb_diagnose.py stress2 --kernelbench '$kb' --runs ${STRESS_ROUNDS:-300} --timeout ${STRESS_EACH:-30}" ;;
+    compile) run_step compile "${limit:-200}" python3 benchmarks/kb_diagnose.py compile --kernelbench "$kb" ;;
+    suite) run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' ${SUITE_ARGS:-}" ;;
+    *) echo "unknown step $name" >> "$log" ;;
+  esac
+}
+
+for spec in "$@"; do
+  bg=""; [ "${spec%&}" != "$spec" ] && bg=1 && spec=${spec%&}
+  name=${spec%%:*}; limit=${spec#*:}; [ "$limit" = "$spec" ] && limit=""
+  if [ -n "$bg" ]; then step "$name" "$limit" & else step "$name" "$limit"; fi
+done
+wait
+cat "$log"
