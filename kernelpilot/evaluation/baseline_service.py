@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 # settings that change what a baseline measures (a stored baseline is reused only where they are equal)
 TIMING_FIELDS = ("compile_mode", "compile_baseline", "cuda_graphs", "seed", "warmup", "rounds", "samples_per_round",
-                 "input_pool", "flush_bytes")
+                 "time_budget_s", "input_pool", "flush_bytes")
 
 
 class BaselineCache(Protocol):

@@ -95,7 +95,7 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
     pool, refill = engine.input_pool(state, s, device)
     with gpu_lock.current().exclusive():  # a timing: nothing else on this GPU meanwhile
-        run = tm.measure(impls, pool, refill, engine.timing_settings(s), worker.pristine, device)
+        run = tm.measure(impls, pool, refill, engine.timing_settings(s, state.reference_s), worker.pristine, device)
     del pool, refill
     out.notes += run.notes
     out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")

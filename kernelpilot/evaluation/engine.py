@@ -291,11 +291,18 @@ def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[An
     return pool, refill
 
 
-def timing_settings(s: dict[str, Any]) -> Any:
+def timing_settings(s: dict[str, Any], call_s: float = 0.0) -> Any:
+    """The timing loop's settings; ``call_s``: one eager call's seconds, which ``time_budget_s`` bounds
+    the samples by (at least 4 a round, so the round medians still give a noise estimate)."""
+    import math
+
     from kernelpilot.evaluation import timing as tm
 
-    return tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=int(s.get("rounds", 5)),
-                             samples_per_round=int(s.get("samples_per_round", 20)),
+    rounds, per_round = int(s.get("rounds", 5)), int(s.get("samples_per_round", 20))
+    budget = float(s.get("time_budget_s", 0.0) or 0.0)
+    if budget > 0 and call_s > 0 and rounds > 0:
+        per_round = min(per_round, max(4, math.ceil(budget / (rounds * call_s))))
+    return tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=rounds, samples_per_round=per_round,
                              replay_checks=int(s.get("replay_checks", 8)), cuda_graphs=bool(s.get("cuda_graphs")),
                              flush_bytes=s.get("flush_bytes"))
 
@@ -317,7 +324,7 @@ def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, 
     if compiled is not None:
         impls["compiled"] = compiled
     impls["candidate"] = model
-    ts = timing_settings(s)
+    ts = timing_settings(s, state.reference_s)
     threads0 = ra.ThreadSnapshot.take()
     with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
         run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device))

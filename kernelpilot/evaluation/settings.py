@@ -48,6 +48,10 @@ class EvalSettings:
     warmup: int = 5
     rounds: int = 5
     samples_per_round: int = 20
+    # seconds of timed calls per implementation at most: a problem whose one call takes longer than
+    # time_budget_s / (rounds x samples_per_round) gets fewer samples a round (never fewer than 4), so a
+    # 80 ms model is timed 20 times, not 100; 0 turns the budget off
+    time_budget_s: float = 1.5
     input_pool: int = 4
     replay_checks: int = 8
     flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
