@@ -20,7 +20,14 @@ GPUs; each GPU has one worker and times one candidate at a time.
 PROBLEMS: a folder of KernelBench-format problem files (or of folders with problem.py), a KernelBench
 checkout (level1/ level2/ level3/ become levels), or problem files.
 Candidates: --solutions DIR (<problem>.py or <problem>/ per problem, or KernelBench's
-level_<L>_problem_<ID>_sample_<S>_kernel.py samples), or an agent session per problem (--model, --replay)."""
+level_<L>_problem_<ID>_sample_<S>_kernel.py samples), or an agent session per problem (--model, --replay).
+
+The plan: every job of PROBLEMS, stored when the run starts and never changed (--resume included). --levels,
+--problems and --limit choose which of its jobs without a verdict this call runs; the others stay "not run
+yet" (failures in every rate over all problems, shown apart; the report says the run is incomplete) until a
+later `kernelpilot suite --resume RUN` runs them. For example:
+  kernelpilot suite KernelBench --solutions runs/m --out kb --levels 1 --limit 20   plan all levels, run 20 level-1 jobs
+  kernelpilot suite --resume kb --problems 'level1/2*,level2/5,3/7'                  then these problems' pending jobs"""
 
 
 def _gpus(text: str) -> list[int]:
@@ -33,13 +40,33 @@ def _gpus(text: str) -> list[int]:
     return values
 
 
+def _levels(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of KernelBench levels; use e.g. 1 or 1,2")
+    return values
+
+
+def _problem_items(text: str) -> list[str]:
+    from kernelpilot.suite.discovery import parse_problem_items
+
+    try:
+        return parse_problem_items(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_float: Any) -> None:
     """Add ``suite`` and ``report`` to the CLI's subparsers (the CLI's own argument types are passed in)."""
     s = sub.add_parser("suite", prog="kernelpilot suite", help="score a suite of problems", formatter_class=fmt,
                        description=SUITE_HELP)
     s.add_argument("problems", metavar="PROBLEMS", nargs="*", help="problem folder, KernelBench checkout, or problem files")
     s.add_argument("--out", metavar="RUN", help="the run folder (default: kernelpilot-runs/<date-time>)")
-    s.add_argument("--resume", metavar="RUN", help="continue the run in RUN: evaluate only what has no verdict yet")
+    s.add_argument("--resume", metavar="RUN", help="continue the run in RUN: evaluate only what has no verdict yet (its plan, "
+                   "mode and candidates are the run's own; --levels, --problems, --limit choose among its pending jobs)")
     s.add_argument("--solutions", metavar="DIR", help="existing candidates, no LLM")
     s.add_argument("--model", metavar="MODEL", help="agent mode: a headless agent session per problem with this litellm model")
     s.add_argument("--replay", metavar="FILE", help="agent mode with every session replaying FILE (demos, tests)")
@@ -54,9 +81,23 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
     s.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark", help="how far to evaluate (default: benchmark)")
     s.add_argument("--rules", choices=("kernelpilot", "kernelbench"), default="kernelpilot",
                    help="kernelbench: PyTorch ops allowed in ModelNew (each listed as a warning), every other check as strict")
-    s.add_argument("--levels", type=_gpus, metavar="L,L", help="only these KernelBench levels, e.g. 1,2")
+    s.add_argument("--levels", type=_levels, metavar="L,L",
+                   help="this call runs only pending jobs of these KernelBench levels, e.g. 1,2 (the plan keeps every level; "
+                        "to plan one level only, pass its folder: KernelBench/KernelBench/level1)")
+    s.add_argument("--problems", dest="select", type=_problem_items, metavar="PATTERN",
+                   help="this call runs only pending jobs of these problems: a glob on problem keys ('level1/2*', quoted) or "
+                        "a comma-separated list of keys, stems or KernelBench ids (level1/23_Softmax,level2/5,1/23; an id "
+                        "alone, 23, matches it in every level)")
+    s.add_argument("--limit", type=positive_int, metavar="N",
+                   help="run at most N of the chosen pending jobs this call, in plan order (the rest stay for --resume)")
     s.add_argument("--gpus", type=_gpus, metavar="I,J", help="local GPUs to use (default: every visible one)")
     s.add_argument("--build-workers", type=positive_int, metavar="N", help="parallel builds (default: one per core)")
+    s.add_argument("--baselines", choices=("shared", "interleaved"),
+                   help="benchmark mode: shared (default) measures eager and torch.compile once per problem and GPU, "
+                        "off the GPU slot, and times each candidate beside eager; interleaved compiles and times "
+                        "torch.compile beside every candidate in its slot")
+    s.add_argument("--baseline-workers", type=positive_int, metavar="N",
+                   help="processes compiling and timing the shared baselines, per GPU (default: a third of the cores, at most 6)")
     s.add_argument("--ray", metavar="auto|ADDRESS", help="one Ray actor per GPU of a Ray cluster (needs the `ray` extra)")
     s.add_argument("--trials", type=positive_int, metavar="N", help="correctness trials per candidate (default 5)")
     s.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="limit for each build or evaluation step")
@@ -130,66 +171,116 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
     # every problem and solution, and the run folder (agent mode's per-problem repositories)
     paths = [Path(j.problem.path) for j in jobs] + [Path(j.candidate) for j in jobs if j.candidate is not None]
     paths.append(run_dir)
-    return LocalPool(settings, gpus or [None], run_dir / "work", build_workers=args.build_workers,
-                     roots=job_roots(paths), warm=mode != "build")
+    slots = gpus or [None]
+    services = None
+    if mode == "benchmark" and settings.device == "cuda" and (getattr(args, "baselines", None) or "shared") == "shared":
+        import os
+
+        from kernelpilot.evaluation.baseline_service import BaselineService
+        from kernelpilot.suite.baseline_store import BaselineStore
+
+        store = BaselineStore(run_dir)
+        workers = args.baseline_workers or max(1, min(6, (os.cpu_count() or 3) // 3))
+        services = [BaselineService(settings, run_dir / "work" / f"baselines-gpu{g if g is not None else i}", gpu=g,
+                                    processes=workers, cache=store) for i, g in enumerate(slots)]
+    return LocalPool(settings, slots, run_dir / "work", build_workers=args.build_workers,
+                     roots=job_roots(paths), warm=mode != "build", baselines=services)
+
+
+def _discover(args: argparse.Namespace, plan_levels: list[int] | None) -> list[Any]:
+    """Every job of the run's problems (the plan): one per problem in agent mode, else one per solution sample."""
+    from kernelpilot.suite import discovery
+
+    refs = discovery.discover_problems([Path(p) for p in args.problems], plan_levels)
+    if args.model or args.replay:
+        return [discovery.Job(r, None, 0) for r in refs]
+    return discovery.discover_jobs(refs, Path(args.solutions))
 
 
 def run_suite(args: argparse.Namespace) -> int:
     from kernelpilot.errors import KernelpilotError
     from kernelpilot.suite import discovery
-    from kernelpilot.suite.store import Store
+    from kernelpilot.suite.store import DB_NAME, Store
 
+    levels, select, limit = getattr(args, "levels", None), getattr(args, "select", None), getattr(args, "limit", None)
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / "results.sqlite").is_file():
-            return _fail(f"{run_dir} is not a suite run (no results.sqlite); pass the RUN folder a `kernelpilot suite` made.")
+        if not (run_dir / DB_NAME).is_file():
+            return _fail(f"{run_dir} is not a suite run (no {DB_NAME}); pass the RUN folder a `kernelpilot suite` made.")
+        if args.problems:
+            return _fail("--resume continues the run's own plan and takes no PROBLEMS; choose among its pending jobs "
+                         "with --problems PATTERN, --levels L,L or --limit N.")
+        store = Store(run_dir)
+        meta = store.meta()
+        if not meta:
+            store.close()
+            return _fail(f"{run_dir} holds no plan (its first call stopped before planning); start a new run with "
+                         "`kernelpilot suite PROBLEMS ... --out OTHER`.")
+        # a resumed run keeps what it started with; "levels" in the meta is the plan's own filter (runs made
+        # before --levels only chose jobs), never this call's --levels
+        for key in ("problems", "solutions", "mode", "model", "replay"):
+            setattr(args, key, meta.get(key))
+        args.baselines = args.baselines or meta.get("baselines") or "shared"
+        try:
+            jobs = store.planned_jobs()
+            if not jobs:  # stopped between its meta and its plan: plan now, as its first call would have
+                jobs = _discover(args, meta.get("levels"))
+                store.plan(jobs)
+            selection = discovery.select_jobs(jobs, store.finished(), levels, select, limit)
+            per_problem = ProblemSettings(_overrides(args, meta))
+        except KernelpilotError as exc:
+            store.close()
+            return _fail(str(exc))
     else:
         if not args.problems:
             return _fail("no problems given; pass a problem folder, a KernelBench checkout or problem files.")
         if not (args.solutions or args.model or args.replay):
             return _fail("no candidates: pass --solutions DIR (existing solutions) or --model MODEL (an agent session per problem).")
         run_dir = Path(args.out or Path("kernelpilot-runs") / dt.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
-        if (run_dir / "results.sqlite").exists():
+        if (run_dir / DB_NAME).exists():
             return _fail(f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out.")
-    store = Store(run_dir)
-    meta = store.meta()
-    if meta:  # a resumed run keeps what it started with
-        for key in ("problems", "solutions", "mode", "levels", "model", "replay"):
-            setattr(args, key, meta.get(key))
-    agent = bool(args.model or args.replay)
-    try:
-        refs = discovery.discover_problems([Path(p) for p in args.problems], args.levels)
-        jobs = [discovery.Job(r, None, 0) for r in refs] if agent else discovery.discover_jobs(refs, Path(args.solutions))
-        per_problem = ProblemSettings(_overrides(args, meta))
-        settings = per_problem.base
-    except KernelpilotError as exc:
-        store.close()
-        return _fail(str(exc))
-    if not meta:
+        meta: dict[str, Any] = {}
+        try:  # everything is checked before the run folder is made: a refused call leaves nothing behind
+            jobs = _discover(args, None)
+            selection = discovery.select_jobs(jobs, set(), levels, select, limit)
+            per_problem = ProblemSettings(_overrides(args, meta))
+        except KernelpilotError as exc:
+            return _fail(str(exc))
+        store = Store(run_dir)
         store.set_meta(problems=[str(Path(p).resolve()) for p in args.problems], solutions=args.solutions and str(Path(args.solutions).resolve()),
-                       mode=args.mode, levels=args.levels, model=args.model, replay=args.replay, rules=settings.rules,
-                       overrides=per_problem.overrides, source=" ".join(args.problems))
-    store.plan(jobs)
+                       mode=args.mode, levels=None, model=args.model, replay=args.replay, rules=per_problem.base.rules,
+                       overrides=per_problem.overrides, source=" ".join(args.problems),
+                       baselines=args.baselines or "shared",
+                       kernelbench=discovery.kernelbench_sources([Path(p) for p in args.problems]))
+        store.plan(jobs)
+    settings = per_problem.base
+    agent = bool(args.model or args.replay)
     store.begin(sys.argv)
     from kernelpilot.suite.progress import Progress
-    from kernelpilot.suite.runner import pending_jobs, run_jobs
+    from kernelpilot.suite.runner import run_jobs
 
-    todo = pending_jobs(store, jobs)
-    progress = Progress(len(jobs), already=len(jobs) - len(todo), jsonl=args.jsonl)
+    todo = selection.todo
+    if not args.jsonl and (len(todo) < selection.pending):
+        print(f"this call runs {len(todo)} of the run's {selection.pending} jobs without a verdict (--levels, --problems, "
+              f"--limit); the other {selection.left} stay not run yet.")
+    progress = Progress(selection.already + len(todo), already=selection.already, jsonl=args.jsonl,
+                        planned=len(jobs), left=selection.left)
     pool: Any = None
     interrupted = False
     try:
-        pool = _make_pool(args, settings, run_dir, args.mode, jobs)
-        if agent:
+        # a pool only for work that needs one: jobs without a candidate are stored at once as missing
+        if todo and (agent or any(j.candidate is not None for j in todo)):
+            pool = _make_pool(args, settings, run_dir, args.mode, todo)
+        if agent and todo:
             import asyncio
 
             from kernelpilot.suite.agent_mode import run_agent_suite
 
             slots = len(getattr(pool, "stats", []) or getattr(pool, "actors", [])) or 1
-            asyncio.run(run_agent_suite(refs, store, run_dir, args, pool, progress.result,
+            asyncio.run(run_agent_suite([j.problem for j in todo], store, run_dir, args, pool, progress.result,
                                         concurrency=args.sessions or 2 * slots))
-        else:
-            run_jobs(store, pool, jobs, args.mode, progress.result, settings_for=per_problem)
+        elif not agent:
+            run_jobs(store, pool, todo, args.mode, progress.result, settings_for=per_problem)
     except KeyboardInterrupt:
         interrupted = True
     except (KernelpilotError, RuntimeError, ImportError) as exc:
@@ -208,7 +299,7 @@ def run_suite(args: argparse.Namespace) -> int:
     report, text = write_report(run_dir)
     if args.jsonl:
         progress.event("report", path=str(run_dir / "report.md"), overall=report["views"]["sample0"]["overall"],
-                       throughput=report["throughput"])
+                       throughput=report["throughput"], complete=report["complete"], not_run_yet=report["not_run_yet"])
     else:
         print(text)
         print(f"run folder: {run_dir}  (report: {run_dir / 'report.md'}; continue with --resume {run_dir})")

@@ -12,6 +12,18 @@ Definitions (the report prints them):
 - fast_p (KernelBench §2.4): the share of all problems that pass with speedup vs eager > p; fast_0
   is the pass rate. KernelBench scores sample 0 only: the ``sample0`` view; ``best_of_k`` takes each
   problem's best sample (pass first, then speedup vs torch.compile, then vs eager).
+- not run yet: a planned problem with no verdict in the view (the run is incomplete: --levels,
+  --problems or --limit left it for later, or the run stopped). It counts as a failure in every rate
+  over all problems, as KernelBench counts a missing one, and is counted apart from the failures.
+- no torch.compile baseline: an ``ok`` benchmark verdict without a torch.compile time
+  (``performance.compiled_missing`` says why, or there is no compiled time nor speedup vs compile). It
+  counts as not faster in ``fast_1_vs_compile`` (all problems); ``fast_1_vs_compile_with_baseline`` is
+  the same count over only the problems that are not known to lack a baseline.
+- engine health (every stored verdict, every sample): retried (an earlier attempt's worker died),
+  flaky (it then ran without dying), engine crashes (``Verdict.engine_crash``: a crash of ours, expected
+  0), out of memory (``Verdict.memory``: what the harness held, what was asked for) and
+  ``problem_too_large`` (the problem itself does not fit the GPU: about the problem, not the candidate;
+  still a failure in the rates).
 """
 
 from __future__ import annotations
@@ -19,12 +31,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kernelpilot.suite.store import Row
+from kernelpilot.verdict import Verdict
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 EXCESSIVE_SPEEDUP = 10.0  # KernelBench flags a speedup above this (a flag, not a verdict)
+NOT_RUN = "not_run_yet"  # a planned problem without a verdict (in a view)
 
 
 @dataclass
@@ -41,7 +55,16 @@ class Pick:
 
     @property
     def status(self) -> str:
-        return self.row.status if self.row is not None else "not_started"
+        return self.row.status if self.row is not None else NOT_RUN
+
+
+def no_compile_baseline(row: Row) -> bool:
+    """An ``ok`` benchmark verdict with no torch.compile time to compare with (counted as not faster)."""
+    v = row.verdict or {}
+    if row.status != "ok" or v.get("mode") != "benchmark":
+        return False
+    perf = v.get("performance") or {}
+    return bool(perf.get("compiled_missing")) or (not perf.get("compiled") and row.speedup_vs_compile is None)
 
 
 def _rank(row: Row) -> tuple[int, float, float]:
@@ -75,8 +98,11 @@ def summarize(picks: list[Pick]) -> dict[str, Any]:
     """Every figure of one group of problems (a level, or all)."""
     n = len(picks)
     passed = [p for p in picks if p.ok]
+    not_run = sum(1 for p in picks if p.row is None)
+    no_baseline = sum(1 for p in picks if p.row is not None and no_compile_baseline(p.row))
     eager = [p.row.speedup_vs_eager for p in passed if p.row and p.row.speedup_vs_eager]
-    compiled = [p.row.speedup_vs_compile for p in passed if p.row and p.row.speedup_vs_compile]
+    compiled = [p.row.speedup_vs_compile for p in passed
+                if p.row and p.row.speedup_vs_compile and not no_compile_baseline(p.row)]
     timed = any(eager) or any(compiled)
     fast_eager = sum(1 for s in eager if s > 1.0)
     fast_compile = sum(1 for s in compiled if s > 1.0)
@@ -94,19 +120,67 @@ def summarize(picks: list[Pick]) -> dict[str, Any]:
         "fast_p_vs_eager": {f"{p:g}": _rate(sum(1 for s in eager if s > p), n) if (timed or p == 0) else None
                             for p in FAST_P},
         "fast_1_vs_compile": _rate(fast_compile, n) if timed else None,
-        "statuses": dict(sorted(Counter(p.status for p in picks).items())),
+        "no_compile_baseline": no_baseline,
+        "with_compile_baseline": n - no_baseline,
+        "fast_1_vs_compile_with_baseline": _rate(fast_compile, n - no_baseline) if timed else None,
+        "not_run_yet": not_run,
+        "failed": n - len(passed) - not_run,
+        "problem_too_large": sum(1 for p in picks if p.status == "problem_too_large"),
+        "statuses": dict(sorted(Counter(p.status for p in picks if p.row is not None).items())),
     }
     out["fast_p_vs_eager"]["0"] = _rate(len(passed), n)
     return out
 
 
-def by_level(picks: list[Pick]) -> dict[str, dict[str, Any]]:
-    levels = sorted({p.level for p in picks if p.level is not None})
-    out = {f"level{lv}": summarize([p for p in picks if p.level == lv]) for lv in levels}
-    if any(p.level is None for p in picks) and levels:
-        out["no level"] = summarize([p for p in picks if p.level is None])
-    out["overall"] = summarize(picks)
+def _groups(items: list[Any], level: Callable[[Any], int | None] = lambda i: i.level) -> dict[str, list[Any]]:
+    """Items (picks, rows) per level, then ``no level`` (when there are levels too), then ``overall``."""
+    levels = sorted({lv for i in items if (lv := level(i)) is not None})
+    out = {f"level{lv}": [i for i in items if level(i) == lv] for lv in levels}
+    if levels and any(level(i) is None for i in items):
+        out["no level"] = [i for i in items if level(i) is None]
+    out["overall"] = list(items)
     return out
+
+
+def by_level(picks: list[Pick]) -> dict[str, dict[str, Any]]:
+    return {name: summarize(group) for name, group in _groups(picks).items()}
+
+
+def engine_health(rows: list[Row]) -> dict[str, Any]:
+    """Retries, flaky verdicts, engine crashes, out-of-memory and problem_too_large verdicts, per level and
+    overall, over every stored verdict; with the verdicts behind each figure listed."""
+    judged: list[tuple[Row, Verdict]] = [(r, Verdict.from_dict(r.verdict)) for r in rows if r.verdict]
+
+    def counts(group: list[tuple[Row, Verdict]]) -> dict[str, int]:
+        return {"verdicts": len(group),
+                "retried": sum(1 for _, v in group if v.attempts),
+                "flaky": sum(1 for _, v in group if v.flaky),
+                "engine_crashes": sum(1 for _, v in group if v.engine_crash),
+                "out_of_memory": sum(1 for _, v in group if v.memory is not None and v.status != "problem_too_large"),
+                "problem_too_large": sum(1 for _, v in group if v.status == "problem_too_large")}
+
+    levels = {name: counts(group) for name, group in _groups(judged, level=lambda pair: pair[0].level).items()}
+
+    def memory(v: Verdict) -> dict[str, Any]:
+        m = v.memory
+        return {"engine_held_bytes": m.engine_held_bytes if m else None, "requested_bytes": m.requested_bytes if m else None,
+                "device_total_bytes": m.device_total_bytes if m else None, "device_free_bytes": m.device_free_bytes if m else None,
+                "phase": m.phase if m else ""}
+
+    def first_line(text: str) -> str:
+        return text.strip().splitlines()[0][:240] if text.strip() else ""
+
+    return {
+        "levels": levels,
+        "retried": [{"job": r.job_key, "status": v.status, "flaky": v.flaky, "engine_crash": v.engine_crash,
+                     "attempts": [{"status": a.status, "phase": a.phase, "error": first_line(a.error)} for a in v.attempts]}
+                    for r, v in judged if v.attempts],
+        "engine_crashes": [r.job_key for r, v in judged if v.engine_crash],
+        "out_of_memory": [{"job": r.job_key, "status": v.status, **memory(v)}
+                          for r, v in judged if v.memory is not None and v.status != "problem_too_large"],
+        "problem_too_large": [{"job": r.job_key, "problem": r.problem, "error": first_line(v.error), **memory(v)}
+                              for r, v in judged if v.status == "problem_too_large"],
+    }
 
 
 def suspicious(rows: list[Row], limit: int = 8) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """What a running suite shows: a rich progress bar (ETA, done, pass, faster than torch.compile so far), or
-one JSON line per event with ``--jsonl``."""
+one JSON line per event with ``--jsonl``. Its total is the jobs this call covers (the chosen ones: every
+planned job unless --levels, --problems or --limit narrow it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from typing import Any, TextIO
 
 
 class Progress:
-    def __init__(self, total: int, *, already: int = 0, jsonl: bool = False, out: TextIO | None = None) -> None:
+    def __init__(self, total: int, *, already: int = 0, jsonl: bool = False, out: TextIO | None = None,
+                 planned: int | None = None, left: int = 0) -> None:
+        """``total``: the jobs this call covers (``already`` of them had a verdict); ``planned``: the run's
+        planned jobs; ``left``: planned jobs without a verdict that this call does not run (--levels,
+        --problems, --limit)."""
         self.total, self.done, self.passed, self.faster = total, already, 0, 0
         self.jsonl = jsonl
         self.out = out or sys.stdout
@@ -19,7 +24,8 @@ class Progress:
         self._bar: Any = None
         self._task: Any = None
         if jsonl:
-            self.event("suite_started", total=total, already_done=already)
+            self.event("suite_started", total=total, already_done=already,
+                       planned=total if planned is None else planned, left_for_later=left)
         else:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 

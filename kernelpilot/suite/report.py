@@ -18,14 +18,23 @@ def build_report(store: Store) -> dict[str, Any]:
     planned = store.planned()
     picks = m.views(planned, rows)
     multi = any(j["sample"] > 0 for j in planned) or any(r.sample > 0 for r in rows)
+    done = {r.job_key for r in rows}
+    not_run = [j["job_key"] for j in planned if j["job_key"] not in done]
     report: dict[str, Any] = {
         "rules": meta.get("rules", "kernelpilot"),
         "mode": meta.get("mode", ""),
         "source": meta.get("source", ""),
         "problems": meta.get("problems", ""),
+        "run": str(store.run_dir),
+        # where a KernelBench checkout's problems came from (runs made before this was stored have none)
+        "kernelbench": meta.get("kernelbench") or [],
         "jobs": len(planned),
         "verdicts": len(rows),
+        "not_run_yet": len(not_run),  # planned jobs without a verdict (every sample)
+        "complete": not not_run,
+        "not_run_yet_jobs": not_run,
         "views": {"sample0": m.by_level(picks["sample0"])},
+        "engine": m.engine_health(rows),
         "slowest": m.slowest(rows),
         "suspicious": m.suspicious(rows),
         "throughput": m.throughput(store.sessions(), rows),
@@ -36,7 +45,8 @@ def build_report(store: Store) -> dict[str, Any]:
         {"problem": p.problem, "level": p.level, "status": p.status,
          "sample": p.row.sample if p.row else None,
          "speedup_vs_eager": p.row.speedup_vs_eager if p.row else None,
-         "speedup_vs_compile": p.row.speedup_vs_compile if p.row else None}
+         "speedup_vs_compile": p.row.speedup_vs_compile if p.row else None,
+         "no_compile_baseline": bool(p.row and m.no_compile_baseline(p.row))}
         for p in picks["best_of_k" if multi else "sample0"]]
     return report
 
@@ -49,17 +59,77 @@ def _x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+def _gib(v: int | None) -> str:
+    return "?" if v is None else f"{v / 2**30:.2f} GiB"
+
+
 def level_table(levels: dict[str, dict[str, Any]]) -> str:
     head = ("| group | problems | pass | faster than eager | faster than compile | geomean vs eager | "
-            "geomean vs compile | fast_0 | fast_0.5 | fast_0.8 | fast_1 | fast_1.5 | fast_2 | fast_1 vs compile |")
-    lines = [head, "|" + "---|" * 14]
+            "geomean vs compile | fast_0 | fast_0.5 | fast_0.8 | fast_1 | fast_1.5 | fast_2 | fast_1 vs compile | "
+            "failed | not run yet |")
+    lines = [head, "|" + "---|" * 16]
     for name, s in levels.items():
         fp = s["fast_p_vs_eager"]
         lines.append(f"| {name} | {s['problems']} | {_pct(s['pass_rate'])} | {_pct(s['faster_than_eager_rate'])} | "
                      f"{_pct(s['faster_than_compile_rate'])} | {_x(s['geomean_vs_eager'])} | {_x(s['geomean_vs_compile'])} | "
                      + " | ".join(_pct(fp[k]) for k in ("0", "0.5", "0.8", "1", "1.5", "2"))
-                     + f" | {_pct(s['fast_1_vs_compile'])} |")
+                     + f" | {_pct(s['fast_1_vs_compile'])} | {s['failed']} | {s['not_run_yet']} |")
     return "\n".join(lines)
+
+
+def compile_table(levels: dict[str, dict[str, Any]]) -> str:
+    """fast_1 vs torch.compile over all problems (no baseline: not faster) and over those with a baseline."""
+    lines = ["| group | problems | no torch.compile baseline | fast_1 vs compile, all problems | problems with a baseline | "
+             "fast_1 vs compile, with a baseline |", "|" + "---|" * 6]
+    for name, s in levels.items():
+        lines.append(f"| {name} | {s['problems']} | {s['no_compile_baseline']} | {_pct(s['fast_1_vs_compile'])} | "
+                     f"{s['with_compile_baseline']} | {_pct(s['fast_1_vs_compile_with_baseline'])} |")
+    return "\n".join(lines)
+
+
+def _kernelbench_lines(report: dict[str, Any]) -> list[str]:
+    out = []
+    for src in report["kernelbench"]:
+        if src.get("commit"):
+            how = "its git work tree" + (", with uncommitted changes to the problems" if src.get("dirty") else "") \
+                if src.get("from") == "git" else "its COMMIT file"
+            out.append(f"KernelBench commit `{src['commit']}` ({src['root']}, from {how}).")
+        else:
+            out.append(f"KernelBench commit unknown for {src['root']}: {src.get('why', 'not recorded')}.")
+    return out
+
+
+def _engine_lines(engine: dict[str, Any]) -> list[str]:
+    out = ["## Engine health (every stored verdict)", "",
+           "| group | verdicts | retried | flaky | engine crashes | out of memory | problem too large |", "|" + "---|" * 7]
+    for name, c in engine["levels"].items():
+        out.append(f"| {name} | {c['verdicts']} | {c['retried']} | {c['flaky']} | {c['engine_crashes']} | "
+                   f"{c['out_of_memory']} | {c['problem_too_large']} |")
+    crashes = engine["levels"]["overall"]["engine_crashes"]
+    out += ["", f"Engine crashes (a worker died on a candidate that then ran without dying in a fresh worker: a crash of "
+                f"kernelpilot's, expected 0): **{crashes}**" + (f" ({', '.join(engine['engine_crashes'][:10])})." if crashes else "."),
+            "", "Retried: an earlier attempt's worker died and the candidate was judged once more; flaky: the second attempt "
+            "ran without dying."]
+    if engine["retried"]:
+        out.append("")
+    for d in engine["retried"][:10]:
+        first = d["attempts"][0] if d["attempts"] else {}
+        out.append(f"- retried {d['job']} ({d['status']}{', flaky' if d['flaky'] else ''}): the first worker died during "
+                   f"{first.get('phase') or '?'}: {first.get('error') or 'no message'}")
+    if engine["out_of_memory"]:
+        out += ["", "Out of GPU memory:", ""]
+        out += [f"- {d['job']} ({d['status']}): the harness held {_gib(d['engine_held_bytes'])} when it called the candidate, "
+                f"the failing allocation asked for {_gib(d['requested_bytes'])}"
+                + (f"; {_gib(d['device_free_bytes'])} of {_gib(d['device_total_bytes'])} free afterwards"
+                   if d["device_total_bytes"] is not None else "") + (f"; in {d['phase']}" if d["phase"] else "")
+                for d in engine["out_of_memory"]]
+    if engine["problem_too_large"]:
+        out += ["", "## Problems too large for this GPU", "",
+                "The problem's own eager call does not fit an empty GPU: about the problem, not the candidate (each still "
+                "counts as a failure in the rates above).", ""]
+        out += [f"- {d['job']}: {d['error'] or 'problem_too_large'}" for d in engine["problem_too_large"]]
+    out.append("")
+    return out
 
 
 def render_markdown(report: dict[str, Any], plot: str | None) -> str:
@@ -68,14 +138,26 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
            + (" (KernelBench's: PyTorch ops allowed in ModelNew, each listed as a warning; every other check as strict)"
               if report["rules"] == "kernelbench" else " (kernelpilot's: PyTorch compute ops in ModelNew are refused)")
            + f"; mode **{report['mode']}**; {report['jobs']} jobs, {report['verdicts']} verdicts stored.", ""]
+    kb = _kernelbench_lines(report)
+    out += kb + [""] if kb else []
+    if not report["complete"]:
+        out += [f"**Incomplete run:** {report['not_run_yet']} of {report['jobs']} planned jobs not run yet. Each counts as a "
+                "failure in every rate over all problems (as KernelBench counts a missing one) and is shown apart, as not "
+                f"run yet. Run them with `kernelpilot suite --resume {report['run']}`.", ""]
     for view, title in (("sample0", "Sample 0 (what KernelBench's fast_p scores)"), ("best_of_k", "Best of k samples")):
         if view in report["views"]:
             out += [f"## {title}", "", level_table(report["views"][view]), ""]
-            statuses = report["views"][view]["overall"]["statuses"]
-            out += ["Statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.items()), ""]
-    out += ["Every problem counts in every rate (a missing, unstarted or failed one as a failure). Faster means "
-            "pass and speedup > 1. Geomeans are over the passing problems with a timing; fast_p (vs eager, "
-            "KernelBench's baseline) and fast_1 vs compile are over all problems.", ""]
+            overall = report["views"][view]["overall"]
+            out += ["Statuses: " + (", ".join(f"{k} {v}" for k, v in overall["statuses"].items()) or "none yet")
+                    + (f"; not run yet {overall['not_run_yet']}" if overall["not_run_yet"] else ""), ""]
+            if report["mode"] == "benchmark":
+                out += ["vs torch.compile:", "", compile_table(report["views"][view]), ""]
+    out += ["Every problem counts in every rate (a missing, unstarted, failed or not yet run one as a failure). Faster "
+            "means pass and speedup > 1. Geomeans are over the passing problems with a timing; fast_p (vs eager, "
+            "KernelBench's baseline) and fast_1 vs compile are over all problems. A passing verdict without a "
+            "torch.compile time (no torch.compile baseline) counts as not faster than torch.compile; the last column "
+            "of the torch.compile table leaves those problems out.", ""]
+    out += _engine_lines(report["engine"])
     t = report["throughput"]
     out += ["## Throughput", "", f"Wall time {t['wall_s']:.1f} s; {t['evaluated']} candidates evaluated"
             + (f"; {t['candidates_per_minute']:.1f} candidates per minute." if t["candidates_per_minute"] else "."), ""]
@@ -98,7 +180,7 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
 def plot_speedups(report: dict[str, Any], path: Path) -> bool:
     """Per-problem speedup vs torch.compile of the passing problems, sorted, log scale; False without timings."""
     points = sorted((p["speedup_vs_compile"], p["problem"]) for p in report["per_problem"]
-                    if p["status"] == "ok" and p["speedup_vs_compile"])
+                    if p["status"] == "ok" and p["speedup_vs_compile"] and not p.get("no_compile_baseline"))
     if not points:
         return False
     import matplotlib

@@ -2,8 +2,9 @@
 
 Each verdict is committed as it arrives (WAL journal, ``synchronous=FULL``), so Ctrl-C or kill -9
 loses none that finished; ``job_key`` is unique, so a resumed run never stores one twice, and the
-planner skips every job that has a row. Besides ``verdicts``: ``jobs`` (every planned job, so the
-report counts problems that got no verdict as failures), ``meta`` (settings, rules, mode, sources)
+planner skips every job that has a row. Besides ``verdicts``: ``jobs`` (the plan: every job of the problems
+given, written once when the run starts and never changed; the report counts a planned job without a verdict
+as not run yet, and as a failure in its rates), ``meta`` (settings, rules, mode, sources, KernelBench commit)
 and ``sessions`` (one row per start or resume: its wall time).
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.suite.discovery import Job
+from kernelpilot.suite.discovery import Job, ProblemRef
 
 DB_NAME = "results.sqlite"
 # statuses the suite adds to the verdict's: no candidate for the problem; not started (suite budget, stop)
@@ -101,6 +102,11 @@ class Store:
             cur = self._db.execute("SELECT job_key, problem, problem_path, level, number, sample, candidate FROM jobs ORDER BY rowid")
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def planned_jobs(self) -> list[Job]:
+        """The stored plan as jobs, in plan order: what ``--resume`` runs (empty before the plan was stored)."""
+        return [Job(ProblemRef(j["problem"], Path(j["problem_path"]), j["level"], j["number"]),
+                    Path(j["candidate"]) if j["candidate"] else None, j["sample"]) for j in self.planned()]
 
     def finished(self) -> set[str]:
         with self._lock:
