@@ -309,7 +309,7 @@ class Evaluator(WorkerOwner):
         return response
 
     def baselines(self, problem: Any, *, readable: list[Path] | None = None, settings: Any = None,
-                  forget: bool = False) -> Any:
+                  forget: bool = False, exclusive: bool = False) -> Any:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
         (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
@@ -320,7 +320,7 @@ class Evaluator(WorkerOwner):
 
         path = Path(load_problem(_path_of(problem)).path).resolve()
         message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
-                   "forget": forget}
+                   "forget": forget, "exclusive": exclusive}
         with self._lock:
             try:
                 client = self._worker([path.parent, *(readable or [])])

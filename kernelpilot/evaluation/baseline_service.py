@@ -166,7 +166,7 @@ class BaselineService:
     """Baselines of problems on one GPU, measured by ``processes`` workers of their own, once each."""
 
     def __init__(self, settings: Any, workdir: Path, *, gpu: int | None = None, processes: int = 4,
-                 memory_fraction: float = 0.35, cache: BaselineCache | None = None,
+                 memory_fraction: float = 0.25, cache: BaselineCache | None = None,
                  estimate: Callable[[Path], int] = estimate_bytes) -> None:
         self.settings = settings
         self.workdir = Path(workdir)
@@ -174,7 +174,9 @@ class BaselineService:
         self.cache = cache
         self.estimate = estimate
         self.identity = current_identity(gpu)
-        self._memory = _Memory(int(_device_bytes(gpu) * memory_fraction))
+        device = _device_bytes(gpu)
+        self._memory = _Memory(int(device * memory_fraction))
+        self.exclusive_bytes = int(device * 0.2)
         self._queue: queue.Queue[Request | None] = queue.Queue()
         self._requests: dict[str, Future[Any]] = {}
         self._lock = threading.Lock()
@@ -230,9 +232,12 @@ class BaselineService:
                     return
                 if not req.future.set_running_or_notify_cancel():
                     continue
-                held = self._memory.take(self.estimate(req.problem))
+                need = self.estimate(req.problem)
+                held = self._memory.take(need)
                 try:
-                    base = evaluator.baselines(req.problem, settings=replace(req.settings, confine=False), forget=True)
+                    # a problem that would not fit beside a candidate's verification has the GPU to itself
+                    base = evaluator.baselines(req.problem, settings=replace(req.settings, confine=False), forget=True,
+                                               exclusive=need > self.exclusive_bytes)
                     base.notes = req.notes + base.notes
                     if self.cache is not None:
                         self.cache.put(req.key, str(req.problem), base.to_dict())

@@ -60,7 +60,21 @@ def answer(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """With ``msg["exclusive"]`` (a problem so large that it must not share the GPU's memory with a
+    candidate being verified) the whole measurement holds the GPU lock exclusively; otherwise loading
+    the problem and torch.compile's runs hold it shared, its compiling none, and the timing exclusively."""
+    from kernelpilot.evaluation import gpu_lock
+
+    if msg.get("exclusive"):
+        with gpu_lock.current().exclusive():
+            return _measure(worker, msg)
+    return _measure(worker, msg)
+
+
+def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     import time
+
+    from kernelpilot.evaluation import gpu_lock
 
     from kernelpilot.evaluation import engine, watchdog
     from kernelpilot.evaluation import timing as tm
@@ -75,7 +89,9 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     seed = int(s.get("seed", 42))
     watchdog.begin(watchdog.Allowance.from_settings(s))
     watchdog.step("problem")
-    state = worker.problem_state(msg["problem"], seed)
+    lock = gpu_lock.current()
+    with lock.shared():  # the problem's model and one eager call: GPU work, not timed
+        state = worker.problem_state(msg["problem"], seed)
     watchdog.set_reference_seconds(state.reference_s)  # the timed rounds get the eager-based allowance
     watchdog.step("compile_baseline")
     mode = str(s.get("compile_mode", "default"))
@@ -84,17 +100,19 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     out.gpu_uuid, out.driver, out.torch, out.clocks = gpu_fingerprint(device)
     if s.get("compile_baseline", True):
         started = time.monotonic()
-        compiled = worker.compiled(state, mode, draw_inputs(state.module, seed + 500, "normal", device))
+        with lock.shared():
+            sample = draw_inputs(state.module, seed + 500, "normal", device)
+        compiled = worker.compiled(state, mode, sample)  # its graphs' runs take the lock shared themselves
+        del sample
         out.compile_s = round(time.monotonic() - started, 3)
         if compiled is not None:
             impls["compiled"] = compiled
         else:
             out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
             out.notes.append(out.compiled_missing)
-    from kernelpilot.evaluation import gpu_lock
-
-    pool, refill = engine.input_pool(state, s, device)
-    with gpu_lock.current().exclusive():  # a timing: nothing else on this GPU meanwhile
+    with lock.shared():
+        pool, refill = engine.input_pool(state, s, device)
+    with lock.exclusive():  # a timing: nothing else on this GPU meanwhile
         run = tm.measure(impls, pool, refill, engine.timing_settings(s, state.reference_s), worker.pristine, device)
     del pool, refill
     out.notes += run.notes
