@@ -38,6 +38,8 @@ IMPLEMENTATIONS = {
     "suite": "kernelpilot.suite.command:run_suite",
     "report": "kernelpilot.suite.command:run_report",
 }
+from kernelpilot.rules import RULE_NAMES  # noqa: E402 - a small core module (no torch)
+
 SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report")
 
 DESCRIPTION = """\
@@ -146,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--compile-mode", choices=("default", "max-autotune"), help="torch.compile mode of the baseline (default: default)")
     ev.add_argument("--cuda-graphs", action="store_const", const=True, help="also time everything captured in CUDA graphs")
     ev.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for each build or evaluation step (default 300)")
+    ev.add_argument("--rules", choices=RULE_NAMES, help="scoring rules: kernelpilot (default), kernelbench (KernelBench's "
+                    "current scorer beside ours), kernelbench-v0.1")
+    ev.add_argument("--kb-precision", choices=("fp32", "fp16", "bf16"), help="with a KernelBench preset: the precision "
+                    "its harness casts inputs and models to (default fp32)")
 
     pr = sub.add_parser("profile", prog="kernelpilot profile", help="profile one candidate's kernels (no LLM)", formatter_class=fmt, description=(
         "Profile the candidate's kernels and the torch.compile baseline's with Nsight Compute (torch.profiler\n"

@@ -97,6 +97,7 @@ class Correctness:
     fully_written: bool | None = None
     discriminates: bool | None = None  # a zero / constant output fails this problem's check
     notes: list[str] = field(default_factory=list)
+    weights: str = ""  # how ModelNew's weights were made Model's: "by name" (copied) or "by seed"
 
 
 @dataclass

@@ -211,8 +211,11 @@ def test_worker_zero_output_fails_low_magnitude_problem(cpu_evaluator: Evaluator
 def test_worker_reports_exceptions_and_parameter_mismatch(cpu_evaluator: Evaluator) -> None:
     v = _ask(cpu_evaluator, "raises.py")
     assert v.status == "runtime_error" and "kernel launch config is wrong" in v.error
+    # a parameter of its own that Model lacks is no harness error (KernelBench never compares names): the
+    # weights are matched by seed and the candidate is judged on what it computes
     w = _ask(cpu_evaluator, "wrong_params.py")
-    assert w.status == "runtime_error" and "unexpected ['weight']" in w.error
+    assert w.status == "ok", w.error  # y + 0.5 x is this problem (scale 0.5)
+    assert w.correctness is not None and w.correctness.weights.startswith("none")
 
 
 @pytest.mark.slow

@@ -25,6 +25,10 @@ def settings_from_args(args: argparse.Namespace) -> EvalSettings:
         overrides["compile_mode"] = args.compile_mode
     if getattr(args, "cuda_graphs", None):
         overrides["cuda_graphs"] = True
+    if getattr(args, "rules", None):
+        overrides["rules"] = args.rules
+    if getattr(args, "kb_precision", None):
+        overrides["kb_precision"] = args.kb_precision
     if getattr(args, "timeout", None):
         t = float(args.timeout)
         overrides.update(build_timeout_s=t, test_timeout_s=t, benchmark_timeout_s=max(t, 600.0))

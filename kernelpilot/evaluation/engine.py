@@ -163,7 +163,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     with _phase(phases, "import", msg["candidate_model"]):
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
-        model = worker.build_model(module, state, seed)
+        model, weights = worker.build_model(module, state, seed)
     if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
         with _phase(phases, "build_warmup"):  # before any check or timer; its seconds count as build time
             with torch.no_grad():
@@ -187,6 +187,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
                                 message=f"forward returned a cached or reused output ({replay[0]}); compute into a new "
                                         "output on every call."))
     corr.notes += notes
+    corr.weights = weights
     threads1 = ra.ThreadSnapshot.take()
     findings += ra.thread_findings(threads0, threads1, native=cuda)
     findings += worker.identities.findings("while the candidate ran")

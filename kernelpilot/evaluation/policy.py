@@ -19,6 +19,7 @@ import ast
 import fnmatch
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from kernelpilot.evaluation.native_scan import check_native
 from kernelpilot.evaluation.policy_rules import _MODULE_REASONS, ALLOWED_MODULES, DENIED_SUBMODULES, RULES, TRITON_NAMES
@@ -64,6 +65,9 @@ _PATH_WRITES = frozenset({
     "symlink_to", "hardlink_to", "chmod", "lchmod", "link_to",
 })
 _PATH_READS = frozenset({"read_text", "read_bytes", "open", "iterdir", "glob", "rglob"})
+_PROCESS_CALLS = frozenset({"system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "startfile",
+                            "execl", "execle", "execlp", "execlpe", "execv", "execve", "execvp", "execvpe",
+                            "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"})
 
 
 def _top(module: str) -> str:
@@ -95,6 +99,8 @@ class _Checker(ast.NodeVisitor):
         self.path_names: set[str] = set()  # names holding other paths
         self.class_stack: list[str] = []
         self.func_stack: list[str] = []
+        self.os_aliases: set[str] = set()  # names bound to the os module
+        self.os_functions: set[str] = set()  # process-creating functions imported from os by name
 
     # ---- helpers ------------------------------------------------------------------------------
     def add(self, rule: str, message: str, node: ast.AST) -> None:
@@ -146,6 +152,8 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             self._check_module(alias.name, node)
             self.imported.add(alias.asname or _top(alias.name))
+            if alias.name == "os":
+                self.os_aliases.add(alias.asname or "os")
             if alias.name == "triton" or not alias.asname and _top(alias.name) == "triton":
                 self.triton_aliases.add(alias.asname or "triton")
 
@@ -156,6 +164,8 @@ class _Checker(ast.NodeVisitor):
         module = node.module or ""
         for alias in node.names:
             full = f"{module}.{alias.name}"
+            if module == "os" and alias.name in _PROCESS_CALLS:
+                self.os_functions.add(alias.asname or alias.name)
             if alias.name == "Model":
                 self.add("reference-model", "Importing the reference Model is refused: write the kernel instead.", node)
                 continue
@@ -292,6 +302,10 @@ class _Checker(ast.NodeVisitor):
             if not self._from_file(node.args[0] if node.args else None):
                 self.add("open-outside", "open() of a path not built from __file__ is refused: a candidate reads "
                          "only its own files.", node)
+        elif name in self.os_functions:
+            self.add("process-creation", f"{name}() from os starts another program or process: refused.", node)
+        elif isinstance(func, ast.Attribute) and func.attr in _PROCESS_CALLS and self._root_name(func) in self.os_aliases:
+            self.add("process-creation", f"{self._dotted(func)}() starts another program or process: refused.", node)
         elif isinstance(func, ast.Attribute):
             path_specific = func.attr not in ("replace", "rename")
             if func.attr in _PATH_WRITES and (path_specific or self._is_pathlike(func.value)) and \
@@ -378,10 +392,21 @@ def _apply_relaxed(findings: list[Finding], relaxed: Iterable[str]) -> list[Find
 # --------------------------------------------------------------------------------------------
 # Whole candidates
 
-def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = ()) -> list[Finding]:
-    """Check a candidate directory (every .py and native source) or a single-file .py candidate."""
-    path = Path(candidate_path)
-    relaxed = list(relaxed)
+def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Any = None) -> list[Finding]:
+    """Check a candidate directory (every .py and native source) or a single-file .py candidate.
+
+    ``rules`` (kernelpilot.rules): under a KernelBench preset a finding refuses only when the preset says
+    so (processes, native loaders, sockets); every other one is listed as a warning."""
+    from kernelpilot.rules import get_rules
+
+    found = _check_candidate(Path(candidate_path), list(relaxed))
+    ruleset = get_rules(rules)
+    for f in found:
+        f.severity = ruleset.static_severity(f.rule, f.severity)
+    return found
+
+
+def _check_candidate(path: Path, relaxed: list[str]) -> list[Finding]:
     if path.is_file():
         return check_python(path.read_text(encoding="utf-8", errors="replace"), str(path), relaxed)
     findings: list[Finding] = []

@@ -59,6 +59,7 @@ RULES: dict[str, str] = {
     "binary-file": "a prebuilt binary or bytecode file in the candidate directory",
     "triton-internals": "uses a part of triton other than jit/autotune/heuristics/Config/cdiv/language "
                         "(its runtime, compiler, driver, knobs, testing)",
+    "process-creation": "Python code starts programs or processes (os.system, os.popen, os.exec*, os.spawn*, os.fork)",
     "native-process": "native code runs programs (system, popen, fork, exec*)",
     "native-dlopen": "native code loads libraries at run time",
     "native-network": "native code opens sockets",

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.rules import Rules
 
-RULES = ("kernelpilot", "kernelbench")
+from kernelpilot.rules import RULE_NAMES as RULES  # noqa: E402 - the rule sets' names (kernelpilot.rules)
 
 
 def _default_tolerances() -> dict[str, tuple[float, float]]:
@@ -57,9 +58,10 @@ class EvalSettings:
     flush_bytes: int | None = None  # default: max(2 x L2, 256 MiB)
     host_gap_threshold: float = 0.2
     small_numel: int = 4096  # torch compute ops on smaller tensors are warnings, not rejections
-    # "kernelpilot": torch compute ops in forward are refused; "kernelbench": KernelBench's rules, they are
-    # allowed and each is listed as a warn finding (every other check as strict)
+    # the scoring rules by name (kernelpilot.rules.RULESETS: kernelpilot, kernelbench, kernelbench-v0.1);
+    # ``ruleset`` is the type every layer asks
     rules: str = "kernelpilot"
+    kb_precision: str = "fp32"  # a KernelBench preset's harness precision (fp32, fp16, bf16)
     # the hang watchdog (watchdog.py): each call into candidate code may take call_floor_s plus call_multiple
     # times one eager reference call; the candidate's first call gets first_call_s more
     call_floor_s: float = 5.0
@@ -82,8 +84,16 @@ class EvalSettings:
         bad = [d for d in self.distributions if d not in ("normal", "uniform", "scaled", "native")]
         if bad or not self.distributions:
             raise KernelpilotError(f"unknown input distribution {bad or '[]'}; use normal, uniform, scaled or native.")
-        if self.rules not in RULES:
-            raise KernelpilotError(f"unknown scoring rules {self.rules!r}; use one of {', '.join(RULES)}.")
+        harness = self.ruleset.harness  # raises for an unknown name, with the names to use
+        if harness is not None and self.kb_precision not in harness.precisions:
+            raise KernelpilotError(f"{self.rules} scores in {', '.join(harness.precisions)}, not {self.kb_precision!r}; "
+                                   "pass --kb-precision with one of those.")
+
+    @property
+    def ruleset(self) -> "Rules":
+        from kernelpilot.rules import get_rules
+
+        return get_rules(self.rules)
 
     @classmethod
     def from_config(cls, config: Any, **overrides: Any) -> "EvalSettings":

@@ -79,7 +79,11 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
                    help="stop starting sessions once all of them have cost USD (the rest count as failures)")
     s.add_argument("--sessions", type=positive_int, metavar="N", help="agent sessions at once (default: 2 per GPU)")
     s.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark", help="how far to evaluate (default: benchmark)")
-    s.add_argument("--rules", choices=("kernelpilot", "kernelbench"), default="kernelpilot",
+    from kernelpilot.rules import RULE_NAMES
+
+    s.add_argument("--kb-precision", choices=("fp32", "fp16", "bf16"),
+                   help="with a KernelBench preset: the precision its harness casts inputs and models to (default fp32)")
+    s.add_argument("--rules", choices=RULE_NAMES, default="kernelpilot",
                    help="kernelbench: PyTorch ops allowed in ModelNew (each listed as a warning), every other check as strict")
     s.add_argument("--levels", type=_levels, metavar="L,L",
                    help="this call runs only pending jobs of these KernelBench levels, e.g. 1,2 (the plan keeps every level; "
@@ -120,6 +124,8 @@ def _overrides(args: argparse.Namespace, meta: dict[str, Any]) -> dict[str, Any]
     if "overrides" in meta:
         return dict(meta["overrides"])
     overrides: dict[str, Any] = {"rules": args.rules, "device": args.device}
+    if getattr(args, "kb_precision", None):
+        overrides["kb_precision"] = args.kb_precision
     if args.device == "cpu":
         overrides["confine"] = False
     if args.trials:
