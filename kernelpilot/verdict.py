@@ -168,6 +168,31 @@ class SpeedOfLight:
 
 
 @dataclass
+class KernelBenchScore:
+    """KernelBench's own verdict on the candidate (rule sets kernelbench, kernelbench-v0.1), reproduced in
+    our worker beside ours: its precision cast, seeds, trials, allclose tolerance and CUDA-event timing."""
+
+    preset: str = ""  # "current" | "v0.1"
+    commit: str = ""
+    precision: str = "fp32"
+    tolerance: float | None = None
+    # "correct", "incorrect", "runtime_error", "compile_error" (KernelBench's compiled=False), or "not_run"
+    # (refused before running by our static policy: process creation, native loaders, sockets)
+    status: str = "not_run"
+    compiled: bool = False
+    correctness: bool = False
+    trials: str = ""  # "(5 / 5)"
+    max_difference: list[str] = field(default_factory=list)
+    avg_difference: list[str] = field(default_factory=list)
+    runtime_ms: float | None = None  # mean, 3 significant figures, as KernelBench stores it
+    ref_runtime_ms: float | None = None  # the reference timed the same way, on this GPU, in this run
+    speedup: float | None = None
+    excessive_speedup: bool = False  # KernelBench's flag above 10x (a flag, not a failure)
+    error: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Attempt:
     """An earlier attempt at the same evaluation whose worker died (it was retried in a fresh worker)."""
 
@@ -227,6 +252,7 @@ class Verdict:
     attempts: list[Attempt] = field(default_factory=list)
     flaky: bool = False
     memory: MemoryReport | None = None  # out of memory: who held what
+    kernelbench: KernelBenchScore | None = None  # under a KernelBench preset: KernelBench's own score
 
     # ---- serialisation -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

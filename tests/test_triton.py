@@ -42,11 +42,9 @@ def test_a_file_without_kernels_says_what_to_add(tmp_path: Path) -> None:
     path = tmp_path / "plain.py"
     path.write_text("import torch\nfrom torch import nn\n\nclass ModelNew(nn.Module):\n"
                     "    def forward(self, x):\n        return x\n")
-    with pytest.raises(CandidateError, match="no @triton.jit function"):
-        load_candidate(path)
+    assert load_candidate(path).kind == "pytorch"  # a PyTorch rewrite: judged, timed, no-kernel
     (tmp_path / "model_new.py").write_text(path.read_text())
-    with pytest.raises(CandidateError, match="no @triton.jit kernels"):
-        load_candidate(tmp_path)
+    assert load_candidate(tmp_path).kind == "pytorch"
 
 
 # ---- static policy -----------------------------------------------------------------------------------

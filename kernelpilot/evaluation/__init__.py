@@ -131,6 +131,17 @@ class Evaluator(WorkerOwner):
 
         def done(status: str) -> Verdict:
             v.status = status  # type: ignore[assignment]
+            harness = s.ruleset.harness
+            if harness is not None and v.kernelbench is None and status in ("rejected", "build_error"):
+                # stopped before the worker: KernelBench's view of the same file
+                from kernelpilot.verdict import KernelBenchScore
+
+                refused = next((f for f in v.findings if f.severity == "reject"), None)
+                v.kernelbench = KernelBenchScore(
+                    preset=harness.version, commit=harness.commit, precision=s.kb_precision,
+                    status="compile_error" if status == "build_error" else "not_run",
+                    error=(v.error or "the build failed")[:400] if status == "build_error" else
+                    f"refused before running by our static policy [{refused.rule if refused else '?'}]")
             v.seconds = round(time.monotonic() - t0, 3)
             v.summary = summary_line(v)
             return v
@@ -203,7 +214,7 @@ class Evaluator(WorkerOwner):
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
                    "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
-                   "warmup": getattr(cand_obj, "kind", "") == "triton"}
+                   "warmup": getattr(cand_obj, "kind", "") == "triton", "kind": getattr(cand_obj, "kind", "")}
         if baseline is not None and mode == "benchmark":
             message["baseline"] = baseline.to_dict() if hasattr(baseline, "to_dict") else dict(baseline)
 
@@ -226,6 +237,7 @@ class Evaluator(WorkerOwner):
         merged = Verdict.from_dict({"status": part.get("status", "runtime_error"), **part})
         v.correctness, v.performance, v.speed_of_light = merged.correctness, merged.performance, merged.speed_of_light
         v.memory = merged.memory
+        v.kernelbench = merged.kernelbench
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})

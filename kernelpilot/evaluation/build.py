@@ -166,6 +166,10 @@ def build_candidate(
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
     if candidate.kind == "single_file" and (cached := inline_record(directory)) is not None:
         return cached
+    if candidate.kind == "pytorch":  # no kernel of its own: nothing to compile (the verdict says no-kernel)
+        return BuildReport(ok=True, build_dir=str(directory), command="(nothing to build: no kernel of its own)",
+                           diagnostics=[Diagnostic(severity="note", tool="build", message=(
+                               "no kernel of its own: no load_inline call, no @triton.jit function, no .cu file"))])
     if candidate.kind == "triton":  # its own build step: triton_build.py
         from kernelpilot.evaluation.triton_build import build_triton
 

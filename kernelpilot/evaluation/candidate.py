@@ -24,7 +24,7 @@ KERNEL_SUFFIXES = (".cu", ".cuh")
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
 MODEL_CLASS = "ModelNew"
 
-CandidateKind = Literal["directory", "single_file", "triton"]
+CandidateKind = Literal["directory", "single_file", "triton", "pytorch"]
 
 
 class CandidateError(KernelpilotError):
@@ -102,11 +102,15 @@ def _load_directory(directory: Path) -> Candidate:
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
             return Candidate(path=directory, kind="triton", model_file=model, kernel_files=sorted(triton_files),
                              files=files)
-        raise CandidateError(
-            f"Candidate directory {directory} has no .cu files, no @triton.jit kernels, and {MODEL_FILE} does "
-            "not call load_inline: put the kernels in kernel.cu (with extern \"C\" launchers) next to "
-            "binding.cpp, or write them as @triton.jit functions."
-        )
+        if _calls(tree, "load_extension") or _calls(tree, "load_inline"):
+            raise CandidateError(
+                f"Candidate directory {directory} has no .cu files, no @triton.jit kernels, and {MODEL_FILE} does "
+                "not call load_inline: put the kernels in kernel.cu (with extern \"C\" launchers) next to "
+                "binding.cpp, or write them as @triton.jit functions."
+            )
+        # no kernel of its own (a PyTorch rewrite): judged and timed all the same, and said so (no-kernel)
+        files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
+        return Candidate(path=directory, kind="pytorch", model_file=model, files=files)
     if not binding.is_file():
         raise CandidateError(
             f"Candidate directory {directory} has .cu files but no {BINDING_FILE}: add one that includes "
@@ -138,11 +142,7 @@ def _single_file(file: Path, tree: ast.Module) -> Candidate:
     if not _calls(tree, "load_inline"):
         if has_triton_kernels(tree):
             return Candidate(path=file, kind="triton", model_file=file, kernel_files=[file], files=[file])
-        raise CandidateError(
-            f"{file.name} compiles no kernels (no load_inline call, no @triton.jit function): build them with "
-            "torch.utils.cpp_extension.load_inline, write them as @triton.jit functions, or use the "
-            "directory form with kernel.cu."
-        )
+        return Candidate(path=file, kind="pytorch", model_file=file, files=[file])  # a PyTorch rewrite
     return Candidate(path=file, kind="single_file", model_file=file, sources=[], kernel_files=[], files=[file])
 
 

@@ -9,17 +9,19 @@ Precedence of the status: an exception is ``runtime_error``; any ``reject`` find
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any, Iterator
 
-from kernelpilot.verdict import Finding, Performance, tier_for
+from kernelpilot.evaluation.timed import benchmark, input_pool, timing_settings  # noqa: F401 - engine's names too
+from kernelpilot.rules import get_rules
+from kernelpilot.verdict import Finding
 
-REPLAY_MAX_NORMALIZED = 0.05  # stale results from other inputs sit near sqrt(2)
-DRIFT_FLAG = 0.05  # eager beside the candidate vs the shared baseline's eager: beyond this, say the GPU changed
+# the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
+PURE_COVERED = frozenset({"torch-compute-op", "no-custom-kernel", "library-kernel", "library-only"})
+
 
 
 def _settings(msg: dict[str, Any]) -> dict[str, Any]:
@@ -43,25 +45,6 @@ def _is_cuda_error(exc: BaseException) -> bool:
 
 def _rejects(findings: list[Finding]) -> bool:
     return any(f.severity == "reject" for f in findings)
-
-
-def _replay_check(device: str) -> Any:
-    import torch
-
-    from kernelpilot.evaluation.compare import flatten_outputs, normalized_difference
-
-    def check(cand: Any, eager: Any) -> str:
-        for c, e in zip(flatten_outputs(cand), flatten_outputs(eager)):
-            if type(c) is not torch.Tensor or c.shape != e.shape:
-                return "timed output has the wrong type or shape"
-            err = normalized_difference(c, e)  # chunked: outputs of many GB compare in bounded memory
-            if math.isinf(err):
-                return "timed output has NaN where eager has none"
-            if err > REPLAY_MAX_NORMALIZED:
-                return f"output differs from eager on the same fresh inputs (normalised error {err:.3g})"
-        return ""
-
-    return check
 
 
 @contextmanager
@@ -164,6 +147,14 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
         model, weights = worker.build_model(module, state, seed)
+    rules = get_rules(s.get("rules"))
+    cand_state, more, call = _candidate_state(worker, model, rules)
+    findings += more
+    pure = msg.get("kind") == "pytorch"
+    if pure:
+        findings.append(Finding(rule="no-kernel", evidence="ModelNew.forward", message=(
+            "no kernel of its own: a PyTorch rewrite (it is verified and timed, so the report can say what "
+            "its speed is made of)")))
     if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
         with _phase(phases, "build_warmup"):  # before any check or timer; its seconds count as build time
             with torch.no_grad():
@@ -179,7 +170,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
             poison = max(poison, 4 * x.numel() * x.element_size())
     replay: list[str] = []
     with _phase(phases, "verify"):
-        corr = vf.verify(model, state.reference, tol, trials=int(s.get("trials", 5)),
+        corr = vf.verify(call, state.reference, tol, trials=int(s.get("trials", 5)),
                          distributions=list(s.get("distributions") or ["normal"]), seed=seed, device=device,
                          shape_sets=shape_sets, poison_bytes=poison, replay=replay)
     if replay:
@@ -194,25 +185,36 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
 
     # runtime audit: ops, output type, kernels and streams
     with _phase(phases, "audit"):
-        findings += _audit(model, msg, s, state, corr, seed, device)
+        audit = _audit(call, msg, s, state, corr, seed, device)
+        if pure:  # its torch ops and library kernels are what "no kernel of its own" already says
+            for f in audit:
+                if f.rule in PURE_COVERED:
+                    f.severity = "warn"
+        findings += audit
     out["correctness"] = asdict(corr)
 
     exit_after = False
+    # a PyTorch rewrite is rejected and timed anyway: what its claimed speed-up is made of
+    timed_anyway = pure and all(f.rule in PURE_COVERED | {"no-kernel"} for f in findings if f.severity == "reject")
     if _rejects(findings):
         out["status"] = "rejected"
     elif not corr.passed:
         out["status"] = "incorrect"
-    elif mode == "benchmark" and cuda:
+    if corr.passed and (out["status"] == "ok" or timed_anyway) and mode == "benchmark" and cuda:
         # the thread hook stops here: the compiled baseline may start helper threads if it ever recompiles;
         # threads the candidate leaves running are still caught by the snapshot after timing
         watch.__exit__(None, None, None)
         with _phase(phases, "timing"):
-            perf, sol, flags, more = _benchmark(worker, state, model, compiled, s, tol, msg.get("baseline"))
-        findings += more
+            perf, sol, flags, timed = benchmark(worker, state, call, compiled, s, tol, msg.get("baseline"))
+        findings += timed
         out["performance"], out["speed_of_light"] = perf, sol
         out["flags"] += flags
-        if _rejects(more):
+        if _rejects(timed):
             out["status"] = "rejected"
+    if rules.kernelbench:
+        with _phase(phases, "kernelbench"):
+            out["kernelbench"] = _kernelbench_score(state, module, rules, s, device, mode == "benchmark" and cuda,
+                                                    worker.initial_state, cand_state)
     if corr.discriminates is False:
         out["flags"].append("this problem cannot discriminate: a zero or constant output passes its check")
     if corr.deterministic is False:
@@ -264,118 +266,51 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     return found
 
 
-def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[Any]], Any]:
-    """Input sets with distinct storage for timing, and the refill that re-draws one in place."""
-    import torch
+def _candidate_state(worker: Any, model: Any, rules: Any) -> tuple[Any, list[Finding], Any]:
+    """torch's global switches as the candidate left them (import and ModelNew): the findings they give,
+    and the candidate wrapped to run in its own state while the reference and baselines run in the
+    problem's default one (restored here, and by the worker after the evaluation)."""
+    from kernelpilot.evaluation import global_state as gs
 
-    from kernelpilot.evaluation.verify import draw_inputs
-
-    from kernelpilot.evaluation import memory
-
-    seed = int(s.get("seed", 42))
-    wanted = max(int(s.get("input_pool", 4)), 2)
-    # as many distinct input sets as fit beside the three implementations' calls (at least 2)
-    pool_n = memory.input_pool_size(getattr(state, "input_bytes", 0), getattr(state, "call_bytes", 0), wanted,
-                                    reserve=1 << 30) if device.startswith("cuda") else wanted
-    pool = [draw_inputs(state.module, seed + 7000 + j, "normal", device) for j in range(pool_n)]
-    signed = [[bool((x < 0).any()) if isinstance(x, torch.Tensor) and x.is_floating_point() else True for x in p]
-              for p in pool]
-
-    def refill(inputs: list[Any]) -> None:
-        idx = next(i for i, p in enumerate(pool) if p is inputs)
-        for x, sg in zip(inputs, signed[idx]):
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                x.normal_()
-                if not sg:
-                    x.abs_()
-
-    return pool, refill
+    default = worker.initial_state
+    mine = gs.Snapshot.take()
+    changes, lowered = default.changes(mine), default.lowers_precision(mine)
+    found: list[Finding] = []
+    if changes:
+        found.append(Finding(rule="global-state", severity="warn", evidence="; ".join(changes), message=(
+            f"the candidate changed torch's global state ({'; '.join(changes)}); the reference and the baselines "
+            "ran in the problem's own state, the candidate in its own, and the state was restored after it")))
+    if lowered:
+        found.append(Finding(rule="precision-lowered", severity="warn" if rules.kernelbench else "reject",
+                             evidence=", ".join(lowered), message=(
+            f"the candidate lowered torch's precision for everything in the process ({', '.join(lowered)}); "
+            "compute in lower precision inside the kernel, where the check sees it, not through global switches")))
+    if not changes:
+        return mine, found, model
+    default.apply()
+    return mine, found, gs.in_state(mine, model)
 
 
-def timing_settings(s: dict[str, Any], call_s: float = 0.0) -> Any:
-    """The timing loop's settings; ``call_s``: one eager call's seconds, which ``time_budget_s`` bounds
-    the samples by (at least 4 a round, so the round medians still give a noise estimate)."""
-    import math
+def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], device: str, measure: bool,
+                       default: Any, mine: Any) -> dict[str, Any]:
+    """KernelBench's own score (kernelbench_harness.py), run as KernelBench runs it: in the candidate's
+    global state for the reference too; every candidate call under one watchdog allowance."""
+    from kernelpilot.evaluation import global_state as gs
+    from kernelpilot.evaluation import kernelbench_harness as kb
+    from kernelpilot.evaluation import watchdog
 
-    from kernelpilot.evaluation import timing as tm
-
-    rounds, per_round = int(s.get("rounds", 5)), int(s.get("samples_per_round", 20))
-    budget = float(s.get("time_budget_s", 0.0) or 0.0)
-    if budget > 0 and call_s > 0 and rounds > 0:
-        per_round = min(per_round, max(4, math.ceil(budget / (rounds * call_s))))
-    return tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=rounds, samples_per_round=per_round,
-                             replay_checks=int(s.get("replay_checks", 8)), cuda_graphs=bool(s.get("cuda_graphs")),
-                             flush_bytes=s.get("flush_bytes"))
-
-
-def _benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any,
-               shared: dict[str, Any] | None = None) -> tuple[
-        dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
-    """Time the candidate beside eager (and the compiled baseline when this worker compiled it), under
-    the GPU's exclusive lock. ``shared``: the problem's baselines measured once by the baseline
-    service; its torch.compile time is the one the candidate is compared with, eager is re-timed here."""
-    from kernelpilot.evaluation import gpu_lock
-    from kernelpilot.evaluation import runtime_audit as ra
-    from kernelpilot.evaluation import timing as tm
-    from kernelpilot.evaluation.speed_of_light import speed_of_light, suspicion_flags
-
-    device = worker.device
-    pool, refill = input_pool(state, s, device)
-    impls: dict[str, Any] = {"eager": state.reference.model}
-    if compiled is not None:
-        impls["compiled"] = compiled
-    impls["candidate"] = model
-    ts = timing_settings(s, state.reference_s)
-    threads0 = ra.ThreadSnapshot.take()
-    with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
-        run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device))
-    del pool, refill
-    findings: list[Finding] = ra.thread_findings(threads0, ra.ThreadSnapshot.take(), native=False)
-    findings += worker.identities.findings("while the candidate was timed")
-    if run.replay_failures:
-        findings.append(Finding(rule="result-replay", evidence=run.replay_failures[0],
-                                message=f"{len(run.replay_failures)} of {run.replay_checked} re-checked timed calls "
-                                        f"returned a wrong result ({run.replay_failures[0]}); results must not be cached."))
-    cand, eager, comp = run.timings["candidate"], run.timings["eager"], run.timings.get("compiled")
-    flags = list(run.notes)
-    missing = ""
-    source = "interleaved"
-    if shared is not None:
-        from kernelpilot.evaluation.baselines import Baselines
-
-        base = Baselines.from_dict(shared)
-        comp, source = base.compiled, "shared"
-        missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
-        if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
-            drift = eager.median_ms / base.eager.median_ms - 1.0
-            if abs(drift) > DRIFT_FLAG:
-                flags.append(f"eager ran {100 * drift:+.0f}% against the shared baseline measured for this problem "
-                             f"({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's state "
-                             "changed; the ratio vs torch.compile uses the compiled time measured then")
-    elif comp is None:
-        missing = state.compile_note or ("the torch.compile baseline is turned off (compile_baseline = false)"
-                                         if not s.get("compile_baseline", True) else "not measured")
-    perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.get("compile_mode", "default"),
-                       cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source)
-    perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
-    perf.speedup_vs_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
-    perf.noise_pct = tm.noise_pct(cand)
-    perf.tier = tier_for(perf.speedup_vs_eager, perf.speedup_vs_compile, True)
-    gap = tm.host_gap_flag(run.timings, float(s.get("host_gap_threshold", 0.2)))
-    if gap:
-        flags.append(gap)
-    sol_dict = None
-    ceil = worker.ceilings
-    if ceil is None:
-        flags.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
-        return asdict(perf), None, flags, findings
+    harness = rules.harness
+    changes = default.changes(mine)
+    note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
+            f"candidate's global state ({'; '.join(changes)}), here too") if changes else ""
+    calls = 2 * (harness.trials + (harness.warmup + harness.perf_trials + harness.discard_first if measure else 0)) + 2
     try:
-        sol = speed_of_light(bytes_moved=state.info.get("bytes_moved"), flops=state.info.get("flops"),
-                             copy_tbps=ceil.copy_tbps, tflops=ceil.flops_rate(str(state.dtype).replace("torch.", "")),
-                             candidate_ms=cand.median_ms, compiled_ms=comp.median_ms if comp else None,
-                             source=ceil.source())
-        flags += suspicion_flags(sol, cand.median_ms, perf.speedup_vs_compile)
-        sol_dict = asdict(sol)
+        with watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
+            return kb.score(state.module, module.ModelNew, harness, str(s.get("kb_precision") or "fp32"), device,
+                            measure, note)
     except Exception as exc:
-        flags.append(f"speed of light unavailable ({type(exc).__name__}: {exc})")
-    return asdict(perf), sol_dict, flags, findings
+        if _is_cuda_error(exc):
+            raise
+        return {"preset": harness.version, "commit": harness.commit, "status": "runtime_error", "compiled": True,
+                "error": f"{type(exc).__name__}: {str(exc)[:400]}", "notes": [note] if note else []}
+

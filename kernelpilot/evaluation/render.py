@@ -23,7 +23,16 @@ def _x(value: float | None) -> str:
 
 
 def summary_line(v: Verdict) -> str:
-    """One line for humans and the model."""
+    """One line for humans and the model (and, under a KernelBench preset, KernelBench's own score)."""
+    line = _summary(v)
+    kb = v.kernelbench
+    if kb is not None:
+        speed = f", {kb.speedup:.2f}x vs its reference" if kb.speedup else ""
+        line += f" | KernelBench {kb.preset or ''} ({kb.precision}): {kb.status.replace('_', ' ')}{speed}"
+    return line
+
+
+def _summary(v: Verdict) -> str:
     rejects = [f for f in v.findings if f.severity == "reject"]
     if v.status == "build_error":
         first = next((d for d in (v.build.diagnostics if v.build else []) if d.severity == "error"), None)

@@ -1,0 +1,113 @@
+"""torch's process-wide switches a candidate may change, and putting them back (worker side).
+
+Model-written KernelBench solutions often set ``torch.backends.cudnn.benchmark = True`` or turn on TF32
+at import. In one process those switches also change how the reference and the baselines run. The
+worker takes a ``Snapshot`` before the candidate is imported (the problem's own default state) and
+another after ModelNew is built (the candidate's), lists every difference, runs the reference and the
+baselines in the default state and the candidate in its own (``applied``), and restores the default
+after each candidate. A change that lowers precision (TF32, reduced-precision reductions, a lower
+float32 matmul precision, a lower default dtype) is a finding.
+
+KernelBench's harness imports ModelNew before running anything, so there the reference runs in the
+candidate's state; the KernelBench score reproduces that and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any
+
+_PRECISION_ORDER = {"highest": 0, "high": 1, "medium": 2}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cudnn_enabled: bool
+    cudnn_benchmark: bool
+    cudnn_deterministic: bool
+    cudnn_allow_tf32: bool
+    matmul_allow_tf32: bool
+    matmul_fp16_reduced: bool
+    matmul_bf16_reduced: bool
+    float32_matmul_precision: str
+    deterministic_algorithms: bool
+    deterministic_warn_only: bool
+    default_dtype: str
+    default_device: str
+
+    @classmethod
+    def take(cls) -> "Snapshot":
+        import torch
+
+        matmul = torch.backends.cuda.matmul
+        device = torch.get_default_device() if hasattr(torch, "get_default_device") else torch.device("cpu")
+        return cls(
+            cudnn_enabled=bool(torch.backends.cudnn.enabled), cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
+            cudnn_deterministic=bool(torch.backends.cudnn.deterministic),
+            cudnn_allow_tf32=bool(torch.backends.cudnn.allow_tf32), matmul_allow_tf32=bool(matmul.allow_tf32),
+            matmul_fp16_reduced=bool(matmul.allow_fp16_reduced_precision_reduction),
+            matmul_bf16_reduced=bool(matmul.allow_bf16_reduced_precision_reduction),
+            float32_matmul_precision=str(torch.get_float32_matmul_precision()),
+            deterministic_algorithms=bool(torch.are_deterministic_algorithms_enabled()),
+            deterministic_warn_only=bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+            default_dtype=str(torch.get_default_dtype()).replace("torch.", ""), default_device=str(device))
+
+    def apply(self) -> None:
+        import torch
+
+        torch.backends.cudnn.enabled = self.cudnn_enabled
+        torch.backends.cudnn.benchmark = self.cudnn_benchmark
+        torch.backends.cudnn.deterministic = self.cudnn_deterministic
+        torch.backends.cudnn.allow_tf32 = self.cudnn_allow_tf32
+        matmul = torch.backends.cuda.matmul
+        matmul.allow_tf32 = self.matmul_allow_tf32
+        matmul.allow_fp16_reduced_precision_reduction = self.matmul_fp16_reduced
+        matmul.allow_bf16_reduced_precision_reduction = self.matmul_bf16_reduced
+        torch.set_float32_matmul_precision(self.float32_matmul_precision)
+        torch.use_deterministic_algorithms(self.deterministic_algorithms, warn_only=self.deterministic_warn_only)
+        torch.set_default_dtype(getattr(torch, self.default_dtype))
+        if hasattr(torch, "set_default_device"):
+            torch.set_default_device(None if self.default_device == "cpu" else self.default_device)
+
+    def changes(self, other: "Snapshot") -> list[str]:
+        """What ``other`` sets differently, as ``name: before -> after``."""
+        return [f"{f.name}: {getattr(self, f.name)} -> {getattr(other, f.name)}" for f in fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+    def lowers_precision(self, other: "Snapshot") -> list[str]:
+        """The changes in ``other`` that make float computations less precise than in this state."""
+        out = []
+        for name in ("cudnn_allow_tf32", "matmul_allow_tf32", "matmul_fp16_reduced", "matmul_bf16_reduced"):
+            if not getattr(self, name) and getattr(other, name):
+                out.append(name)
+        if _PRECISION_ORDER.get(other.float32_matmul_precision, 0) > _PRECISION_ORDER.get(self.float32_matmul_precision, 0):
+            out.append(f"float32_matmul_precision {other.float32_matmul_precision}")
+        if self.default_dtype == "float32" and other.default_dtype in ("float16", "bfloat16"):
+            out.append(f"default_dtype {other.default_dtype}")
+        return out
+
+
+@contextmanager
+def applied(state: Snapshot) -> Iterator[None]:
+    """Run the block in ``state``; the state before it is back afterwards."""
+    before = Snapshot.take()
+    if before == state:
+        yield
+        return
+    state.apply()
+    try:
+        yield
+    finally:
+        before.apply()
+
+
+def in_state(state: Snapshot, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` called in ``state`` (for the timing loop's implementations, switched per call)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with applied(state):
+            return fn(*args, **kwargs)
+
+    return call
