@@ -180,7 +180,7 @@ class Evaluator(WorkerOwner):
         worker_env: dict[str, str] = {}
         build_dirs: list[Path] = []
         try:
-            from kernelpilot.evaluation.build import build_candidate, build_env
+            from kernelpilot.evaluation.build import ARCH_LIST_TOOL, build_candidate, build_env
             from kernelpilot.evaluation.candidate import triton_kernels
 
             env = self._cache_env()
@@ -195,6 +195,10 @@ class Evaluator(WorkerOwner):
                                      problem=problem_path, standby=self._standby)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
+            for d in report.diagnostics:
+                if d.tool == ARCH_LIST_TOOL:
+                    v.findings.append(Finding(rule="arch-list", severity="warn", evidence=d.message[:200],
+                                              message=d.message))
             kernels += [k.kernel for k in report.kernels]
             kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
             if not report.ok:
@@ -241,8 +245,9 @@ class Evaluator(WorkerOwner):
         v.findings.extend(merged.findings)
         v.flags.extend(merged.flags)
         v.phases.update(merged.phases or {})
-        if v.build is not None and "build_warmup" in v.phases:  # Triton compiled at the worker's warm-up
-            v.build.seconds = round(v.build.seconds + v.phases["build_warmup"], 3)
+        for extra in ("build_warmup", "build_in_worker"):  # Triton's warm-up, load_inline in __init__/forward
+            if v.build is not None and extra in v.phases:
+                v.build.seconds = round(v.build.seconds + v.phases[extra], 3)
         window = response.get("window")
         if isinstance(window, list) and len(window) == 2:
             v.worker_window = [float(window[0]), float(window[1])]

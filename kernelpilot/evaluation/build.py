@@ -46,7 +46,7 @@ _ALLOWED_ENV = (
 _ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
 
 SINGLE_FILE_BUILDER = """
-import importlib.util, json, sys, traceback
+import importlib.util, json, os, sys, traceback
 path = sys.argv[1]
 result = {"ok": False, "directory": path}
 try:
@@ -57,10 +57,30 @@ try:
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
             return _original(*args, **kwargs)
         setattr(cpp, fname, verbose)
+    arch_before = os.environ.get("TORCH_CUDA_ARCH_LIST")
     spec = importlib.util.spec_from_file_location("kernelpilot_candidate", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result["ok"] = True
+    if os.environ.get("TORCH_CUDA_ARCH_LIST") != arch_before:  # the candidate set its own architectures
+        result["arch_list"] = os.environ.get("TORCH_CUDA_ARCH_LIST") or ""
+    problem = sys.argv[2] if len(sys.argv) > 2 else ""
+    if problem and hasattr(module, "ModelNew"):
+        # load_inline in ModelNew.__init__ compiles here too, under the build limit: build ModelNew as the
+        # worker will (its parameters on the meta device: no memory, no GPU). What fails after that point
+        # compiles in the worker (compile_hook.py), its call's deadline paused.
+        try:
+            import torch
+            from kernelpilot.problem import load_problem
+            problem_module = load_problem(problem).load_module()
+            torch.manual_seed(42)
+            init = list(problem_module.get_init_inputs())
+            with torch.device("meta"):
+                module.ModelNew(*init)
+            result["model_built"] = True
+        except BaseException as exc:
+            result["model_built"] = False
+            result["model_note"] = f"{type(exc).__name__}: {exc}".strip()[:300]
 except BaseException as exc:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
     result["error"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
@@ -182,7 +202,7 @@ def build_candidate(
                 "--build-dir", str(directory)]
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)]
+        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)] + ([str(problem)] if problem else [])
     command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
 
     start = time.monotonic()
@@ -211,11 +231,33 @@ def build_candidate(
         report.ok = returncode == 0 and bool(result.get("ok"))
         if not report.ok and not any(d.severity == "error" for d in report.diagnostics):
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
+    if "arch_list" in result:
+        report.diagnostics.append(_arch_list_diagnostic(str(result["arch_list"]), report.arch))
+    if result.get("model_built") is False:
+        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
+            "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "
+            "load_inline it calls after that point compiles in the worker, counted as build time")))
     report.kernels = _kernel_resources(output, directory, candidate)
     report.log_tail = diag.tail(output)
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     return report
+
+
+ARCH_LIST_TOOL = "arch-list"  # the diagnostic the evaluator turns into the finding of that name
+
+
+def _arch_list_diagnostic(arch_list: str, target: str) -> Diagnostic:
+    """The candidate set TORCH_CUDA_ARCH_LIST itself: a warning, which says whether this GPU is in it."""
+    digits = target.removeprefix("sm_").rstrip("a")
+    wanted = f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else target
+    listed = [a.strip() for a in arch_list.replace(";", " ").split()]
+    covered = any(a.split("+")[0].rstrip("a") == wanted for a in listed)
+    message = f"the candidate sets TORCH_CUDA_ARCH_LIST={arch_list!r} for its own build"
+    if not covered:
+        message += (f"; it does not include this GPU's architecture ({wanted}): its kernels run only if PTX was "
+                    "embedded (+PTX) and JIT-compiled at load, or not at all")
+    return Diagnostic(severity="warning", tool=ARCH_LIST_TOOL, message=message)
 
 
 def pch_summary(output: str) -> str:

@@ -117,6 +117,13 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         _forget_candidate_modules(modules0, msg)
     if lock.waited_s > waited:
         phases["gpu_wait"] = round(lock.waited_s - waited, 3)  # waiting for another process's timing
+    from kernelpilot.evaluation import compile_hook
+
+    compile_s, compiled_here = compile_hook.take()
+    if compile_s:  # build time, not the candidate's: the verdict's build seconds include it
+        phases["build_in_worker"] = round(compile_s, 3)
+        out["flags"].append("compiled inside the worker (a load_inline the build step could not reach: "
+                            + "; ".join(compiled_here) + "); counted as build time")
     out["phases"] = phases
     findings, seen = [], set()
     for f in [Finding(**f) for f in out["findings"]] + watch.findings():

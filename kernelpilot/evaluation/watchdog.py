@@ -30,6 +30,7 @@ class Allowance:
     first_call_s: float = 10.0  # extra for the candidate's first call: lazy module loading, handles
     import_s: float = 30.0  # importing the candidate module and constructing ModelNew
     harness_s: float = 300.0  # the harness's own steps between candidate calls
+    build_s: float = 300.0  # a compile the candidate starts from inside a call (load_inline in forward)
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> "Allowance":
@@ -37,7 +38,8 @@ class Allowance:
                    multiple=float(settings.get("call_multiple", cls.multiple)),
                    first_call_s=float(settings.get("first_call_s", cls.first_call_s)),
                    import_s=float(settings.get("import_timeout_s", cls.import_s)),
-                   harness_s=float(settings.get("test_timeout_s", cls.harness_s)))
+                   harness_s=float(settings.get("test_timeout_s", cls.harness_s)),
+                   build_s=float(settings.get("build_timeout_s", cls.build_s)))
 
     def calls(self, n: int, reference_s: float, first: bool) -> float:
         return self.floor_s + n * self.multiple * max(reference_s, 0.0) + (self.first_call_s if first else 0.0)
@@ -56,7 +58,25 @@ class Watchdog:
         self.allowance, self.reference_s, self._first = allowance, 0.0, True
 
     def arm(self, phase: str, call: str, seconds: float) -> None:
+        import time
+
+        self.armed = (phase, call, time.monotonic() + float(seconds))
         self._send({"op": protocol.WATCH, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
+
+    @contextmanager
+    def compiling(self, what: str) -> Iterator[None]:
+        """A compile started from inside candidate code (load_inline in __init__ or forward): it gets the
+        build limit, and the call it interrupted keeps the allowance it had left when the compile began
+        (the deadline pauses while the compiler runs)."""
+        import time
+
+        phase, call, deadline = getattr(self, "armed", ("import", "harness", time.monotonic() + self.allowance.harness_s))
+        left = max(deadline - time.monotonic(), 1.0)
+        self.arm(phase, f"compile: {what}", self.allowance.build_s)
+        try:
+            yield
+        finally:
+            self.arm(phase, call, left)
 
     def step(self, phase: str) -> None:
         """A step of the evaluation begins: importing the candidate is its code; the rest is the harness's."""
@@ -104,6 +124,16 @@ def calls(phase: str, call: str, n: int = 1) -> Iterator[None]:
         yield
         return
     with _current.calls(phase, call, n):
+        yield
+
+
+@contextmanager
+def compiling(what: str) -> Iterator[None]:
+    """Run a compile the candidate started under the build limit, its call's deadline paused."""
+    if _current is None:
+        yield
+        return
+    with _current.compiling(what):
         yield
 
 

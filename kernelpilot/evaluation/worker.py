@@ -75,6 +75,9 @@ class Worker(ProblemCache):
         import kernelpilot.problem  # noqa: F401
         from kernelpilot.evaluation import engine, runtime_audit, timing, verify  # noqa: F401 - captured below
         inline_build.install_import_once()  # before the integrity baseline: the harness's own, not a patch
+        from kernelpilot.evaluation import compile_hook
+
+        compile_hook.install()  # a load_inline in __init__ or forward: build time, its call's deadline paused
 
         from kernelpilot.evaluation import global_state
 

@@ -1,0 +1,75 @@
+"""Compiles a candidate starts while it runs: judged as build time, never as a hang (worker side).
+
+Model-written KernelBench solutions call ``load_inline`` (or ``cpp_extension.load``) anywhere: at module
+top level (the build step compiles it), in ``ModelNew.__init__`` (the build step tries to build
+ModelNew to compile it; see build.py), in ``forward`` on the first call, in an autograd Function, with
+sources assembled at run time. Whatever still compiles inside the worker goes through ``install``'s
+wrappers, which
+
+- tell the hang watchdog that a compile runs (``watchdog.compiling``: the build limit for it, the
+  interrupted call's deadline paused), so nvcc is never killed as a hung kernel;
+- compile with the real C++ compiler (the precompiled-header wrapper the build step uses cannot run
+  inside the confined worker);
+- add the seconds to ``compile_seconds`` (the verdict counts them as build time, phase ``build_in_worker``).
+
+A library already built (the build step did it, ninja has no work) passes through in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+_seconds = [0.0]
+_compiles: list[str] = []
+
+
+def compile_seconds() -> float:
+    return _seconds[0]
+
+
+def take() -> tuple[float, list[str]]:
+    """Seconds spent compiling inside the worker since the last call, and what compiled."""
+    seconds, names = _seconds[0], list(_compiles)
+    _seconds[0], _compiles[:] = 0.0, []
+    return seconds, names
+
+
+def _wrap(original: Any, kind: str) -> Any:
+    def compile_then_load(*args: Any, **kwargs: Any) -> Any:
+        from kernelpilot.evaluation import watchdog
+
+        name = kwargs.get("name") or (args[0] if args and isinstance(args[0], str) else "?")
+        real = os.environ.get("KERNELPILOT_REAL_CXX")
+        saved = os.environ.get("CXX")
+        if real:
+            os.environ["CXX"] = real
+        started = time.monotonic()
+        try:
+            with watchdog.compiling(f"{kind}({name!r}), started by the candidate"):
+                return original(*args, **kwargs)
+        finally:
+            elapsed = time.monotonic() - started
+            if elapsed > 0.5:  # a real compile (a cached library loads in milliseconds)
+                _seconds[0] += elapsed
+                _compiles.append(f"{kind}({name!r}) {elapsed:.1f} s")
+            if real:
+                if saved is None:
+                    os.environ.pop("CXX", None)
+                else:
+                    os.environ["CXX"] = saved
+
+    compile_then_load.kernelpilot_compile_hook = True  # type: ignore[attr-defined]
+    compile_then_load.__wrapped__ = original  # type: ignore[attr-defined]
+    return compile_then_load
+
+
+def install() -> None:
+    """Wrap torch.utils.cpp_extension.load_inline and load in this process (the worker, at start)."""
+    import torch.utils.cpp_extension as cpp
+
+    for kind in ("load_inline", "load"):
+        current = getattr(cpp, kind)
+        if not getattr(current, "kernelpilot_compile_hook", False):
+            setattr(cpp, kind, _wrap(current, kind))

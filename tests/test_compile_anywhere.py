@@ -1,0 +1,96 @@
+"""load_inline wherever a candidate calls it: in ModelNew.__init__ the build step compiles it; in forward the
+worker compiles it under the build limit with the call's deadline paused, counted as build time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 1.0
+
+def get_inputs():
+    return [torch.randn(16, 32)]
+
+def get_init_inputs():
+    return []
+"""
+
+CANDIDATE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+TWICE = """
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x) { return x * 2.0; }
+"""
+PLUS_ONE = """
+#include <torch/extension.h>
+torch::Tensor plus_one(torch::Tensor x) { return x + 1.0; }
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.twice = load_inline(name="kp_test_twice_init", cpp_sources=TWICE, functions=["twice"])
+        self.plus = None
+
+    def forward(self, x):
+        if self.plus is None:  # compiled on the first call: beyond the build step's reach
+            self.plus = load_inline(name="kp_test_plus_one_forward", cpp_sources=PLUS_ONE, functions=["plus_one"])
+        return self.plus.plus_one(self.twice.twice(x))
+'''
+
+
+@pytest.mark.slow
+def test_compiles_in_init_and_forward_are_build_time_not_hangs(tmp_path: Path) -> None:
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    (tmp_path / "cand.py").write_text(CANDIDATE)
+    # allowances far below a C++ compile (tens of seconds here): without the pause this is a timeout
+    settings = EvalSettings(device="cpu", confine=False, rules="kernelbench", trials=2, call_floor_s=2.0,
+                            first_call_s=2.0, start_timeout_s=300, test_timeout_s=600, build_timeout_s=600,
+                            relaxed_policy=["*"])
+    with Evaluator(settings, workdir=tmp_path / "work", keep_warm=False) as ev:
+        v = ev.evaluate(tmp_path / "problem.py", tmp_path / "cand.py", "test")
+    assert v.status == "ok", (v.status, v.error, v.summary)
+    assert v.phases.get("build_in_worker", 0) > 1.0, v.phases  # the forward's compile, in the worker
+    flag = next(f for f in v.flags if f.startswith("compiled inside the worker"))
+    assert "kp_test_plus_one_forward" in flag and "kp_test_twice_init" not in flag  # __init__'s: the build step
+    assert v.build is not None and v.build.seconds >= v.phases["build_in_worker"]
+    assert v.kernelbench is not None and v.kernelbench.status == "correct"
+
+
+def test_an_arch_list_without_this_gpu_is_said() -> None:
+    from kernelpilot.evaluation.build import ARCH_LIST_TOOL, _arch_list_diagnostic
+
+    ours = _arch_list_diagnostic("8.0;9.0", "sm_90")
+    assert ours.tool == ARCH_LIST_TOOL and "does not include" not in ours.message
+    other = _arch_list_diagnostic("7.5 8.0+PTX", "sm_90")
+    assert "does not include this GPU's architecture (9.0)" in other.message
+    assert "does not include" not in _arch_list_diagnostic("9.0a", "sm_90a").message
+
+
+def test_a_compile_inside_a_call_pauses_its_deadline() -> None:
+    import time
+
+    from kernelpilot.evaluation import watchdog
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.allowance = watchdog.Allowance(build_s=123.0)
+    dog.arm("call", "forward", 5.0)
+    time.sleep(0.2)
+    with dog.compiling("load_inline('x')"):
+        assert sent[-1]["allow_s"] == 123.0 and sent[-1]["call"].startswith("compile: ")
+        time.sleep(0.3)  # compile time is not taken from the call's allowance
+    assert sent[-1]["call"] == "forward" and 4.5 < sent[-1]["allow_s"] <= 4.8
