@@ -23,12 +23,13 @@ def test_settings_know_the_rules() -> None:
         EvalSettings(rules="lenient")
 
 
-def test_torch_ops_are_warnings_under_kernelbench_rules() -> None:
+@pytest.mark.parametrize("preset", ["kernelbench", "kernelbench-v0.1"])
+def test_torch_ops_are_warnings_under_kernelbench_rules(preset: str) -> None:
     x = torch.randn(128, 128)
     ops, _ = ra.record_ops(lambda a: torch.softmax(a, dim=1) * 2, [x])
     strict = {(f.rule, f.severity) for f in ra.op_findings(ops, [], 4096)}
     assert strict == {("torch-compute-op", "reject")}
-    kb = ra.op_findings(ops, [], 4096, rules="kernelbench")
+    kb = ra.op_findings(ops, [], 4096, rules=preset)
     assert {(f.rule, f.severity, f.evidence) for f in kb} == {
         ("torch-op-allowed", "warn", "aten._softmax"), ("torch-op-allowed", "warn", "aten.mul")}
     # memory ops stay silent under both rules
@@ -43,6 +44,8 @@ def test_kernel_rules_other_than_libraries_stay_strict_under_kernelbench() -> No
     assert [(f.rule, f.severity) for f in ra.kernel_findings(conv, own, [], rules="kernelbench")] == [
         ("library-kernel", "warn")]
     assert [(f.rule, f.severity) for f in ra.kernel_findings(conv, own, [])] == [("library-kernel", "reject")]
+    assert [(f.rule, f.severity) for f in ra.kernel_findings(conv, own, [], rules="kernelbench-v0.1")] == [
+        ("library-kernel", "warn")]
     side = ra.KernelTrace(kernels=[("void scale_kernel<float>(float const*, float*, int)", 13)], home_stream=7)
     assert [(f.rule, f.severity) for f in ra.kernel_findings(side, own, [], rules="kernelbench")] == [
         ("side-stream", "reject")]

@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernelpilot.rules import Rules, get_rules
 from kernelpilot.verdict import Finding
 
 MEMORY_OPS: frozenset[str] = frozenset("""
@@ -116,9 +117,10 @@ def record_ops(fn: Callable[..., Any], inputs: list[Any]) -> tuple[dict[str, OpU
 
 
 def op_findings(ops: dict[str, OpUse], allowed_libraries: list[str], small_numel: int,
-                rules: str = "kernelpilot") -> list[Finding]:
-    """Findings for the compute ops forward ran. Under ``rules="kernelbench"`` (KernelBench lets a
+                rules: "str | Rules" = "kernelpilot") -> list[Finding]:
+    """Findings for the compute ops forward ran. Under a KernelBench preset (KernelBench lets a
     ModelNew keep PyTorch ops) each is listed as a ``torch-op-allowed`` warning instead."""
+    preset = get_rules(rules)
     allowed = allowed_op_names(allowed_libraries)
     findings = []
     for use in ops.values():
@@ -128,14 +130,14 @@ def op_findings(ops: dict[str, OpUse], allowed_libraries: list[str], small_numel
         if use.name.strip("_") in allowed or base.strip("_") in allowed:  # "softmax" allows aten._softmax
             continue
         small = use.max_numel < small_numel
-        if rules == "kernelbench":
+        if preset.kernelbench:
             findings.append(Finding(
                 rule="torch-op-allowed", severity="warn", evidence=f"aten.{use.name}",
                 message=(f"ModelNew.forward ran the PyTorch operator aten.{use.name} ({use.count}x, up to "
                          f"{use.max_numel} elements); KernelBench's rules allow it.")))
             continue
         findings.append(Finding(
-            rule="torch-compute-op", severity="warn" if small else "reject", evidence=f"aten.{use.name}",
+            rule="torch-compute-op", severity=preset.torch_op_severity(small), evidence=f"aten.{use.name}",
             message=(f"ModelNew.forward ran the PyTorch operator aten.{use.name} ({use.count}x, up to "
                      f"{use.max_numel} elements); "
                      + ("it only touches small tensors, so it is a warning." if small else
@@ -194,8 +196,8 @@ def _base_name(kernel: str) -> str:
 
 
 def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_libraries: list[str],
-                    rules: str = "kernelpilot") -> list[Finding]:
-    """Kernel and stream rules. Under ``rules="kernelbench"`` library kernels (what the allowed PyTorch
+                    rules: "str | Rules" = "kernelpilot") -> list[Finding]:
+    """Kernel and stream rules. Under a KernelBench preset library kernels (what the allowed PyTorch
     ops run: cuBLAS, cuDNN) are a warning; the candidate must still run a kernel of its own."""
     findings: list[Finding] = []
     if trace.home_stream is None:  # not even the marker kernel: the profiler saw no GPU activity
@@ -225,7 +227,7 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
     if lib_kernels and not libraries_allowed:
         findings.append(Finding(
             rule="library-kernel", evidence=_base_name(lib_kernels[0]),
-            severity="warn" if rules == "kernelbench" else "reject",
+            severity=get_rules(rules).library_kernel_severity(),
             message=f"forward ran library kernel {_base_name(lib_kernels[0])} (cuBLAS/cuDNN); "
                     "write the kernel or allow the library in the project config."))
     if trace.home_stream is not None:
