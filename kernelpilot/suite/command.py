@@ -106,12 +106,23 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
     s.add_argument("--trials", type=positive_int, metavar="N", help="correctness trials per candidate (default 5)")
     s.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="limit for each build or evaluation step")
     s.add_argument("--jsonl", action="store_true", help="one JSON line per event instead of the progress bar")
+    _add_rescore_args(s)
     s.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help=argparse.SUPPRESS)  # tests of kernelpilot itself
 
     r = sub.add_parser("report", prog="kernelpilot report", help="the report of a suite run", formatter_class=fmt, description=(
         "Write RUN/report.md, report.json and speedup.png from RUN/results.sqlite and print the markdown."))
     r.add_argument("run", metavar="RUN", help="the run folder of `kernelpilot suite`")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_rescore_args(r)
+
+
+def _add_rescore_args(p: Any) -> None:
+    p.add_argument("--claims", metavar="FILE", type=Path,
+                   help="a CSV of claimed speedups (header: problem or level,problem_id; sample; claimed_x_eager and/or "
+                        "claimed_x_compile as ratios; gpu), each put beside the measured one (kept in the run)")
+    p.add_argument("--kernelbench-checkout", metavar="PATH", type=Path,
+                   help="the KernelBench checkout whose src/kernelbench/kernel_static_checker.py runs on every solution "
+                        "(default: the checkout the problems came from; kept in the run)")
 
 
 def _fail(message: str) -> int:
@@ -209,6 +220,13 @@ def run_suite(args: argparse.Namespace) -> int:
     from kernelpilot.suite.store import DB_NAME, Store
 
     levels, select, limit = getattr(args, "levels", None), getattr(args, "select", None), getattr(args, "limit", None)
+    if getattr(args, "claims", None) is not None:  # a malformed claims file stops the call before anything runs
+        from kernelpilot.suite.claims import parse_claims
+
+        try:
+            parse_claims(args.claims)
+        except KernelpilotError as exc:
+            return _fail(str(exc))
     if args.resume:
         run_dir = Path(args.resume)
         if not (run_dir / DB_NAME).is_file():
@@ -302,7 +320,7 @@ def run_suite(args: argparse.Namespace) -> int:
     progress.close(run=str(run_dir), interrupted=interrupted)
     from kernelpilot.suite.report import write_report
 
-    report, text = write_report(run_dir)
+    report, text = write_report(run_dir, claims=getattr(args, "claims", None), checkout=getattr(args, "kernelbench_checkout", None))
     if args.jsonl:
         progress.event("report", path=str(run_dir / "report.md"), overall=report["views"]["sample0"]["overall"],
                        throughput=report["throughput"], complete=report["complete"], not_run_yet=report["not_run_yet"])
@@ -320,9 +338,13 @@ def run_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "results.sqlite").is_file():
         return _fail(f"{run_dir} is not a suite run (no results.sqlite); pass the RUN folder a `kernelpilot suite` made.")
+    from kernelpilot.errors import KernelpilotError
     from kernelpilot.suite.report import write_report
 
-    report, text = write_report(run_dir)
+    try:
+        report, text = write_report(run_dir, claims=getattr(args, "claims", None), checkout=getattr(args, "kernelbench_checkout", None))
+    except KernelpilotError as exc:
+        return _fail(str(exc))
     if args.json:
         import json
 

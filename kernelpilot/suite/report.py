@@ -8,11 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.rules import get_rules
 from kernelpilot.suite import metrics as m
+from kernelpilot.suite import rescore
+from kernelpilot.suite.rescore_render import claims_lines, render_rescore
 from kernelpilot.suite.store import Store
 
 
-def build_report(store: Store) -> dict[str, Any]:
+def build_report(store: Store, *, checkout: Path | None = None, claims: Path | None = None) -> dict[str, Any]:
+    """The run's figures; with KernelBench scores in its verdicts (a KernelBench preset), the re-scoring section
+    (KernelBench's score beside ours, its static checker from ``checkout``, the differences, ``claims``)."""
     meta = store.meta()
     rows = store.rows()
     planned = store.planned()
@@ -48,6 +53,10 @@ def build_report(store: Store) -> dict[str, Any]:
          "speedup_vs_compile": p.row.speedup_vs_compile if p.row else None,
          "no_compile_baseline": bool(p.row and m.no_compile_baseline(p.row))}
         for p in picks["best_of_k" if multi else "sample0"]]
+    if rescore.has_kernelbench(rows):
+        report["rescore"] = rescore.build_rescore(meta, planned, rows, checkout=checkout, claims=claims)
+    elif claims is not None:
+        report["claims"] = rescore.claims_section(claims, planned, rows)
     return report
 
 
@@ -134,9 +143,7 @@ def _engine_lines(engine: dict[str, Any]) -> list[str]:
 
 def render_markdown(report: dict[str, Any], plot: str | None) -> str:
     out = [f"# Suite report: {report['source']}", "",
-           f"Scoring rules: **{report['rules']}**"
-           + (" (KernelBench's: PyTorch ops allowed in ModelNew, each listed as a warning; every other check as strict)"
-              if report["rules"] == "kernelbench" else " (kernelpilot's: PyTorch compute ops in ModelNew are refused)")
+           f"Scoring rules: **{report['rules']}** ({get_rules(report['rules']).summary})"
            + f"; mode **{report['mode']}**; {report['jobs']} jobs, {report['verdicts']} verdicts stored.", ""]
     kb = _kernelbench_lines(report)
     out += kb + [""] if kb else []
@@ -157,6 +164,10 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
             "KernelBench's baseline) and fast_1 vs compile are over all problems. A passing verdict without a "
             "torch.compile time (no torch.compile baseline) counts as not faster than torch.compile; the last column "
             "of the torch.compile table leaves those problems out.", ""]
+    if "rescore" in report:
+        out += render_rescore(report["rescore"])
+    elif "claims" in report:
+        out += claims_lines(report["claims"])
     out += _engine_lines(report["engine"])
     t = report["throughput"]
     out += ["## Throughput", "", f"Wall time {t['wall_s']:.1f} s; {t['evaluated']} candidates evaluated"
@@ -204,11 +215,20 @@ def plot_speedups(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_report(run_dir: Path) -> tuple[dict[str, Any], str]:
-    """Write report.md, report.json and speedup.png in ``run_dir``; returns (report, markdown)."""
+def write_report(run_dir: Path, *, claims: Path | None = None, checkout: Path | None = None) -> tuple[dict[str, Any], str]:
+    """Write report.md, report.json and speedup.png in ``run_dir``; returns (report, markdown). ``claims`` and
+    ``checkout`` (a KernelBench checkout for its static checker) are kept in the run: later reports use them too."""
+    if claims is not None:
+        rescore.parse_claims(claims)  # a malformed file stops here, before it is kept in the run
     store = Store(run_dir)
     try:
-        report = build_report(store)
+        if claims is not None or checkout is not None:
+            store.set_meta(**({"claims": str(Path(claims).resolve())} if claims is not None else {}),
+                           **({"kernelbench_checkout": str(Path(checkout).resolve())} if checkout is not None else {}))
+        meta = store.meta()
+        claims = Path(meta["claims"]) if meta.get("claims") else None
+        checkout = Path(meta["kernelbench_checkout"]) if meta.get("kernelbench_checkout") else None
+        report = build_report(store, checkout=checkout, claims=claims)
     finally:
         store.close()
     plot = "speedup.png" if plot_speedups(report, Path(run_dir) / "speedup.png") else None
