@@ -188,6 +188,10 @@ def hotspots_command(args: Any) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise KernelpilotError(f"{script} does not exist; pass the path of a Python script that runs your model.")
+    if getattr(args, "group", "op") in ("module", "fusion"):
+        from kernelpilot.profiling.grouped import grouped_command
+
+        return grouped_command(args)
     recorder = HotspotRecorder(steps=getattr(args, "steps", None))
     recorder.run_script(script, list(getattr(args, "args", None) or getattr(args, "script_args", None) or []))
     entries = recorder.ranked()

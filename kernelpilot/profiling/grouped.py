@@ -1,0 +1,81 @@
+"""`kernelpilot hotspots --group module|fusion`: the traced step grouped by module or by fusable chain.
+
+The script runs twice: once as it is, for the uninstrumented step time (the median over the steps
+after the first), then under the trace (``kernelpilot.profiling.trace``). Times are GPU time (CUDA
+events per ATen call) on the GPU, the host clock on the CPU, which the table says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.errors import KernelpilotError
+from kernelpilot.profiling.compile_check import CPU_UNKNOWN, check_chains
+from kernelpilot.profiling.extract_graph import Extracted, chain_problem, module_problem, problem_source, write_extracted
+from kernelpilot.profiling.fusion import find_chains, fusion_table
+from kernelpilot.profiling.module_table import module_groups, module_table
+from kernelpilot.profiling.script_run import median_step_ms
+from kernelpilot.profiling.trace import record_script
+
+
+def grouped_command(args: Any) -> int:
+    script = Path(args.script)
+    argv = list(getattr(args, "script_args", None) or [])
+    steps = max(int(getattr(args, "steps", None) or 3), 2)
+    group = args.group
+    step_ms, spread = median_step_ms(script, argv, steps)
+    trace, run = record_script(script, argv, steps)
+    for note in run.notes():
+        print(f"note: {note}")
+    clock = "GPU time" if trace.device == "cuda" else "host clock (CPU run)"
+    recorded = sorted({o.step for o in trace.ops if o.step >= 0})
+    measured = recorded[1:] or recorded  # the first step warms up
+    if not measured:
+        raise KernelpilotError(f"{script} ran no steps of its model; check that it calls the model.")
+    top = getattr(args, "top", None) or 15
+    extract = getattr(args, "extract", None)
+    print(f"step: {step_ms:.3f} ms median uninstrumented (spread {spread:.3f} ms, {steps} steps); recorded {len(measured)} step(s)")
+    weights = _weights(run.root) if getattr(args, "weights", False) else None
+    ex: Extracted | None = None
+    if group == "module":
+        groups = module_groups(trace, depth=getattr(args, "depth", None) or 3, steps=measured)
+        if not groups:
+            raise KernelpilotError(f"{script}'s model has no modules at depth {args.depth}; pass a larger --depth.")
+        print(module_table(groups, steps=len(measured), step_ms=step_ms, clock=clock, top=top))
+        if extract is not None:
+            _range(extract, len(groups))
+            ex = module_problem(trace, groups[extract - 1], groups, script=str(script))
+    else:
+        chains = find_chains(trace, measured[-1])
+        if not chains:
+            raise KernelpilotError(f"{script}'s step has no chains of pointwise/reduction calls to fuse.")
+        shown = chains[:top]
+        sources = [(c, problem_source(chain_problem(trace, c, script=str(script)), weights=False)) for c in shown]
+        if trace.device == "cuda" or getattr(args, "compile_check", False):
+            check_chains(sources, "cuda" if trace.device == "cuda" else "cpu")
+        else:
+            print(f"note: compiled: {CPU_UNKNOWN}")
+            for c in shown:
+                c.compiled = "unknown (CPU run)"
+        print(fusion_table(chains, step_ms=step_ms, clock=clock, top=top))
+        if extract is not None:
+            _range(extract, len(chains))
+            ex = chain_problem(trace, chains[extract - 1], script=str(script))
+    if ex is not None:
+        assert extract is not None
+        ex.origin["step_ms"] = step_ms
+        directory = write_extracted(ex, Path(getattr(args, "out", None) or "problems"), extract, weights=weights)
+        print(f"wrote {directory}/problem.py (checked: it loads and runs): run `kernelpilot {directory}` to pair on it")
+    return 0
+
+
+def _range(n: int, size: int) -> None:
+    if not 1 <= n <= size:
+        raise KernelpilotError(f"--extract {n} is out of range; choose 1 to {size}.")
+
+
+def _weights(root: Any) -> dict[str, Any]:
+    out = dict(root.named_parameters(remove_duplicate=False))
+    out.update(dict(root.named_buffers(remove_duplicate=False)))
+    return out

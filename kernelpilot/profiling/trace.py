@@ -1,0 +1,367 @@
+"""A dataflow trace of a script's steps: every ATen call with the values it read and wrote.
+
+Each tensor gets a value id the first time it is seen (keyed weakly on the tensor object, so ids are
+never confused after a tensor is freed). The root model's parameters and buffers are named values;
+every module call of the root's tree is recorded with its tensor arguments (positional and keyword)
+and the structure of its result. Each ATen call records the module stack it ran in (forward), or,
+in the backward pass, the module whose forward created the autograd node being run
+(``torch._C._current_autograd_node``), and its time: CUDA events on the GPU, the host clock on the
+CPU. Tensors autograd saves for backward are noted (``saved``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelpilot.profiling.hotspots import TensorArg
+
+VIEW_OPS = {
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::t", "aten::transpose",
+    "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select", "aten::detach",
+    "aten::alias", "aten::as_strided", "aten::_reshape_alias", "aten::lift_fresh", "aten::split",
+    "aten::unbind", "aten::chunk", "aten::split_with_sizes", "aten::view_as_real", "aten::view_as_complex",
+    "aten::narrow", "aten::expand_as", "aten::view_as", "aten::unflatten", "aten::flatten", "aten::diagonal",
+}
+FREE_OPS = VIEW_OPS | {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty"}
+
+
+@dataclass
+class TensorRef:
+    """A tensor argument: its value id and what it looked like."""
+
+    vid: int
+    spec: TensorArg
+    nbytes: int  # bytes of distinct elements (stride-0 dimensions counted once)
+
+
+@dataclass
+class OpRecord:
+    index: int
+    name: str  # "aten::add"
+    overload: str  # "Tensor"
+    args: list[Any]  # TensorRef where a tensor was passed, literals (or "<type>") elsewhere
+    kwargs: dict[str, Any]
+    outputs: list[int | None]  # value ids of the flattened result (None: not a tensor)
+    out_kind: str  # "tensor" | "tuple" | "list" | "none" | "other"
+    out_bytes: int
+    phase: str  # "forward" | "backward" | "other"
+    stack: tuple[str, ...]  # module paths active (outermost first); backward: the creating module's ancestry
+    step: int
+    ms: float = 0.0
+
+    def tensor_inputs(self) -> list[TensorRef]:
+        out: list[TensorRef] = []
+        for v in [*self.args, *self.kwargs.values()]:
+            out.extend(_refs(v))
+        return out
+
+    @property
+    def free(self) -> bool:
+        return self.name in FREE_OPS
+
+
+def _refs(v: Any) -> list[TensorRef]:
+    if isinstance(v, TensorRef):
+        return [v]
+    if isinstance(v, list):
+        return [r for x in v for r in _refs(x)]
+    return []
+
+
+@dataclass
+class ModuleCall:
+    path: str  # "layers.3.mlp" ("" for the root)
+    cls: str  # "LlamaMLP"
+    module_id: int
+    step: int
+    first_op: int  # index of the first op of its forward
+    last_op: int = -1  # one past its last op
+    inputs: list[tuple[str, TensorRef]] = field(default_factory=list)  # ("0", ref) positional / ("name", ref) keyword
+    literals: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments, "0" / "name"
+    output: Any = None  # structure: vid (int), None, literal repr str via ("lit", repr), tuple/list/dict of those
+    grad: bool = False
+
+    def signature(self) -> str:
+        return ", ".join(f"{k}={r.spec.key()}" if not k.isdigit() else r.spec.key() for k, r in self.inputs)
+
+
+def nbytes_of(t: Any) -> int:
+    n = 1
+    for size, stride in zip(t.shape, t.stride()):
+        if stride != 0:
+            n *= size
+    return n * t.element_size() if t.numel() else 0
+
+
+class Trace:
+    """Records ops and module calls while installed (see ``install``/``mode``)."""
+
+    def __init__(self) -> None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        self.ops: list[OpRecord] = []
+        self.calls: list[ModuleCall] = []
+        self.params: dict[int, str] = {}  # vid -> dotted name under the root
+        self.buffers: set[int] = set()
+        self.param_specs: dict[str, TensorRef] = {}
+        self.saved: set[int] = set()
+        self.alias: dict[int, int] = {}  # view value -> value it views
+        self.root_outputs: set[int] = set()
+        self.device = "cpu"
+        self.step = -1
+        self._vids: Any = WeakIdKeyDictionary()
+        self._next = 0
+        self._stack: list[ModuleCall] = []
+        self._node_stack: dict[Any, tuple[str, ...]] = {}
+        self._recent: list[tuple[Any, tuple[str, ...]]] = []
+        self._pending: list[tuple[int, Any, Any]] = []
+        self._handles: list[Any] = []
+        self._paths: dict[int, str] = {}
+
+    # ---- values ----------------------------------------------------------------------------------
+    def vid(self, t: Any) -> int:
+        v = self._vids.get(t)
+        if v is None:
+            v = self._next
+            self._next += 1
+            self._vids[t] = v
+        return v
+
+    def ref(self, t: Any) -> TensorRef:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        spec = TensorArg(tuple(t.shape), str(t.dtype))
+        if not (t.dtype.is_floating_point or t.dtype.is_complex or not t.numel() or str(t.dtype) == "torch.bool"
+                or t.device.type == "meta"):
+            with _disable_current_modes():
+                spec.low, spec.high = int(t.min()), int(t.max())
+        return TensorRef(self.vid(t), spec, nbytes_of(t))
+
+    def spec(self, v: Any) -> Any:
+        import torch
+
+        if isinstance(v, torch.Tensor):
+            return self.ref(v)
+        if isinstance(v, (list, tuple)):
+            return [self.spec(x) for x in v]
+        if isinstance(v, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+            return v
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        return f"<{type(v).__name__}>"
+
+    def structure(self, v: Any) -> Any:
+        import torch
+
+        if isinstance(v, torch.Tensor):
+            return self.vid(v)
+        if isinstance(v, tuple):
+            return ("tuple", [self.structure(x) for x in v])
+        if isinstance(v, list):
+            return ("list", [self.structure(x) for x in v])
+        if isinstance(v, dict):
+            return ("dict", {str(k): self.structure(x) for k, x in v.items()})
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return ("lit", repr(v))
+        return ("lit", f"<{type(v).__name__}>")
+
+    # ---- modules ---------------------------------------------------------------------------------
+    def attach(self, root: Any) -> None:
+        """Name the root's parameters and buffers and hook every module of its tree."""
+        import torch
+
+        for name, p in root.named_parameters(remove_duplicate=False):
+            vid = self.vid(p)
+            self.params.setdefault(vid, name)
+            self.param_specs.setdefault(self.params[vid], self.ref(p))
+        for name, b in root.named_buffers(remove_duplicate=False):
+            if isinstance(b, torch.Tensor):
+                vid = self.vid(b)
+                self.params.setdefault(vid, name)
+                self.buffers.add(vid)
+                self.param_specs.setdefault(self.params[vid], self.ref(b))
+        for path, module in root.named_modules(remove_duplicate=False):
+            self._paths.setdefault(id(module), path)
+            self._handles.append(module.register_forward_pre_hook(self._pre, with_kwargs=True))
+            self._handles.append(module.register_forward_hook(self._post, with_kwargs=True))
+        self.device = next((p.device.type for p in root.parameters()), "cpu")
+
+    def detach_hooks(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def _pre(self, module: Any, args: tuple, kwargs: dict) -> None:
+        import torch
+
+        self._flush_nodes()
+        call = ModuleCall(self._paths.get(id(module), "?"), type(module).__name__, id(module), self.step, len(self.ops),
+                          grad=torch.is_grad_enabled())
+        items = [(str(i), a) for i, a in enumerate(args)] + list(kwargs.items())
+        for key, value in items:
+            if isinstance(value, torch.Tensor):
+                call.inputs.append((key, self.ref(value)))
+            elif value is None or isinstance(value, (bool, int, float, str)):
+                call.literals[key] = value
+            else:
+                call.literals[key] = f"<{type(value).__name__}>"
+        self._stack.append(call)
+        self.calls.append(call)
+
+    def _post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        self._flush_nodes()
+        if not self._stack:
+            return
+        call = self._stack.pop()
+        call.last_op = len(self.ops)
+        call.output = self.structure(output)
+        if not self._stack:
+            self.root_outputs.update(_vids_in(call.output))
+
+    # ---- ops -------------------------------------------------------------------------------------
+    def _flush_nodes(self) -> None:
+        """Outputs of the last op now carry their grad_fn: remember which module made each node."""
+        for t, stack in self._recent:
+            node = getattr(t, "grad_fn", None)
+            if node is not None and node not in self._node_stack:
+                self._node_stack[node] = stack
+        self._recent.clear()
+
+    def call(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        import torch
+
+        self._flush_nodes()
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            phase, stack = "backward", self._node_stack.get(node, ())
+        elif self._stack:
+            phase, stack = "forward", tuple(c.path for c in self._stack)
+        else:
+            phase, stack = "other", ()
+        spec_args = [self.spec(a) for a in args]
+        spec_kwargs = {k: self.spec(v) for k, v in kwargs.items()}
+        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in _flat([*args, *kwargs.values()]))
+        if on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = func(*args, **kwargs)
+            end.record()
+            ms = 0.0
+        else:
+            t0 = time.perf_counter()
+            out = func(*args, **kwargs)
+            ms = (time.perf_counter() - t0) * 1e3
+        flat = out if isinstance(out, (tuple, list)) else [out]
+        outputs: list[int | None] = []
+        out_bytes = 0
+        for o in flat:
+            if isinstance(o, torch.Tensor):
+                outputs.append(self.vid(o))
+                out_bytes += nbytes_of(o)
+                if phase == "forward":
+                    self._recent.append((o, stack))
+            else:
+                outputs.append(None)
+        kind = ("tensor" if isinstance(out, torch.Tensor) else "tuple" if isinstance(out, tuple)
+                else "list" if isinstance(out, list) else "none" if out is None else "other")
+        record = OpRecord(len(self.ops), func._schema.name, func._overloadname, spec_args, spec_kwargs, outputs, kind,
+                          out_bytes, phase, stack, self.step, ms)
+        if record.name in VIEW_OPS:
+            ins = record.tensor_inputs()
+            if ins:
+                base = self.alias.get(ins[0].vid, ins[0].vid)
+                for o in outputs:
+                    if o is not None and o != base:
+                        self.alias[o] = base
+        self.ops.append(record)
+        if on_gpu:
+            self._pending.append((record.index, start, end))
+        return out
+
+    def pack(self, t: Any) -> Any:
+        import torch
+
+        if isinstance(t, torch.Tensor):
+            vid = self._vids.get(t)
+            if vid is not None:
+                self.saved.add(self.alias.get(vid, vid))
+                self.saved.add(vid)
+        return t
+
+    def collect(self) -> None:
+        for index, start, end in self._pending:
+            self.ops[index].ms = start.elapsed_time(end)
+        self._pending.clear()
+
+    # ---- queries ---------------------------------------------------------------------------------
+    def consumers(self) -> dict[int, list[int]]:
+        """value id -> indexes of the ops that read it (a view's readers count for its base too)."""
+        out: dict[int, list[int]] = {}
+        for op in self.ops:
+            for r in op.tensor_inputs():
+                out.setdefault(r.vid, []).append(op.index)
+                base = self.alias.get(r.vid)
+                if base is not None:
+                    out.setdefault(base, []).append(op.index)
+        return out
+
+    def producers(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for op in self.ops:
+            for v in op.outputs:
+                if v is not None:
+                    out.setdefault(v, op.index)
+        return out
+
+
+def _vids_in(structure: Any) -> list[int]:
+    if isinstance(structure, int):
+        return [structure]
+    if isinstance(structure, tuple) and len(structure) == 2 and structure[0] in ("tuple", "list", "dict"):
+        items = structure[1].values() if structure[0] == "dict" else structure[1]
+        return [v for item in items for v in _vids_in(item)]
+    return []
+
+
+def vids_in(structure: Any) -> list[int]:
+    return _vids_in(structure)
+
+
+def _flat(values: Any) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(_flat(v) if isinstance(v, (list, tuple)) else [v])
+    return out
+
+
+def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]:
+    """Run ``script`` for ``steps`` steps under the trace; returns (trace, ScriptRun)."""
+    import contextlib
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelpilot.profiling.script_run import run_script
+
+    trace = Trace()
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+            return trace.call(func, args, kwargs or {})
+
+    def on_step(i: int) -> None:
+        trace.step = i
+
+    @contextlib.contextmanager
+    def context() -> Any:
+        with Mode(), torch.autograd.graph.saved_tensors_hooks(trace.pack, lambda t: t):
+            yield
+
+    try:
+        run = run_script(script, argv, steps=steps, context=context(), on_root=trace.attach, on_step=on_step)
+    finally:
+        trace.detach_hooks()
+        trace.collect()
+    return trace, run
