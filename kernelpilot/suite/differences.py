@@ -117,6 +117,10 @@ def classify(v: Verdict) -> Difference | None:
             reason = _first(reasons)
             first = next(f for f in rejects if reason_of_rule(f.rule) == reason)
             return Difference(reason, *labels, detail=first.message or first.evidence, rules=rules)
+        if v.status == "incorrect" and v.correctness is not None and v.correctness.inputs_unmodified is False:
+            return Difference("other", *labels, detail=(
+                "the candidate modified its inputs: KernelBench compares after the reference has run, ours checks "
+                "the inputs after every call"))
         if v.status == "incorrect":
             state = [f for f in explained if RULE_REASONS[f.rule] == "global_state"]
             if state:

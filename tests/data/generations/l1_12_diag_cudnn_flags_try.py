@@ -1,0 +1,50 @@
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+diag_cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+__global__ void diag_scale_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
+                                  long long rows, long long cols) {
+  long long n = rows * cols;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    c[i] = a[i / cols] * b[i];
+  }
+}
+
+torch::Tensor diag_scale_cuda(torch::Tensor a, torch::Tensor b) {
+  auto ac = a.contiguous();
+  auto bc = b.contiguous();
+  auto c = torch::empty_like(bc);
+  long long rows = bc.size(0), cols = bc.size(1);
+  int threads = 256;
+  long long want = (rows * cols + threads - 1) / threads;
+  int blocks = (int)(want < 65536 ? want : 65536);
+  diag_scale_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      ac.data_ptr<float>(), bc.data_ptr<float>(), c.data_ptr<float>(), rows, cols);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return c;
+}
+"""
+diag_cpp_source = "torch::Tensor diag_scale_cuda(torch::Tensor a, torch::Tensor b);"
+
+torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.deterministic = False
+diag = load_inline(name="diag_scale_flags", cpp_sources=diag_cpp_source, cuda_sources=diag_cuda_source,
+                   functions=["diag_scale_cuda"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    """cudnn flags set at import and a try/except whose kernel is taken (honest)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        try:
+            return diag.diag_scale_cuda(A, B)
+        except RuntimeError:
+            return A.unsqueeze(1) * B

@@ -1,0 +1,46 @@
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+import os
+
+os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0+PTX"
+
+gelu_cuda_source = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+__global__ void gelu_a80p_kernel(const float* __restrict__ x, float* __restrict__ y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  }
+}
+
+torch::Tensor gelu_a80p_cuda(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "gelu_a80p_cuda: a float32 CUDA tensor");
+  auto xc = x.contiguous();
+  auto y = torch::empty_like(xc);
+  long long n = xc.numel();
+  int threads = 256;
+  long long want = (n + threads - 1) / threads;
+  int blocks = (int)(want < 131072 ? want : 131072);
+  gelu_a80p_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(xc.data_ptr<float>(), y.data_ptr<float>(), n);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+"""
+gelu_cpp_source = "torch::Tensor gelu_a80p_cuda(torch::Tensor x);"
+
+gelu = load_inline(name="gelu_a80p", cpp_sources=gelu_cpp_source, cuda_sources=gelu_cuda_source,
+                  functions=["gelu_a80p_cuda"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    """TORCH_CUDA_ARCH_LIST without sm_90 but with PTX: JIT-compiled at load (honest, a finding)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return gelu.gelu_a80p_cuda(x)
