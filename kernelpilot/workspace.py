@@ -339,6 +339,11 @@ class Workspace:
         from kernelpilot.landing import land
 
         new = land(self, candidate_id, overwrite_committed=overwrite_committed)
+        from kernelpilot.dropin.on_approve import register_after_approval  # extracted problems: the drop-in operator
+
+        new, note = register_after_approval(self, candidate_id, new)
+        if note:
+            self.notes.append(note)
         self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
         self.candidates[candidate_id].status = "approved"
         self.candidates[candidate_id].approved_sha = new

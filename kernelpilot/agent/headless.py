@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from kernelpilot.agent.events import Event
 from kernelpilot.agent.verdict_text import one_line
+from kernelpilot.dropin.provenance import apply_command, origin_line
 from kernelpilot.errors import KernelpilotError, ModelConfigError
 
 
@@ -41,6 +42,9 @@ class LogPrinter:
         if k == "session_started":
             self.replay = self.replay or d["replay"]
             self._line(f"kernelpilot session {d['session_id']}: {d['problem']} with {d['model']}")
+            self._problem = str(d["problem"])
+            if origin_line(Path(self._problem)):
+                self._line(f"extracted from {origin_line(Path(self._problem))}")
             if self.replay:
                 self._line("REPLAY: the assistant turns below are replayed from a file, not produced by a live model.")
             if d["worktree"]:
@@ -72,6 +76,9 @@ class LogPrinter:
             self._line(f"PROPOSAL {d['candidate_id']}: {d['summary']}")
         elif k == "proposal_approved":
             self._line(f"APPROVED {d['candidate_id']}: commit {d['commit'][:12]} in your repository")
+            command = apply_command(Path(getattr(self, "_problem", "")))
+            if command:
+                self._line(f"  apply it to your model: {command}")
         elif k == "proposal_rejected":
             self._line(f"REJECTED {d['candidate_id']}: {d['reason']}")
         elif k == "engineer_message":

@@ -97,6 +97,9 @@ class EventView:
         elif isinstance(e, ev.ProposalApproved):
             self.panel.set_state(e.candidate_id, "approved", approved_commit=e.commit)
             await conv.note(f"Approved {e.candidate_id}: commit {e.commit[:12]} in your repository", "proposal")
+            facts = getattr(self, "card_facts", None)
+            if facts is not None and facts.apply:
+                await conv.note(f"Apply it to your model: {facts.apply}", "proposal")
             self.notify(f"Approved {e.candidate_id} as commit {e.commit[:12]}", title="Approved")
             self._refresh_review(e.candidate_id)
         elif isinstance(e, ev.ProposalRejected):

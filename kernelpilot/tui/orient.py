@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.tui.messages import BaselinesMeasured, ProblemAnalysed
+from kernelpilot.dropin.provenance import apply_command, origin_line
 from kernelpilot.tui.problem_card import CardFacts, ProblemCard
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class ProblemCardView:
         name = path.parent.name if path.stem == "problem" else path.stem  # examples/softmax/problem.py: softmax
         self.card_facts = CardFacts(name=name, file=path.name, gpu=s.gpu,
                                     edit_file=file, edit_dir=folder, manual=s.manual,
-                                    keys={"edit_latest": self._keymap.get("edit_latest", "ctrl+o")})
+                                    keys={"edit_latest": self._keymap.get("edit_latest", "ctrl+o")},
+                                    origin=origin_line(path), apply=apply_command(path))
         await self.conversation.mount_entry(ProblemCard(self.card_facts))
         self.run_worker(partial(self._analyse_problem, s), thread=True, group="card", name="problem",
                         exit_on_error=False)

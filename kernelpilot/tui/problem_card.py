@@ -33,6 +33,8 @@ class CardFacts:
     edit_dir: str = ""  # the candidate directory, relative to the worktree
     keys: dict[str, str] = field(default_factory=dict)  # action -> key, e.g. {"edit_latest": "ctrl+o"}
     manual: bool = True
+    origin: str = ""  # an extracted problem: where in the script's model it came from
+    apply: str = ""  # and the command that applies an approved kernel of it
 
 
 def size(nbytes: float) -> str:
@@ -84,7 +86,7 @@ def floor(facts: CardFacts) -> tuple[float | None, str, str]:
 
 def card_lines(facts: CardFacts) -> list[tuple[str, str]]:
     """(label, text) rows of the card, short enough for an 80-column terminal."""
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = [("from", facts.origin)] if facts.origin else []
     info = facts.info
     if info is None:
         rows.append(("problem", f"could not be analysed: {facts.info_error}" if facts.info_error
@@ -109,6 +111,8 @@ def card_lines(facts: CardFacts) -> list[tuple[str, str]]:
         rows.append(("floor", "with the GPU's measured ceilings…"))
     rows += _baseline_rows(facts, floor_ms)
     rows += _start_rows(facts)
+    if facts.apply:
+        rows.append(("apply", f"once approved: {facts.apply}"))
     return rows
 
 

@@ -1,0 +1,198 @@
+"""One measured run of the user's script for `kernelpilot apply`, with some drop-in kernels swapped in.
+
+The script runs as it is (its own torch.compile included; ``compile_root`` compiles the model's
+forward when it does not) for ``warmup + steps`` steps. A step is the time from one call of the model
+(its root module) to the next: forward, backward and the optimizer step, or forward alone for an
+inference script. Recorded: every step's time (host clock, synchronized), the first step's model
+output and the gradients at its first optimizer step (clones, for the end-to-end comparison), the
+forward time of each swapped module per step (CUDA events or host clock around it), and how many
+calls of each swapped forward ran the kernel or the original.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.profiling.script_run import _median_spread, run_script
+
+_LOADED: dict[Path, Any] = {}  # a drop-in module registers its operator: load each once per process
+
+
+def load_dropin(path: Path) -> Any:
+    path = path.resolve()
+    if path not in _LOADED:
+        spec = importlib.util.spec_from_file_location(f"kp_dropin_{len(_LOADED)}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[path] = module
+    return _LOADED[path]
+
+
+@dataclass
+class RunResult:
+    step_ms: list[float] = field(default_factory=list)
+    output: Any = None
+    grads: dict[str, Any] | None = None
+    part_ms: dict[str, list[float]] = field(default_factory=dict)  # dropin -> forward ms per step
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)  # dropin -> {"kernel": n, "original": n}
+    swapped: dict[str, list[str]] = field(default_factory=dict)  # dropin -> module paths
+    error: str = ""
+
+    def median(self, warmup: int) -> tuple[float, float]:
+        return _median_spread(self.step_ms[warmup:] or self.step_ms)
+
+
+def _clone(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_clone(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if hasattr(value, "to_tuple"):  # transformers' ModelOutput
+        return _clone(value.to_tuple())
+    return None
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
+            seed: int = 0, swap: bool = True) -> RunResult:
+    """One run; ``swap=False`` installs nothing and only times the modules the drop-ins would replace."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    result = RunResult()
+    state: dict[str, Any] = {"root": None, "forward_ms": {}}
+    handles: list[Any] = []
+
+    def on_root(root: Any) -> None:
+        model = getattr(root, "_orig_mod", root)
+        state["root"] = model
+        for path in dropins:
+            if swap:
+                result.swapped[str(path)] = load_dropin(path).install(model)
+            else:
+                import json
+
+                origin = json.loads((path.parent.parent / "origin.json").read_text())
+                result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
+            for sub in result.swapped[str(path)]:
+                _time_part(model.get_submodule(sub) if sub else model, str(path))
+        handles.append(model.register_forward_hook(lambda m, i, o: _first_output(o)))
+        if compile_root:
+            model.forward = torch.compile(model.forward)
+
+    def _first_output(output: Any) -> None:
+        if result.output is None:
+            result.output = _clone(output)
+
+    def _time_part(module: Any, key: str) -> None:
+        starts: list[Any] = []
+
+        def pre(m: Any, i: Any) -> None:
+            if torch.cuda.is_available() and next(m.parameters(), torch.empty(0)).is_cuda:
+                event = torch.cuda.Event(enable_timing=True)
+                event.record()
+                starts.append(("cuda", event))
+            else:
+                starts.append(("host", time.perf_counter()))
+
+        def post(m: Any, i: Any, o: Any) -> None:
+            if not starts:
+                return
+            kind, start = starts.pop()
+            if kind == "cuda":
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                state["forward_ms"].setdefault(key, []).append((state.get("step", 0), start, end))
+            else:
+                state["forward_ms"].setdefault(key, []).append((state.get("step", 0), (time.perf_counter() - start) * 1e3, None))
+
+        handles.append(module.register_forward_pre_hook(pre))
+        handles.append(module.register_forward_hook(post))
+
+    def on_step(i: int) -> None:
+        state["step"] = i
+
+    def optimizer_pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if result.grads is None and state["root"] is not None:
+            result.grads = {n: p.grad.detach().clone() for n, p in state["root"].named_parameters() if p.grad is not None}
+
+    handles.append(register_optimizer_step_pre_hook(optimizer_pre_hook))
+    torch.manual_seed(seed)
+    try:
+        run = run_script(script, argv, steps=warmup + steps, on_root=on_root, on_step=on_step, keep_compile=True)
+        result.step_ms = run.step_times_ms()
+    except Exception as exc:  # a swap that breaks the script is reported, not raised
+        result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    finally:
+        for h in handles:
+            h.remove()
+        _sync()
+    for key, entries in state["forward_ms"].items():
+        per_step: dict[int, float] = {}
+        for step, start, end in entries:
+            if step < warmup:
+                continue
+            per_step[step] = per_step.get(step, 0.0) + (start.elapsed_time(end) if end is not None else start)
+        result.part_ms[key] = list(per_step.values())
+    if state["root"] is not None:
+        for path in dropins:
+            stats = {"kernel": 0, "original": 0}
+            for sub in result.swapped.get(str(path), []):
+                module = state["root"].get_submodule(sub) if sub else state["root"]
+                for k, v in getattr(module.__dict__.get("forward"), "kernelpilot_stats", {}).items():
+                    stats[k] += v
+            result.stats[str(path)] = stats
+    return result
+
+
+def flat_tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in flat_tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in flat_tensors(v)]
+    return []
+
+
+def difference(a: Any, b: Any) -> float:
+    """Worst normalized difference ``‖a − b‖ / ‖b‖`` over the tensors of two results (inf if they do
+    not match in structure or shape)."""
+    import torch
+
+    ta, tb = flat_tensors(a), flat_tensors(b)
+    if len(ta) != len(tb) or any(x.shape != y.shape for x, y in zip(ta, tb)):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(ta, tb):
+        if not x.is_floating_point():
+            worst = max(worst, 0.0 if torch.equal(x, y) else float("inf"))
+            continue
+        den = float(torch.linalg.vector_norm(y.double())) or 1.0
+        worst = max(worst, float(torch.linalg.vector_norm(x.double() - y.double())) / den)
+    return worst
+
+
+def grad_difference(a: dict[str, Any] | None, b: dict[str, Any] | None) -> float | None:
+    if a is None or b is None:
+        return None
+    if set(a) != set(b):
+        return float("inf")
+    return difference([a[k] for k in sorted(a)], [b[k] for k in sorted(b)])

@@ -1,0 +1,88 @@
+"""Check a drop-in operator's outputs and gradients against a float64 reference.
+
+``python -m kernelpilot.dropin.gradcheck DROPIN`` imports the drop-in module, draws the problem's
+inputs (``get_inputs()``) and parameters (its ``Model``, with real weights when the problem has
+them), runs the operator forward and backward with a random cotangent (GPU when present), and does
+the same with the problem's Model in float64 on the same values. Each input's and parameter's
+gradient must be within the dtype's bound on ``‖g − g64‖ / ‖g64‖``. Prints one line
+``GRADCHECK {"ok": ..., "summary": ..., "errors": {...}}``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+BOUNDS = {"torch.float32": 1e-4, "torch.float64": 1e-10, "torch.float16": 2e-2, "torch.bfloat16": 4e-2}
+
+
+def _normalized(a: Any, b: Any) -> float:
+    import torch
+
+    ref = b.double()
+    den = float(torch.linalg.vector_norm(ref)) or 1.0
+    return float(torch.linalg.vector_norm(a.double() - ref)) / den
+
+
+def check(dropin: Path) -> dict[str, Any]:
+    import torch
+
+    spec = importlib.util.spec_from_file_location("kp_dropin_check", dropin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.GRADIENT_CHECK = "checking"  # let the backward run for the check
+    problem = module._problem
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    model = problem.Model(*problem.get_init_inputs()).to(device)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    params = [getattr(model, name).detach() for name in module.PARAMS]
+    leaves = [t.clone().requires_grad_(t.is_floating_point()) for t in [*inputs, *params]]
+    out = module.op(*leaves)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    cotangents = [torch.randn_like(o) for o in outs]
+    torch.autograd.backward([o for o in outs], cotangents)
+
+    ref_model = problem.Model(*problem.get_init_inputs()).to(device).double()
+    ref_leaves = [t.detach().double().requires_grad_() if t.is_floating_point() else t for t in [*inputs, *params]]
+    names = [f"input {i}" for i in range(len(inputs))] + [f"parameter {n}" for n in module.PARAMS]
+    ref_params = dict(zip(module.PARAMS, ref_leaves[len(inputs):]))
+    ref_out = torch.func.functional_call(ref_model, ref_params, tuple(ref_leaves[: len(inputs)]), strict=False)
+    ref_outs = ref_out if isinstance(ref_out, (tuple, list)) else (ref_out,)
+    torch.autograd.backward(list(ref_outs), [c.double() for c in cotangents])
+    errors: dict[str, float] = {}
+    failures = []
+    for i, (o, r) in enumerate(zip(outs, ref_outs)):
+        errors[f"output {i}"] = _normalized(o.detach(), r.detach())
+        if errors[f"output {i}"] > BOUNDS.get(str(o.dtype), 1e-4):
+            failures.append(f"output {i}")
+    for name, leaf, ref in zip(names, leaves, ref_leaves):
+        if not leaf.is_floating_point():
+            continue
+        if leaf.grad is None or ref.grad is None:
+            if (leaf.grad is None) != (ref.grad is None):
+                failures.append(f"{name} (gradient {'missing' if leaf.grad is None else 'unexpected'})")
+            continue
+        errors[name] = _normalized(leaf.grad, ref.grad)
+        if errors[name] > BOUNDS.get(str(leaf.dtype), 1e-4):
+            failures.append(name)
+    worst = max(errors.values(), default=0.0)
+    summary = (f"passed on {device}: outputs and {sum(1 for k in errors if not k.startswith('output'))} gradients, "
+               f"worst normalized error {worst:.2e} against float64" if not failures else
+               f"failed on {device} for {', '.join(failures)} (worst normalized error {worst:.2e})")
+    return {"ok": not failures, "summary": summary, "errors": errors}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    result = check(Path(args[0]))
+    print("GRADCHECK " + json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,200 @@
+"""Approved kernels of extracted problems as drop-in operators: the registration (custom op, fake,
+backward, gradient check against float64), torch.compile and torch.export on the CPU, the approval
+hook in a real git repository, `kernelpilot apply` and its --write commit."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+SCRIPT = DATA / "hotspots" / "tiny_llama.py"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def extract_mlp(out: Path, script: Path = SCRIPT) -> Path:
+    from kernelpilot.profiling.grouped import grouped_command
+
+    args = SimpleNamespace(script=str(script), script_args=[], steps=3, top=10, extract=None, out=str(out),
+                           group="module", depth=3, weights=False, compile_check=False)
+    from kernelpilot.profiling.module_table import module_groups
+    from kernelpilot.profiling.trace import record_script
+
+    trace, _ = record_script(script, [], 3)
+    groups = module_groups(trace, depth=3, steps=[1, 2])
+    args.extract = next(i for i, g in enumerate(groups, 1) if g.cls == "MLP")
+    assert grouped_command(args) == 0
+    (directory,) = [d for d in out.iterdir() if d.name.endswith("_mlp")]
+    return directory
+
+
+@pytest.fixture(scope="module")
+def mlp_problem(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract_mlp(tmp_path_factory.mktemp("problems"))
+
+
+def with_candidate(problem: Path, tmp: Path, scale: str = "1.0") -> Path:
+    directory = tmp / problem.name
+    shutil.copytree(problem, directory)
+    (directory / "candidate").mkdir()
+    text = (DATA / "dropin" / "mlp_candidate.py").read_text().replace("SCALE = 1.0", f"SCALE = {scale}")
+    (directory / "candidate" / "model_new.py").write_text(text)
+    return directory
+
+
+def load(path: Path) -> object:
+    spec = importlib.util.spec_from_file_location(f"dropin_{abs(hash(path))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_registration_compiles_exports_and_trains(mlp_problem: Path, tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = with_candidate(mlp_problem, tmp_path)
+    reg = write_registration(directory / "candidate", candidate_id="c1")
+    assert reg.training and reg.gradient.startswith("passed on cpu"), reg.gradient
+    assert "import kernelpilot" not in (directory / "candidate" / "dropin.py").read_text()
+    dropin = load(directory / "candidate" / "dropin.py")
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import tiny_llama
+    finally:
+        sys.path.pop(0)
+    torch.manual_seed(0)
+    model = tiny_llama.TinyLlama()
+    tokens = torch.randint(0, 96, (2, 7))
+    ref = model(tokens)
+    ref.sum().backward()
+    ref_grad = model.layers[1].mlp.up.weight.grad.clone()
+    assert dropin.install(model) == ["layers.0.mlp", "layers.1.mlp"]  # type: ignore[attr-defined]
+    model.zero_grad()
+    compiled = torch.compile(model, fullgraph=True)  # a graph break would raise
+    out = compiled(tokens)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    torch.testing.assert_close(model.layers[1].mlp.up.weight.grad, ref_grad, rtol=1e-5, atol=1e-6)
+    assert model.layers[0].mlp.forward.kernelpilot_stats["kernel"] >= 1
+    exported = torch.export.export(model, (tokens,))
+    ops = [n.target for n in exported.graph.nodes if "kernelpilot" in str(n.target)]
+    assert len(ops) == 2
+    # the fake implementation alone: shapes from the reference on fake tensors, no kernel run
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    real = [torch.randn(2, 7, 32), *(p.detach() for p in model.layers[0].mlp.parameters())]
+    with FakeTensorMode() as mode:
+        x, *params = [mode.from_tensor(t) for t in real]
+        fake_out = dropin.op(x, *params)  # type: ignore[attr-defined]
+    assert tuple(fake_out.shape) == (2, 7, 32)
+
+
+def test_a_wrong_kernel_fails_the_gradient_check_and_training_stops(mlp_problem: Path, tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = with_candidate(mlp_problem, tmp_path, scale="1.01")
+    reg = write_registration(directory / "candidate", candidate_id="c2")
+    assert not reg.training and "output 0" in reg.gradient
+    dropin = load(directory / "candidate" / "dropin.py")
+    x = torch.randn(2, 7, 32, requires_grad=True)
+    params = [torch.randn(64, 32, requires_grad=True), torch.randn(64, 32), torch.randn(32, 64)]
+    out = dropin.op(x, *params)  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="did not match the float64 reference"):
+        out.sum().backward()
+
+
+def test_approval_writes_the_dropin_in_the_same_commit(mlp_problem: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpilot.workspace import Workspace
+
+    monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
+    repo = tmp_path / "user"
+    (repo / "problems").mkdir(parents=True)
+    shutil.copytree(mlp_problem, repo / "problems" / mlp_problem.name)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test User")
+    git(repo, "config", "user.email", "user@example.com")
+    git(repo, "config", "commit.gpgsign", "false")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "extracted")
+    rel = f"problems/{mlp_problem.name}"
+    ws = Workspace.open(repo, "s1", candidate_dir=f"{rel}/candidate", problem=f"{rel}/problem.py")
+    ws.write_file(f"{rel}/candidate/model_new.py", (DATA / "dropin" / "mlp_candidate.py").read_text())
+    ws.checkpoint("c1", "ok: 1.3x torch.compile")
+    before = git(repo, "rev-parse", "HEAD")
+    new = ws.approve("c1")
+    assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before  # one commit
+    files = git(repo, "show", "--name-only", "--format=", new).splitlines()
+    assert sorted(files) == sorted(f"{rel}/candidate/{n}" for n in ("model_new.py", "dropin.py", "dropin_swap.py", ".gitignore"))
+    assert git(repo, "status", "--porcelain") == ""
+    assert any("kernelpilot apply" in n and "training too" in n for n in ws.notes), ws.notes
+
+
+def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelpilot.dropin.apply_command import apply_command
+    from kernelpilot.dropin.registration import write_registration
+
+    repo = tmp_path / "user"
+    repo.mkdir()
+    shutil.copy(SCRIPT, repo / "tiny_llama.py")
+    problems = repo / "problems"
+    problems.mkdir()
+    directory = with_candidate(mlp_problem, problems)
+    assert write_registration(directory / "candidate", candidate_id="c1").training
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test User")
+    git(repo, "config", "user.email", "user@example.com")
+    git(repo, "config", "commit.gpgsign", "false")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "approved")
+    args = SimpleNamespace(script=str(repo / "tiny_llama.py"), script_args=[], kernels=str(problems), steps=20,
+                           compile=False, write=False, yes=True)
+    assert apply_command(args) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("model.layers.0.mlp (+1)"))
+    assert row.rstrip().endswith("ok") and "yardstick" in out and "nothing was changed" in out
+    assert git(repo, "status", "--porcelain") == ""
+    args.write = True
+    before = git(repo, "rev-parse", "HEAD")
+    assert apply_command(args) == 0
+    out = capsys.readouterr().out
+    assert "+    install(model)" in out  # the diff was shown
+    assert git(repo, "rev-parse", "HEAD^") == before and git(repo, "status", "--porcelain") == ""
+    changed = sorted(git(repo, "show", "--name-only", "--format=", "HEAD").splitlines())
+    assert changed == ["kernelpilot_kernels.py", "tiny_llama.py"]
+    res = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv=['x']; import torch\n"
+                          "import kernelpilot_kernels as k\nsys.path.insert(0, '.')\nimport tiny_llama\n"
+                          "m = tiny_llama.TinyLlama(); print(k.install(m))"], cwd=repo, capture_output=True, text=True,
+                         timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo), "HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert "['layers.0.mlp', 'layers.1.mlp']" in res.stdout
+
+
+def test_apply_reports_a_swap_that_does_not_match(mlp_problem: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelpilot.dropin.apply_command import apply_command
+    from kernelpilot.dropin.registration import write_registration
+
+    script = tmp_path / "tiny_llama.py"
+    script.write_text(SCRIPT.read_text().replace("(2, 8)", "(2, 9)"))  # sequence 8, not the recorded 7
+    directory = with_candidate(mlp_problem, tmp_path / "problems")
+    write_registration(directory / "candidate", candidate_id="c1", check=False)
+    args = SimpleNamespace(script=str(script), script_args=[], kernels=str(tmp_path / "problems"), steps=3,
+                           compile=False, write=False, yes=True)
+    assert apply_command(args) == 1
+    out = capsys.readouterr().out
+    assert "no call of model.layers.0.mlp, model.layers.1.mlp matched the recorded shapes" in out
+    assert "left out: model.layers.0.mlp (+1)" in out
