@@ -198,3 +198,46 @@ def test_apply_reports_a_swap_that_does_not_match(mlp_problem: Path, tmp_path: P
     out = capsys.readouterr().out
     assert "no call of model.layers.0.mlp, model.layers.1.mlp matched the recorded shapes" in out
     assert "left out: model.layers.0.mlp (+1)" in out
+
+
+def test_a_chain_is_swapped_through_its_holder(tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.registration import write_registration
+    from kernelpilot.profiling.grouped import grouped_command
+
+    out = tmp_path / "problems"
+    args = SimpleNamespace(script=str(SCRIPT), script_args=[], steps=3, top=20, extract=None, out=str(out),
+                           group="fusion", depth=3, weights=False, compile_check=False)
+    from kernelpilot.profiling.fusion import find_chains
+    from kernelpilot.profiling.trace import record_script
+
+    trace, _ = record_script(SCRIPT, [], 3)
+    args.extract = next(i for i, c in enumerate(find_chains(trace, 2), 1) if c.label() == "silu -> mul")
+    assert grouped_command(args) == 0
+    (directory,) = out.iterdir()
+    (directory / "candidate").mkdir()
+    (directory / "candidate" / "model_new.py").write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x0, x1):\n        s = F.silu(x0)\n        return s * x1, s\n")
+    assert write_registration(directory / "candidate", candidate_id="c1").training
+    dropin = load(directory / "candidate" / "dropin.py")
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import tiny_llama
+    finally:
+        sys.path.pop(0)
+    torch.manual_seed(0)
+    model = tiny_llama.TinyLlama()
+    tokens = torch.randint(0, 96, (2, 7))
+    ref = model(tokens)
+    ref.sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    assert dropin.install(model) == ["layers.0.mlp", "layers.1.mlp"]  # type: ignore[attr-defined]
+    got = torch.compile(model, fullgraph=True)(tokens)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+    got.sum().backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, grads[name], rtol=1e-4, atol=1e-6)
+    assert model.layers[1].mlp.forward.kernelpilot_stats["kernel"] >= 1
