@@ -268,7 +268,7 @@ def main() -> int:
     ap.add_argument("--kernelbench", type=Path, default=ROOT / ".kb")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--mode", default="test")
-    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--timeout", type=float, default=300.0)  # the product's build and test limits
     ap.add_argument("--malloc-debug", action="store_true", help="workers run with PYTHONMALLOC=debug and "
                     "tracemalloc, so a corrupted Python heap is reported where it is found, with the allocation")
     args = ap.parse_args()

@@ -4,6 +4,7 @@
 # A step ending in & runs in the background while the next ones run; every step is waited for at the end.
 # Steps:
 #   record [520]   benchmarks/kb_record.py: torch.compile's output for every problem, one process each ($RECORD_ARGS)
+#   c0 [560]       record ($RECORD_ARGS) then convert: `kernelpilot init --from-inductor --recordings`, into $OUT/c0/c0
 #   mixed [300]    benchmarks/kb_diagnose.py mixed: corpus + KernelBench's examples and adversarial kernels, twice
 #   compile [200]  benchmarks/kb_diagnose.py compile: the torch.compile baseline inside the worker, three ways
 #   suite [560]    kernelpilot suite over .kb with the c0 solutions in $C0 ($SUITE_ARGS), resumable from $RUN_IN
@@ -28,7 +29,8 @@ run_step() {  # NAME LIMIT COMMAND...
   (cd "$root" && OUT="$dir" timeout "$limit" "$@") > "$dir/output.log" 2>&1
   local rc=$?
   { tail -30 "$dir/output.log"; echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s"; } >> "$log"
-  find "$dir" -name '*.sqlite-*' -delete 2>/dev/null
+  # a step killed at its limit leaves its verdicts in SQLite's write-ahead log: fold it in, never delete it
+  find "$dir" -name '*.sqlite' -exec python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' {} \; 2>/dev/null
   tar czf "$OUT/$name.tar.gz" -C /tmp/kp-kb "$name" 2>/dev/null
 }
 
@@ -36,6 +38,7 @@ step() {
   local name=$1 limit=$2
   case $name in
     record) run_step record "${limit:-520}" bash -c "python3 benchmarks/kb_record.py --kernelbench '$kb' --out \"\$OUT/rec\" ${RECORD_ARGS:-}" ;;
+    c0) run_step c0 "${limit:-560}" bash -c "python3 benchmarks/kb_record.py --kernelbench '$kb' --out \"\$OUT/rec\" ${RECORD_ARGS:-} && python3 -m kernelpilot init --from-inductor '$kb/KernelBench' --recordings \"\$OUT/rec\" --out \"\$OUT/c0\"" ;;
     mixed) run_step mixed "${limit:-300}" bash -c "python3 benchmarks/kb_diagnose.py mixed --kernelbench '$kb' ${MIXED_ARGS:-}" ;;
     stress) run_step stress "${limit:-240}" bash -c "python3 benchmarks/kb_diagnose.py stress --kernelbench '$kb' --runs ${STRESS_ROUNDS:-150} --timeout ${STRESS_EACH:-70}" ;;
     stress2) run_step stress2 "${limit:-200}" bash -c "python3 benchmarks/kb_diagnose.py stress2 --kernelbench '$kb' --runs ${STRESS_ROUNDS:-300} --timeout ${STRESS_EACH:-30}" ;;

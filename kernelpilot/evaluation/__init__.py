@@ -212,13 +212,14 @@ class Evaluator(WorkerOwner):
 
         # 3. the worker: verify, audit, time
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
-        from kernelpilot.evaluation.inductor_origin import declared_settings, within_compile_flag
+        from kernelpilot.evaluation.inductor_origin import declared_settings, runs_torch_compile_libraries, within_compile_flag
 
         settings, declared = declared_settings(cand_obj, s.to_dict(), v)
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
                    "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
-                   "warmup": getattr(cand_obj, "kind", "") == "triton", "kind": getattr(cand_obj, "kind", "")}
+                   "warmup": getattr(cand_obj, "kind", "") == "triton", "kind": getattr(cand_obj, "kind", ""),
+                   "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
         if baseline is not None and mode == "benchmark":
             message["baseline"] = baseline.to_dict() if hasattr(baseline, "to_dict") else dict(baseline)
 

@@ -43,6 +43,16 @@ def declared_settings(candidate: Any, settings: dict[str, Any], verdict: Any) ->
     return settings, declared
 
 
+def runs_torch_compile_libraries(declared: dict[str, Any], settings: dict[str, Any]) -> bool:
+    """An Inductor-origin candidate whose declared libraries are allowed: when it compiles no kernel of its own
+    (torch.compile's run of a matmul, a convolution or an attention is the library call alone), "no kernel of
+    its own" is what torch.compile does too, so it is said (no-kernel, warn) rather than refused."""
+    from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
+
+    return declared.get(ORIGIN_DECLARATION) == "inductor" and bool(set(settings.get("allowed_libraries") or [])
+                                                                   & set(_KNOWN_LIBRARIES))
+
+
 def within_compile_flag(declared: dict[str, Any], performance: Any) -> list[str]:
     """A flag when an Inductor-origin candidate's time is not within 5% of torch.compile's."""
     from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
