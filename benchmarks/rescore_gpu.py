@@ -1,0 +1,175 @@
+"""Issue 26 evidence on a GPU: the hand-written generation corpus (tests/data/generations/) and a folder of
+generations from benchmarks/kb_generations.py, scored by `kernelpilot suite --solutions` under kernelbench,
+kernelbench-v0.1 and the default rules, within a time budget; every corpus verdict compared with
+tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT.
+
+Runs are resumable: call it again with the same --work and it continues each run where it stopped
+(`kernelpilot suite --resume`), corpus first, then the folder, in rules order.
+
+  python benchmarks/rescore_gpu.py --kernelbench .kb --out "$OUT" --budget 540
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ("kernelbench", "kernelbench-v0.1", "kernelpilot")
+HARNESS_FAILURES = ("timeout", "runtime_error")
+
+
+def _problems(levels_root: Path, manifest: dict) -> list[str]:
+    return sorted({str(levels_root / f"{e['problem']}.py") for e in manifest["files"]})
+
+
+def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
+              deadline: float) -> str:
+    run = work / name
+    left = deadline - time.monotonic()
+    if left < 30:
+        return "skipped: no time left"
+    if (run / "results.sqlite").is_file():
+        cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--jsonl"]
+    else:
+        cmd = [sys.executable, "-m", "kernelpilot", "suite", *problems, "--solutions", str(solutions), "--rules", rules, "--out", str(run),
+               "--kernelbench-checkout", str(checkout), "--jsonl"]
+    with (work / f"{name}.log").open("a") as log:
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            rc = proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(2)  # SIGINT: the suite stores what finished and exits
+            rc = proc.wait()
+    return f"rc {rc}"
+
+
+def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
+    from kernelpilot.suite.differences import classify
+    from kernelpilot.suite.store import Store
+    from kernelpilot.verdict import Verdict
+
+    by_name = {e["generation_name"]: e for e in manifest["files"]}
+    store = Store(run)
+    rows = store.rows()
+    store.close()
+    out = {"rules": rules, "verdicts": len(rows), "as_expected": 0, "mismatches": [], "harness_failures": []}
+    for r in rows:
+        e = by_name.get(Path(r.candidate or "").name)
+        if e is None or not r.verdict:
+            continue
+        v = Verdict.from_dict(r.verdict)
+        want = e["kernelpilot"][rules]
+        rejects = {f.rule for f in v.findings if f.severity == "reject"}
+        problems = []
+        if v.status != want["status"]:
+            problems.append(f"ours {v.status} (expected {want['status']})")
+        if not set(want["rules"]) <= rejects:
+            problems.append(f"reject findings {sorted(rejects)} lack {sorted(set(want['rules']) - rejects)}")
+        if rules != "kernelpilot":
+            kb = v.kernelbench.status if v.kernelbench else "no score"
+            if kb != e["kernelbench"][rules]:
+                problems.append(f"KernelBench {kb} (expected {e['kernelbench'][rules]})")
+            d = classify(v)
+            got = d.reason if d else None
+            if got != e["difference"][rules] and not (got == "timing" and e["difference"][rules] is None):
+                problems.append(f"difference {got} (expected {e['difference'][rules]})")
+        if v.status in HARNESS_FAILURES:
+            out["harness_failures"].append({"file": e["file"], "status": v.status, "error": v.error[:300]})
+        if problems:
+            out["mismatches"].append({"file": e["file"], "job": r.job_key, "problems": problems, "summary": v.summary})
+        else:
+            out["as_expected"] += 1
+    out["expected_files"] = len(manifest["files"])
+    return out
+
+
+def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
+    from kernelpilot.suite.store import Store
+
+    by_name = {e["file"]: e for e in manifest["files"]}
+    store = Store(run)
+    rows = store.rows()
+    store.close()
+    per_pattern: dict[str, dict[str, int]] = {}
+    off: list[dict] = []
+    both = 0
+    for r in rows:
+        e = by_name.get(Path(r.candidate or "").name)
+        if e is None or not r.verdict:
+            continue
+        kb = (r.verdict.get("kernelbench") or {}).get("status")
+        both += kb is not None
+        key = f"{r.status} / KernelBench {kb}"
+        per_pattern.setdefault(e["pattern"], {}).setdefault(key, 0)
+        per_pattern[e["pattern"]][key] += 1
+        if rules != "kernelpilot" and (r.status != e["kernelpilot"]["status"]
+                                       or (e["kernelbench"] is not None and kb != e["kernelbench"])):
+            off.append({"file": e["file"], "problem": e["problem"], "pattern": e["pattern"], "ours": r.status,
+                        "kernelbench": kb, "error": (r.verdict.get("error") or "")[:200]})
+    return {"rules": rules, "verdicts": len(rows), "with_both_scores": both, "per_pattern": per_pattern,
+            "unexpected": off, "generations": len(manifest["files"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernelbench", required=True, help="a KernelBench checkout (root: src/kernelbench, KernelBench/level1..)")
+    p.add_argument("--out", required=True, help="where the reports and comparisons go")
+    p.add_argument("--work", help="the runs' folder, kept between calls (default: OUT/runs)")
+    p.add_argument("--budget", type=float, default=540.0, help="seconds this call may spend in suites")
+    p.add_argument("--only", choices=("corpus", "folder"), help="score only the corpus or only the folder")
+    args = p.parse_args(argv)
+    deadline = time.monotonic() + args.budget
+    checkout = Path(args.kernelbench).resolve()
+    levels_root = checkout / "KernelBench" if (checkout / "KernelBench" / "level1").is_dir() else checkout
+    out = Path(args.out)
+    work = Path(args.work) if args.work else out / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    gen = work / "generations"
+    if not (gen / "expected.json").is_file():
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(checkout),
+                        "--out", str(gen), "--corpus", str(work / "corpus")], check=True)
+    corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
+    folder_manifest = json.loads((gen / "expected.json").read_text())
+    summary: dict = {"calls": [], "corpus": {}, "folder": {}}
+    plan = [("corpus", r) for r in RULES] + [("folder", r) for r in RULES]
+    for what, rules in plan:
+        if args.only and what != args.only:
+            continue
+        manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
+        name = f"{what}-{rules}"
+        summary["calls"].append({name: run_suite(name, _problems(levels_root, manifest), solutions, rules, work,
+                                                 checkout, deadline)})
+        run = work / name
+        if not (run / "results.sqlite").is_file():
+            continue
+        subprocess.run([sys.executable, "-m", "kernelpilot", "report", str(run), "--kernelbench-checkout", str(checkout)],
+                       stdout=subprocess.DEVNULL, check=False)
+        dest = out / name
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in ("report.md", "report.json", "speedup.png"):
+            if (run / f).is_file():
+                shutil.copyfile(run / f, dest / f)
+        compare = compare_corpus if what == "corpus" else compare_folder
+        summary[what][rules] = compare(run, rules, manifest)
+    (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    lines = ["# Re-scoring evidence", ""]
+    for rules, c in summary["corpus"].items():
+        lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
+                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} timeouts or runtime errors")
+        lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
+    for rules, c in summary["folder"].items():
+        lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
+                     f"with both scores, {len(c['unexpected'])} unexpected")
+    (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
