@@ -37,10 +37,11 @@ IMPLEMENTATIONS = {
     "profile": "kernelpilot.profiling.command:profile_command",
     "suite": "kernelpilot.suite.command:run_suite",
     "report": "kernelpilot.suite.command:run_report",
+    "apply": "kernelpilot.dropin.apply_command:apply_command",
 }
 from kernelpilot.rules import RULE_NAMES  # noqa: E402 - a small core module (no torch)
 
-SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -55,6 +56,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot init --from-inductor P     torch.compile's kernels for problem P as a Triton candidate
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
+  kernelpilot apply SCRIPT               approved kernels swapped into the script's model, measured end to end
   kernelpilot suite PROBLEMS --solutions DIR   score many problems on every GPU; `report RUN` reprints
 
 Run `kernelpilot COMMAND --help` for a command's options (`kernelpilot PATH --help` for the UI's)."""
@@ -189,8 +191,35 @@ def build_parser() -> argparse.ArgumentParser:
     hs.add_argument("--top", type=_positive_int, metavar="N", default=15, help="show the N most expensive operators (default 15)")
     hs.add_argument("--extract", type=_positive_int, metavar="N", help="write the top N operators as problem files")
     hs.add_argument("--out", metavar="DIR", default="problems", help="directory for extracted problem files (default: problems)")
+    hs.add_argument("--group", choices=("op", "module", "fusion"), default="op",
+                    help="op: single ATen calls (default); module: the model's modules by inclusive time, forward and "
+                         "backward apart; fusion: chains of calls one fused kernel could replace. With module or fusion, "
+                         "--extract N writes entry N as a problem directory")
+    hs.add_argument("--depth", type=_positive_int, metavar="N", default=3, help="with --group module: how deep in the "
+                    "model (model.layers.3.mlp is depth 3; default 3)")
+    hs.add_argument("--weights", action="store_true", help="with --extract and --group module|fusion: save the "
+                    "parameters' real values beside the problem (weights.pt)")
+    hs.add_argument("--compile-check", action="store_true", dest="compile_check", help="with --group fusion on the "
+                    "CPU: ask torch.compile's C++ backend whether it fuses each chain (always asked on the GPU)")
     hs.add_argument("script", metavar="SCRIPT", help="the Python script to profile")
     hs.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+
+    ap = sub.add_parser("apply", prog="kernelpilot apply", help="swap approved kernels into a script's model", formatter_class=fmt,
+                        description=(
+        "Run the script's first steps as it is and with each approved kernel extracted from it (hotspots\n"
+        "--group module|fusion --extract) swapped in; print the step time (median and spread of --steps steps\n"
+        "after 3 warm-up), the swapped parts' forward time and share, and the difference of outputs and\n"
+        "gradients against the unmodified model (two seeded runs of it are the yardstick). Nothing in your\n"
+        "files changes unless --write. Options go before SCRIPT; everything after SCRIPT is passed to it."))
+    ap.add_argument("--kernels", metavar="DIR", default="problems", help="where the extracted problems and their approved "
+                    "candidates are (<DIR>/<problem>/candidate/dropin.py; default: problems)")
+    ap.add_argument("--steps", type=_positive_int, metavar="N", default=20, help="timed steps per run (default 20)")
+    ap.add_argument("--compile", action="store_true", help="also compile the model's forward with torch.compile")
+    ap.add_argument("--write", action="store_true", help="add the install(model) call to the script: show the diff, "
+                    "apply it on confirmation, one git commit")
+    ap.add_argument("--yes", action="store_true", help="with --write: do not ask for confirmation")
+    ap.add_argument("script", metavar="SCRIPT", help="the training or inference script")
+    ap.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
 
     from kernelpilot.suite.command import add_parsers
 
@@ -251,7 +280,7 @@ def prepare(args: argparse.Namespace) -> None:
             raise NotFoundError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM CANDIDATE --json > FILE`.")
         args.candidate = candidate.resolve()
         require_gpu("`kernelpilot profile`", "profile on a machine with a GPU")
-    elif command == "hotspots":
+    elif command in ("hotspots", "apply"):
         if not Path(args.script).is_file():
             raise NotFoundError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")
 
@@ -284,7 +313,7 @@ MACHINE_FLAGS = ("--json", "--jsonl")  # the flags that make stdout JSON, on any
 def wants_json(argv: Sequence[str]) -> bool:
     """Whether this command line asks for machine-readable output (read before parsing, so that an
     argument error is JSON too). Arguments after ``--`` and a profiled script's own are not ours."""
-    if not argv or argv[0] == "hotspots":
+    if not argv or argv[0] in ("hotspots", "apply"):
         return False
     ours = argv[: argv.index("--")] if "--" in argv else argv
     return any(token in MACHINE_FLAGS for token in ours)
