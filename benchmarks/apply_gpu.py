@@ -276,17 +276,17 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object]) -> None:
     kp = [sys.executable, "-m", "kernelpilot"]
     _, modules = sh(kp + ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30", "train.py"], repo,
                     logs / "hotspots_module.txt")
-    _, fusion = sh(kp + ["hotspots", "--group", "fusion", "--steps", "4", "--top", "20", "train.py"], repo,
+    _, fusion = sh(kp + ["hotspots", "--group", "fusion", "--steps", "4", "--top", "10", "train.py"], repo,
                    logs / "hotspots_fusion.txt")
-    norm_row = row_number(modules, "RMSNorm)")
-    chain_row = row_number(fusion, ": silu -> mul")
+    norm_row = "RMSNorm)" if row_number(modules, "RMSNorm)") else None  # rows by name: rankings move between runs
+    chain_row = ": silu -> mul" if row_number(fusion, ": silu -> mul") else None
     summary.update(norm_row=norm_row, chain_row=chain_row)
     problems = repo / "problems"
     if norm_row:
-        sh(kp + ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30", "--extract", str(norm_row),
+        sh(kp + ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30", "--extract", norm_row,
                  "--weights", "--out", "problems", "train.py"], repo, logs / "extract_module.txt")
     if chain_row:
-        sh(kp + ["hotspots", "--group", "fusion", "--steps", "4", "--top", "20", "--extract", str(chain_row), "--out",
+        sh(kp + ["hotspots", "--group", "fusion", "--steps", "4", "--top", "10", "--extract", chain_row, "--out",
                  "problems", "train.py"], repo, logs / "extract_chain.txt")
     extracted = sorted(p for p in problems.iterdir() if p.is_dir()) if problems.is_dir() else []
     summary["extracted"] = [p.name for p in extracted]

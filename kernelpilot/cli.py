@@ -79,6 +79,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _row(text: str) -> int | str:
+    """--extract: a positive row number, or (hotspots --group module|fusion) text naming the row."""
+    return _positive_int(text) if text.strip().lstrip("-").isdigit() else text
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -189,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Options go before SCRIPT; everything after SCRIPT is passed to it."))
     hs.add_argument("--steps", type=_positive_int, metavar="N", default=10, help="profile N steps (calls of the profiled step) (default 10)")
     hs.add_argument("--top", type=_positive_int, metavar="N", default=15, help="show the N most expensive operators (default 15)")
-    hs.add_argument("--extract", type=_positive_int, metavar="N", help="write the top N operators as problem files")
+    hs.add_argument("--extract", type=_row, metavar="N", help="write hotspot N as a problem file; with --group module|fusion "
+                    "N may also be part of a row's text (a class, a path, a chain such as 'silu -> mul')")
     hs.add_argument("--out", metavar="DIR", default="problems", help="directory for extracted problem files (default: problems)")
     hs.add_argument("--group", choices=("op", "module", "fusion"), default="op",
                     help="op: single ATen calls (default); module: the model's modules by inclusive time, forward and "

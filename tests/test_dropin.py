@@ -26,12 +26,7 @@ def extract_mlp(out: Path, script: Path = SCRIPT) -> Path:
 
     args = SimpleNamespace(script=str(script), script_args=[], steps=3, top=10, extract=None, out=str(out),
                            group="module", depth=3, weights=False, compile_check=False)
-    from kernelpilot.profiling.module_table import module_groups
-    from kernelpilot.profiling.trace import record_script
-
-    trace, _ = record_script(script, [], 3)
-    groups = module_groups(trace, depth=3, steps=[1, 2])
-    args.extract = next(i for i, g in enumerate(groups, 1) if g.cls == "MLP")
+    args.extract = "(MLP)"
     assert grouped_command(args) == 0
     (directory,) = [d for d in out.iterdir() if d.name.endswith("_mlp")]
     return directory
@@ -209,11 +204,7 @@ def test_a_chain_is_swapped_through_its_holder(tmp_path: Path) -> None:
     out = tmp_path / "problems"
     args = SimpleNamespace(script=str(SCRIPT), script_args=[], steps=3, top=20, extract=None, out=str(out),
                            group="fusion", depth=3, weights=False, compile_check=False)
-    from kernelpilot.profiling.fusion import find_chains
-    from kernelpilot.profiling.trace import record_script
-
-    trace, _ = record_script(SCRIPT, [], 3)
-    args.extract = next(i for i, c in enumerate(find_chains(trace, 2), 1) if c.label() == "silu -> mul")
+    args.extract = ": silu -> mul"  # a row by name: host-clock rankings move between runs
     assert grouped_command(args) == 0
     (directory,) = out.iterdir()
     (directory / "candidate").mkdir()

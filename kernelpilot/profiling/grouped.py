@@ -44,7 +44,7 @@ def grouped_command(args: Any) -> int:
             raise KernelpilotError(f"{script}'s model has no modules at depth {args.depth}; pass a larger --depth.")
         print(module_table(groups, steps=len(measured), step_ms=step_ms, clock=clock, top=top))
         if extract is not None:
-            _range(extract, len(groups))
+            extract = _pick(extract, [f"{g.label()} ({g.cls})" for g in groups])
             ex = module_problem(trace, groups[extract - 1], groups, script=str(script))
     else:
         chains = find_chains(trace, measured[-1])
@@ -60,7 +60,7 @@ def grouped_command(args: Any) -> int:
                 c.compiled = "unknown (CPU run)"
         print(fusion_table(chains, step_ms=step_ms, clock=clock, top=top))
         if extract is not None:
-            _range(extract, len(chains))
+            extract = _pick(extract, [f"model.{c.holder}: {c.label()}" for c in chains])
             ex = chain_problem(trace, chains[extract - 1], script=str(script))
     if ex is not None:
         assert extract is not None
@@ -70,9 +70,18 @@ def grouped_command(args: Any) -> int:
     return 0
 
 
-def _range(n: int, size: int) -> None:
-    if not 1 <= n <= size:
-        raise KernelpilotError(f"--extract {n} is out of range; choose 1 to {size}.")
+def _pick(extract: int | str, labels: list[str]) -> int:
+    """The 1-based row: ``extract`` itself, or the first row whose label contains it (host-clock
+    rankings move between runs; a name does not)."""
+    if isinstance(extract, int) or str(extract).isdigit():
+        n = int(extract)
+        if not 1 <= n <= len(labels):
+            raise KernelpilotError(f"--extract {n} is out of range; choose 1 to {len(labels)}.")
+        return n
+    for i, label in enumerate(labels, 1):
+        if str(extract) in label:
+            return i
+    raise KernelpilotError(f"no row matches --extract {extract!r}; pass a row number or part of a row's module or chain.")
 
 
 def _weights(root: Any) -> dict[str, Any]:

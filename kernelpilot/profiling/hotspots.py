@@ -203,6 +203,8 @@ def hotspots_command(args: Any) -> int:
     if extract is not None:
         from kernelpilot.profiling.extract import write_problem
 
+        if not isinstance(extract, int):
+            raise KernelpilotError(f"--extract {extract!r}: with --group op pass a row number (1 to {len(entries)}).")
         if not 1 <= extract <= len(entries):
             raise KernelpilotError(f"--extract {extract} is out of range; choose 1 to {len(entries)}.")
         total = sum(e.total_ms for e in entries) or 1.0
