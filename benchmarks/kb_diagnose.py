@@ -60,7 +60,7 @@ def mixed(args: argparse.Namespace, out: Path) -> int:
         t0 = time.time()
         result = suite(jobs, suite_dir, args.mode, args.timeout, run, ["--gpus", "0"])
         result["wall_s"] = round(time.time() - t0, 1)
-        deaths = {}
+        deaths, retried = {}, []
         if (run / "results.sqlite").is_file():
             import sqlite3
 
@@ -68,15 +68,17 @@ def mixed(args: argparse.Namespace, out: Path) -> int:
             for job, status, verdict in con.execute("SELECT job_key, status, verdict FROM verdicts"):
                 v = json.loads(verdict) if verdict else {}
                 err = str(v.get("error") or "")
+                if v.get("attempts") or v.get("flaky"):  # retried in a fresh worker after a death
+                    retried.append(job.split("#")[0])
                 if "killed by" in err or "exited with status" in err or "native-trace" in err \
                         or "Debug memory block" in err:
                     deaths[job.split("#")[0]] = resolve_frames(err)
             con.close()
         for job, text in deaths.items():
             (out / f"death-run{i}-{job}.txt").write_text(text)
-        result["deaths"] = sorted(deaths)
+        result["deaths"], result["retried"] = sorted(deaths), sorted(retried)
         runs[f"run {i}"] = result
-        print(f"run {i}: {result['wall_s']} s, deaths: {sorted(deaths)}", flush=True)
+        print(f"run {i}: {result['wall_s']} s, deaths: {sorted(deaths)}, retried: {sorted(retried)}", flush=True)
     (out / "mixed.json").write_text(json.dumps(runs, indent=1, default=str))
     names = list(runs)
     lines = ["| job | expected | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
@@ -91,7 +93,8 @@ def mixed(args: argparse.Namespace, out: Path) -> int:
     (out / "mixed.md").write_text(text + "\n")
     print(text)
     print(f"{bad} jobs unexpected or unstable; worker deaths per run: " +
-          ", ".join(f"{n}: {len(r.get('deaths', []))}" for n, r in runs.items()))
+          ", ".join(f"{n}: {len(r.get('deaths', []))}" for n, r in runs.items()) + "; retried per run: " +
+          ", ".join(f"{n}: {len(r.get('retried', []))}" for n, r in runs.items()))
     return 0
 
 
