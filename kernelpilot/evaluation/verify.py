@@ -225,7 +225,7 @@ def reference_outputs(ref: Reference, pristine: list[Any], device: str) -> tuple
     return out, out
 
 
-STASH_BYTES = 4 << 30  # inputs kept for the determinism re-run beyond this size wait in host memory
+STASH_BYTES = 4 << 30  # inputs kept for the determinism re-run up to this size; larger ones are drawn again
 
 
 def _nbytes(inputs: list[Any]) -> int:
@@ -234,21 +234,37 @@ def _nbytes(inputs: list[Any]) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
-def _stash(inputs: list[Any]) -> list[Any]:
-    """The first trial's pristine inputs, kept until the determinism re-run: in host memory when large,
-    so the device holds one trial's tensors at a time."""
+def _fingerprint(inputs: list[Any]) -> list[Any]:
+    """Shapes, dtypes and float64 sums of the tensors (on their device: milliseconds for gigabytes)."""
     import torch
 
-    if _nbytes(inputs) <= STASH_BYTES:
-        return inputs
-    return [x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs]
+    out: list[Any] = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            total = x.double().sum() if x.is_floating_point() or x.is_complex() else x.long().sum()
+            out.append((tuple(x.shape), str(x.dtype), float(torch.nan_to_num(total.double()).item())))
+        else:
+            out.append(repr(x))
+    return out
 
 
-def _unstash(inputs: list[Any], device: str) -> list[Any]:
-    import torch
+class _Stash:
+    """The first trial's pristine inputs, for the determinism re-run. Small ones are kept; large ones are
+    drawn again from the trial's seed (copying gigabytes to the host and back took seconds per verdict)
+    and checked against a fingerprint of the originals, so the re-run only ever sees the same values."""
 
-    return [x.to(device) if isinstance(x, torch.Tensor) and x.device.type != torch.device(device).type else x
-            for x in clone_inputs(inputs)]
+    def __init__(self, pristine: list[Any], redraw: Any) -> None:
+        self.kept = pristine if _nbytes(pristine) <= STASH_BYTES else None
+        self.redraw = redraw
+        self.print = None if self.kept is not None else _fingerprint(pristine)
+
+    def inputs(self, device: str) -> list[Any] | None:
+        """A fresh copy of the inputs; None when drawing them again gives other values (a problem whose
+        get_inputs draws from another random source than torch's)."""
+        if self.kept is not None:
+            return clone_inputs(self.kept)
+        again = self.redraw()
+        return again if _fingerprint(again) == self.print else None
 
 
 def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
@@ -296,21 +312,27 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             previous_ref = [o if o.numel() <= 1 else None for o in flatten_outputs(out_ref)]
             corr.trials.append(tr)
             if first is None:
-                first = (_stash(pristine), out)
-            del out_ref, out64, inputs
-    if first is not None:
-        pristine, out0 = first
+                first = (_Stash(pristine, lambda s=trial_seed, d=dist, p=spec: draw_inputs(ref.module, s, d, device, p)),
+                         out)
+            del out_ref, out64, inputs, pristine
+    rerun_inputs = first[0].inputs(device) if first is not None else None
+    if first is not None and rerun_inputs is None:
+        corr.notes.append("determinism re-run skipped: the problem's get_inputs does not give the same values again "
+                          "from torch's seed, and its inputs are too large to keep")
+    elif first is not None:
+        stash, out0 = first
         poison_allocator(poison_bytes, device)
         with watchdog.calls("verify", "candidate call, determinism re-run"):
-            again = _run(candidate, _unstash(pristine, device), device)
+            again = _run(candidate, rerun_inputs, device)
+        del rerun_inputs
         if replay is not None and _shares_storage(out0, again):
             replay.append("the re-run on the same values returned the first call's output storage")
         same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
         corr.deterministic = same
         if not same:
-            out_ref, out64 = reference_outputs(ref, _unstash(pristine, device), device)
-            rerun = compare_all(again, out_ref, out64, tol)
             corr.notes.append("the candidate is not bitwise deterministic across two runs on the same inputs")
+            ref_inputs = stash.inputs(device)
+            rerun = {"passed": True} if ref_inputs is None else compare_all(again, *reference_outputs(ref, ref_inputs, device), tol)
             if not rerun["passed"]:
                 corr.trials.append(TrialResult(seed=seed * 1000, distribution=distributions[0], order="rerun",
                                                passed=False, message="determinism re-run: " + rerun["message"],
