@@ -53,7 +53,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
   kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
   kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
-  kernelpilot init --from-inductor P     torch.compile's kernels for problem P as a Triton candidate
+  kernelpilot init --from-inductor P     torch.compile's kernels for P (a problem, a folder, KernelBench) as candidates
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
   kernelpilot apply SCRIPT               approved kernels swapped into the script's model, measured end to end
@@ -174,14 +174,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
         "Write a starter KernelBench problem (a row softmax in bfloat16) and a kernelpilot.toml that\n"
-        "names it, with every other key present and commented out. Existing files are kept unless --force."))
+        "names it, with every other key present and commented out. Existing files are kept unless --force.\n\n"
+        "With --from-inductor PATH: torch.compile's own run of each problem under PATH as a candidate (c0):\n"
+        "Inductor's Triton kernels, its library calls and the eager code dynamo leaves around its graphs.\n"
+        "Recording runs torch.compile on this machine's GPU (one process per problem, in parallel under\n"
+        "--budget-gb); --recordings DIR converts recordings made before, on any machine. A problem that\n"
+        "fails is listed with its reason and never stops the others."))
     init.add_argument("dir", metavar="DIR", nargs="?", default=".", help="project directory (default: the current directory)")
     init.add_argument("--problem", metavar="NAME", default="softmax", help="problem name; writes NAME.py (default: softmax)")
     init.add_argument("--force", action="store_true", help="overwrite NAME.py and kernelpilot.toml if they exist")
-    init.add_argument("--from-inductor", metavar="PROBLEM", dest="from_inductor",
-                      help="instead: write torch.compile's own kernels for PROBLEM as a Triton candidate (needs a GPU); "
-                           "into DIR/kernels/<problem>-inductor, or --out")
-    init.add_argument("--out", metavar="DIR", help="with --from-inductor: the candidate directory to write")
+    init.add_argument("--from-inductor", metavar="PATH", dest="from_inductor",
+                      help="instead: write torch.compile's own kernels (c0) as Triton candidates for PATH: a problem "
+                           "file (into DIR/kernels/<problem>-inductor, or --out), or a folder of problems or a "
+                           "KernelBench checkout (into --out, default DIR/kernels/c0, one <key>/ per problem as "
+                           "`suite --solutions` reads them, with c0-index.json: every problem's outcome and why). "
+                           "Recording needs a GPU; --recordings converts existing ones without")
+    init.add_argument("--out", metavar="DIR", help="with --from-inductor: the candidate directory (one problem) or "
+                                                   "the solutions folder (many) to write")
+    init.add_argument("--recordings", metavar="PATH", help="with --from-inductor: convert these recordings instead of "
+                                                          "recording on the GPU: a folder of <key>.json (benchmarks/"
+                                                          "kb_record.py's layout) or, for one problem, its .json")
+    init.add_argument("--helpers", metavar="FILE", help="with --from-inductor: torch/_inductor/runtime/triton_helpers.py "
+                                                       "of the torch that recorded, for recordings that do not carry it")
+    init.add_argument("--jobs", type=_positive_int, metavar="N", help="with --from-inductor on many problems: "
+                                                                     "recording and conversion processes at once "
+                                                                     "(default: one per core)")
+    init.add_argument("--budget-gb", type=float, metavar="GB", default=110.0, dest="budget_gb",
+                      help="with --from-inductor on many problems: GPU memory the parallel recordings may use "
+                           "together (default 110)")
+    init.add_argument("--timeout", type=_positive_float, metavar="S", default=300.0,
+                      help="with --from-inductor on many problems: seconds one problem's recording may take "
+                           "(default 300)")
+    init.add_argument("--levels", metavar="L,L", help="with --from-inductor on a KernelBench checkout: only these "
+                                                      "levels (e.g. 1,2)")
 
     sk = sub.add_parser("skills", prog="kernelpilot skills", help="list the skills, or print one", formatter_class=fmt, description=(
         "Skills are short markdown guides (memory coalescing, warp reductions, TMA, ...) the agent reads\n"

@@ -250,11 +250,11 @@ async def inductor_kernel(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, compile_mode: str = "default") -> Any:
     """Record torch.compile's output on the GPU, convert it, and replace the candidate's files with it."""
-    from kernelpilot.inductor import candidate_from_code
+    from kernelpilot.inductor import candidate_from_recording
     from kernelpilot.inductor.generate import record
 
     rec = record(problem, compile_mode)
-    conversion = candidate_from_code(problem, rec.code, rec.configs, rec.sources)
+    conversion = candidate_from_recording(problem, rec.data)  # one graph, several, or none (eager)
     root = candidate_dir
     for old in sorted(root.rglob("*")) if root.is_dir() else []:
         if old.is_file() and "__pycache__" not in old.parts and old.name not in conversion.files:

@@ -1,55 +1,46 @@
-"""torch.compile's own kernels as a candidate: record Inductor's output code (generate.py, on the GPU)
-and convert it into a self-contained Triton candidate (convert.py).
+"""torch.compile's own kernels as a candidate ("c0"): record Inductor's output on the GPU (generate.py,
+batch.py for many problems at once) and convert it into a self-contained Triton candidate (c0.py,
+convert.py, on any machine).
 
-``candidate_from_code(problem, code, configs, sources)`` converts recorded output code for a problem;
+``candidate_from_recording(problem, recording)`` converts one recording (generate.py's JSON);
+``candidate_from_code(problem, code, configs, sources)`` converts bare output code of one graph;
 ``write_candidate(directory, conversion)`` writes its files. Nothing here is imported by the core or
 the evaluation engine; the agent tool, the TUI's /inductor and ``kernelpilot init --from-inductor`` use it.
 """
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.inductor.convert import Conversion, Source, convert
+from kernelpilot.inductor.c0 import candidate_from_recording
+from kernelpilot.inductor.convert import Conversion
 from kernelpilot.inductor.helpers import ConversionError
 
-__all__ = ["Conversion", "ConversionError", "candidate_from_code", "write_candidate"]
+__all__ = ["Conversion", "ConversionError", "candidate_from_code", "candidate_from_recording", "write_candidate"]
 
 
 def candidate_from_code(problem: str | Path, code: str, configs: dict[str, Any] | None = None,
-                        sources: dict[str, str] | list[str] | None = None) -> Conversion:
-    """Convert Inductor output ``code`` for ``problem``; ``configs`` (kernel name -> chosen config) and
-    ``sources`` (graph input -> ``x`` / ``self.linear.weight``) come from a recording run on the GPU."""
-    import torch
+                        sources: dict[str, str] | list[str] | None = None, helpers_source: str | None = None,
+                        torch_version: str = "") -> Conversion:
+    """Convert Inductor output ``code`` (one graph) for ``problem``; ``configs`` (kernel name -> chosen
+    config) and ``sources`` (graph input -> ``x`` / ``self.linear.weight``, or a list by position) come
+    from a recording run on the GPU. ``helpers_source``: the triton_helpers.py of the torch
+    (``torch_version``) that generated ``code``; without either, this torch's helpers are used."""
+    if not code:
+        raise ConversionError("no output code to convert: a recording with no graph or several graphs has its "
+                              "graphs in recording.data; convert it with candidate_from_recording(problem, recording.data).")
+    recording = {"code": code, "configs": configs, "sources": sources, "torch": torch_version}
+    if sources is None:  # matched by shape and stride, as before a recording observed them
+        from kernelpilot.inductor.c0 import problem_name
+        from kernelpilot.inductor.convert import convert
+        from kernelpilot.inductor.facts import model_facts
 
-    from kernelpilot.problem import load_problem, make_inputs
-
-    prob = load_problem(problem)
-    module = prob.load_module()
-    with torch.device("meta"):
-        torch.manual_seed(0)
-        model = module.Model(*module.get_init_inputs())
-        inputs = list(make_inputs(module))
-    names = [p for p in inspect.signature(model.forward).parameters if p not in ("self",)]
-    if len(names) < len(inputs) or any(inspect.signature(model.forward).parameters[n].kind in (
-            inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for n in names):
-        names = [f"input{i}" for i in range(len(inputs))]
-    state = dict(model.state_dict(keep_vars=True))
-    param_names = {n for n, _ in model.named_parameters()}
-    params = [(n, tuple(t.shape), str(t.dtype)) for n, t in state.items() if n in param_names]
-    buffers = [(n, tuple(t.shape), str(t.dtype)) for n, t in state.items() if n not in param_names]
-    given = [Source(n, tuple(x.shape), tuple(x.stride())) if isinstance(x, torch.Tensor) else Source(n, (), ())
-             for n, x in zip(names, inputs)]
-    if isinstance(sources, list):  # by position, as a recording run observed them
-        from kernelpilot.inductor.convert import graph_inputs
-
-        sources = dict(zip(graph_inputs(code), sources))
-    mapped = {arg: Source(expr, (), ()) for arg, expr in sources.items()} if sources else None
-    name = Path(prob.path).parent.name if Path(prob.path).stem == "problem" else prob.name
-    return convert(code, mapped, params=params, buffers=buffers, inputs=given, problem_name=name,
-                   configs=configs, torch_version=torch.__version__)
+        facts = model_facts(problem)
+        return convert(code, None, params=facts.params, buffers=facts.buffers, inputs=facts.given,
+                       problem_name=problem_name(facts), configs=configs, torch_version=torch_version,
+                       helpers_source=helpers_source)
+    return candidate_from_recording(problem, recording, helpers_source)
 
 
 def write_candidate(directory: str | Path, conversion: Conversion) -> list[Path]:

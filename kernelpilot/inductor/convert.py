@@ -1,13 +1,17 @@
 """Turn torch.compile's output code (Inductor's generated module) into a self-contained Triton candidate.
 
-The candidate keeps Inductor's ``@triton.jit`` kernels verbatim and a ``ModelNew`` whose forward is
-Inductor's ``call``, unwrapped: every ``kernel.run(args, stream=...)`` becomes ``kernel[grid](args,
-BLOCKs, num_warps=, num_stages=)`` with the grid Inductor's launcher computes (Grid1D/2D/3D from the
-numel arguments and the block sizes), ``empty_strided_cuda`` becomes ``torch.empty_strided``,
-``reinterpret_tensor`` becomes ``torch.as_strided``, and an ``extern_kernels`` call (mm, addmm, bmm,
-convolution) becomes the equivalent torch call, declared in ``KERNELPILOT_LIBRARIES`` (the engine
-allows those libraries for this candidate only and lists them in the verdict). Nothing of Inductor's
-runtime is left: no async_compile, no torch._inductor import, no ``call(args)``.
+The candidate keeps Inductor's ``@triton.jit`` kernels verbatim (and the ``@triton.jit`` helpers
+Inductor defines beside them) and a ``ModelNew`` whose forward is Inductor's ``call``, unwrapped
+(body.py): launches with the grid Inductor's launcher computes (kernels.py), plain torch buffers, and
+Inductor's library calls and ATen fallbacks kept as torch calls, declared in ``KERNELPILOT_LIBRARIES``
+(the engine allows those for this candidate only and lists them in the verdict). Nothing of Inductor's
+runtime is left: no async_compile, no torch._inductor import, no ``call(args)``; the ``triton_helpers``
+functions the kernels call are copied, from the torch that generated the code, into
+``triton_helpers.py`` beside it (helpers.py).
+
+``convert`` handles one graph that is the whole forward; ``convert_traced`` handles whatever else
+dynamo made of it (several graphs, eager code between or after them, attribute stores), from the
+steps trace.py learned (render.py writes both shapes).
 
 Launch configs: the ones the recording run chose (``configs``, from generate.py on the GPU); without
 them, Inductor's own candidate configs for the kernel become a ``@triton.autotune`` list, and the
@@ -21,68 +25,32 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpilot.inductor.helpers import ConversionError, helper_module, inductor_configs
+from kernelpilot.inductor import libraries, render
+from kernelpilot.inductor.body import Body
+from kernelpilot.inductor.facts import Source, state_expr
+from kernelpilot.inductor.helpers import ConversionError, helper_module
+from kernelpilot.inductor.kernels import Kernel, parse_kernels, shared_helpers
 
-_KERNEL = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)', '''\n(.*?)''', device_str='cuda'\)", re.S | re.M)
-_LIBRARY_CALLS = {"mm": ("torch.mm", "cublas"), "addmm": ("torch.addmm", "cublas"), "bmm": ("torch.bmm", "cublas"),
-                  "baddbmm": ("torch.baddbmm", "cublas"), "convolution": ("torch.convolution", "cudnn")}
-_DROPPED_CALLS = {"assert_size_stride", "assert_alignment", "get_raw_stream"}
-_GRID_NUMELS = {"Grid1D": ("x",), "Grid2D": ("x", "y"), "Grid3D": ("x", "y", "z")}
-
-
-@dataclass
-class Kernel:
-    name: str
-    source: str  # the kernel module Inductor compiles (heuristics decorator included)
-    text: str  # from @triton.jit to the end of the function, verbatim
-    params: list[str]
-    grid_type: str
-    comments: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Source:
-    """Where ModelNew finds one graph input: ``self.linear.weight`` or the forward argument ``x``."""
-
-    expr: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
+__all__ = ["Conversion", "Graph", "Source", "convert", "convert_traced", "graph_inputs", "parse_graph", "parse_kernels"]
+Spec = tuple[str, tuple[int, ...], str]
 
 
 @dataclass
 class Conversion:
     files: dict[str, str]  # file name -> text (model_new.py, and triton_helpers.py when the kernels use it)
     kernels: list[str]
-    libraries: list[str]  # e.g. ["cublas"]: Inductor's extern calls kept as torch calls
+    libraries: list[str]  # e.g. ["cublas", "aten.avg_pool3d"]: library calls kept as torch calls, declared
     configs: str  # "recorded" (the recording run's choice) or "autotuned" (Inductor's candidates, at warm-up)
+    shape: str = "graph"  # "graph" (one graph, the whole forward), "traced" (graphs + eager code), "eager"
+    notes: list[str] = field(default_factory=list)
 
 
-def parse_kernels(code: str) -> dict[str, Kernel]:
-    kernels: dict[str, Kernel] = {}
-    for match in _KERNEL.finditer(code):
-        var, name, source = match.groups()
-        tree = ast.parse(source)
-        fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
-        jit = next((d for d in fn.decorator_list if ast.unparse(d) == "triton.jit"), None)
-        if jit is None:
-            raise ConversionError(f"kernel {name} has no @triton.jit function; only Triton kernels can be converted.")
-        lines = source.splitlines()
-        grid = re.search(r"'grid_type': '(\w+)'", source)
-        grid_type = grid.group(1) if grid else "Grid1D"
-        if grid_type not in _GRID_NUMELS:
-            raise ConversionError(f"kernel {name} uses Inductor's {grid_type} launch grid; only Grid1D/2D/3D kernels "
-                                  "(pointwise and reduction) can be converted.")
-        before = code[:match.start()].splitlines()
-        comments: list[str] = []
-        for line in reversed(before):
-            if not line.startswith("#"):
-                break
-            comments.insert(0, line)
-        comments = [c for c in comments if c.startswith(("# Topologically", "# Source node", "#   ")) and
-                    "Tensor \"" not in c and "PlaceHolder" not in c and "call_function" not in c]
-        kernels[var] = Kernel(name, source, "\n".join(lines[jit.lineno - 1:fn.end_lineno]),
-                              [a.arg for a in fn.args.args], grid_type, comments)
-    return kernels
+@dataclass
+class Graph:
+    """One Inductor graph: its kernels and its call() rewritten."""
+
+    kernels: dict[str, Kernel]
+    body: Body
 
 
 def _call_function(code: str) -> ast.FunctionDef:
@@ -101,167 +69,139 @@ def graph_inputs(code: str) -> list[str]:
     return []
 
 
-def _literal(node: ast.AST) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None
+def parse_graph(code: str, configs: dict[str, Any] | None) -> Graph:
+    kernels = parse_kernels(code)
+    body = Body(code, kernels, configs)
+    call = _call_function(code)
+    body.statements(call.body, call.lineno)
+    return Graph(kernels, body)
 
 
-class _Body:
-    """Inductor's call() statements, rewritten one by one into ModelNew.forward's."""
-
-    def __init__(self, code: str, kernels: dict[str, Kernel], configs: dict[str, Any] | None) -> None:
-        self.lines = code.splitlines()
-        self.kernels = kernels
-        self.configs = configs
-        self.args: list[str] = []
-        self.asserts: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-        self.libraries: list[str] = []
-        self.autotuned: dict[str, list[dict[str, Any]]] = {}
-        self.out: list[str] = []
-
-    def statements(self, body: list[ast.stmt], prev_end: int) -> None:
-        for stmt in body:
-            for line in self.lines[prev_end:stmt.lineno - 1]:
-                if line.strip().startswith("# Topologically"):
-                    self.out.append(line.strip())
-            prev_end = stmt.end_lineno or stmt.lineno
-            self.statement(stmt)
-
-    def statement(self, stmt: ast.stmt) -> None:
-        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
-            self.args = [e.id for e in stmt.targets[0].elts] if isinstance(stmt.targets[0], ast.Tuple) else []
-            return
-        if isinstance(stmt, ast.With):
-            self.statements(stmt.body, stmt.lineno)
-            return
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            func = ast.unparse(stmt.value.func)
-            if func == "args.clear" or func.endswith("set_device"):
-                return
-            if func == "assert_size_stride" and isinstance(stmt.value.args[0], ast.Name):
-                self.asserts[stmt.value.args[0].id] = (tuple(_literal(stmt.value.args[1])),
-                                                      tuple(_literal(stmt.value.args[2])))
-                return
-            if func in _DROPPED_CALLS:
-                return
-            if func.endswith(".run") and func[:-4] in self.kernels:
-                self.out.append(self.launch(func[:-4], stmt.value))
-                return
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
-                ast.unparse(stmt.value.func) in _DROPPED_CALLS:
-            return
-        self.out.append(ast.unparse(self.rewrite(stmt)))
-
-    def rewrite(self, stmt: ast.stmt) -> ast.stmt:
-        body = self
-
-        class Rewriter(ast.NodeTransformer):
-            def visit_Call(self, node: ast.Call) -> ast.AST:
-                self.generic_visit(node)
-                func = ast.unparse(node.func)
-                if func == "empty_strided_cuda":
-                    size, stride, dtype = node.args
-                    return ast.parse(f"torch.empty_strided({ast.unparse(size)}, {ast.unparse(stride)}, "
-                                     f"dtype={ast.unparse(dtype)}, device=device)", mode="eval").body
-                if func == "reinterpret_tensor":
-                    node.func = ast.parse("torch.as_strided", mode="eval").body
-                    return node
-                if func.startswith("extern_kernels."):
-                    op = func.split(".", 1)[1]
-                    if op not in _LIBRARY_CALLS:
-                        raise ConversionError(f"Inductor calls extern_kernels.{op}, which has no torch equivalent here.")
-                    torch_call, library = _LIBRARY_CALLS[op]
-                    if library not in body.libraries:
-                        body.libraries.append(library)
-                    node.func = ast.parse(torch_call, mode="eval").body
-                    return node
-                if isinstance(node.func, ast.Name) and node.func.id.startswith(("empty_strided", "alloc_from_pool")):
-                    raise ConversionError(f"the output code calls {node.func.id}: only CUDA buffers can be converted.")
-                if func.startswith(("aten.", "torch.ops.")):
-                    raise ConversionError(f"Inductor fell back to {func}, a PyTorch operator: the candidate would "
-                                          "run it in forward and be rejected; write that part as a kernel.")
-                return node
-
-        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Tuple) and len(stmt.value.elts) == 1:
-            stmt = ast.Return(value=stmt.value.elts[0])
-        return ast.fix_missing_locations(Rewriter().visit(stmt))
-
-    def launch(self, var: str, call: ast.Call) -> str:
-        k = self.kernels[var]
-        args = [ast.unparse(a) for a in call.args]
-        values = dict(zip(k.params, call.args))
-        numels = {axis: ast.unparse(values[f"{axis}numel"]) for axis in _GRID_NUMELS[k.grid_type]
-                  if f"{axis}numel" in values}
-        chosen = (self.configs or {}).get(k.name)
-        if chosen is None:
-            options = inductor_configs(k.source)
-            if len(options) == 1:
-                chosen = options[0]
-            else:
-                self.autotuned[var] = options
-        if chosen is not None:
-            kw = chosen["kwargs"]
-            grid = [f"triton.cdiv({numels[a]}, {kw.get(a.upper() + 'BLOCK', 1)})" for a in numels] or ["1"]
-            extra = [f"{key}={value!r}" for key, value in kw.items() if key in k.params]
-            extra += [f"num_warps={chosen['num_warps']}", f"num_stages={chosen['num_stages']}"]
-            return f"{var}[({', '.join(grid)},)]({', '.join(args + extra)})"
-        grid = [f"triton.cdiv({numels[a]}, meta[{a.upper() + 'BLOCK'!r}])" for a in numels] or ["1"]
-        return f"{var}[lambda meta: ({', '.join(grid)},)]({', '.join(args)})"
+def _helper_files(kernels: dict[str, Kernel], helper_texts: list[str], helpers_source: str | None,
+                  torch_version: str) -> dict[str, str]:
+    texts = [k.text for k in kernels.values()] + helper_texts
+    used = sorted({h for t in texts for h in re.findall(r"triton_helpers\.(\w+)", t)})
+    if not used:
+        return {}
+    counts: dict[str, int] = {}
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    ast.unparse(node.func.value) == "triton_helpers":
+                counts[node.func.attr] = len(node.args) + len(node.keywords)
+    return {"triton_helpers.py": helper_module(set(used), counts, helpers_source, torch_version)}
 
 
-def _autotune(options: list[dict[str, Any]]) -> str:
-    configs = ",\n        ".join(f"triton.Config({o['kwargs']!r}, num_warps={o['num_warps']}, num_stages={o['num_stages']})"
-                                 for o in options)
-    return f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[],\n)"
+def _fix_source(expr: str, buffers: list[Spec]) -> str:
+    """A recording's ``self.get_parameter('bn.0.running_mean')`` for a buffer is ``get_buffer``."""
+    match = re.fullmatch(r"self\.get_parameter\('([^']+)'\)", expr)
+    if match and match.group(1) in {b[0] for b in buffers}:
+        return state_expr(match.group(1), "buffer")
+    return expr
 
 
-def convert(code: str, sources: dict[str, Source] | None, *, params: list[tuple[str, tuple[int, ...], str]],
-            buffers: list[tuple[str, tuple[int, ...], str]], inputs: list[Source], problem_name: str,
-            configs: dict[str, Any] | None = None, torch_version: str = "") -> Conversion:
-    """The candidate's files for Inductor output ``code``.
+def convert(code: str, sources: dict[str, Source] | None, *, params: list[Spec], buffers: list[Spec],
+            inputs: list[Source], problem_name: str, configs: dict[str, Any] | None = None, torch_version: str = "",
+            helpers_source: str | None = None) -> Conversion:
+    """The candidate's files for Inductor output ``code`` that is the whole forward.
 
     ``sources`` maps each graph input (``arg0_1``, ...) to where ModelNew finds it; without it they are
     matched by shape and stride to ``inputs`` (forward arguments) and ``params``/``buffers`` (the
-    problem Model's state, ``(name, shape, dtype)``), in that order.
+    problem Model's state, ``(name, shape, dtype)``), in that order. ``helpers_source``: the
+    triton_helpers.py of the torch (``torch_version``) that generated the code.
     """
-    kernels = parse_kernels(code)
-    body = _Body(code, kernels, configs)
-    call = _call_function(code)
-    body.statements(call.body, call.lineno)
+    graph = parse_graph(code, configs)
+    body = graph.body
     if sources is None:
         sources = _match_sources(body.args, body.asserts, inputs, params, buffers)
     missing = [a for a in body.args if a not in sources]
     if missing:
         raise ConversionError(f"cannot tell which parameter or input {', '.join(missing)} is; record the "
                               "conversion on the GPU (kernelpilot init --from-inductor), which observes it.")
-    helpers = sorted({h for k in kernels.values() for h in re.findall(r"triton_helpers\.(\w+)", k.text)})
-    text = _model_file(kernels, body, sources, params, buffers, inputs, problem_name, bool(helpers))
-    files = {"model_new.py": text}
-    if helpers:
-        files["triton_helpers.py"] = helper_module(set(helpers), _helper_calls(kernels))
-    used = [v for v in kernels if v in "\n".join(body.out)]
-    return Conversion(files, [kernels[v].name for v in used], body.libraries,
-                      "autotuned" if body.autotuned else "recorded")
+    helpers = shared_helpers(graph.kernels)
+    files = _helper_files(graph.kernels, list(helpers.values()), helpers_source, torch_version)
+    output = body.returns[0] if len(body.returns) == 1 else f"({', '.join(body.returns)})"
+    names = [s.expr for s in inputs]
+    exprs = [_fix_source(sources[a].expr, buffers) for a in body.args]
+    cls = ["class ModelNew(nn.Module):"] + render.shell_init(params, buffers) + \
+        render.inline_forward(names, body.args, exprs, body.out, output, [])
+    text = _module(problem_name, graph.kernels, body.autotuned, helpers, body.libraries, bool(files), [], "\n".join(cls))
+    files = {"model_new.py": text, **files}
+    used = [k.name for v, k in graph.kernels.items() if v in "\n".join(body.out)]
+    return Conversion(files, used, body.libraries, "autotuned" if body.autotuned else "recorded")
 
 
-def _helper_calls(kernels: dict[str, Kernel]) -> dict[str, int]:
-    """Positional argument counts of the kernels' triton_helpers calls."""
-    counts: dict[str, int] = {}
-    for k in kernels.values():
-        for node in ast.walk(ast.parse(k.text)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    ast.unparse(node.func.value) == "triton_helpers":
-                counts[node.func.attr] = len(node.args) + len(node.keywords)
-    return counts
+def convert_traced(graphs: list[tuple[str, dict[str, Any] | None]], trace: Any, *, params: list[Spec],
+                   buffers: list[Spec], arg_names: list[str], problem_name: str, torch_version: str = "",
+                   helpers_source: str | None = None, init: str | None = None, notes: list[str] | None = None) -> Conversion:
+    """The candidate's files for the graphs ``graphs`` (code, configs) run as ``trace`` (trace.Trace) says.
+
+    ``init``: the class source to use instead of a parameter-registering __init__ (problem_source.py),
+    with ``{methods}`` where the forward and graph methods go."""
+    parsed = [parse_graph(code, configs) for code, configs in graphs]
+    kernels: dict[str, Kernel] = {}
+    autotuned: dict[str, list[dict[str, Any]]] = {}
+    declared: list[str] = []
+    for index, graph in enumerate(parsed):
+        _rename_clashes(index, graph, kernels)
+        kernels.update(graph.kernels)
+        autotuned.update(graph.body.autotuned)
+        libraries.add(declared, graph.body.libraries)
+    libraries.add(declared, trace.libraries)
+    for step in trace.steps:
+        if not isinstance(step, str) and len(step.args) != len(parsed[step.graph].body.args):
+            raise ConversionError(f"dynamo here gives graph {step.graph} {len(step.args)} inputs, the recording "
+                                  f"{len(parsed[step.graph].body.args)}: this torch traces the problem differently "
+                                  "from the one that recorded it; record and convert with the same torch.")
+    helpers = shared_helpers(kernels)
+    files = _helper_files(kernels, list(helpers.values()), helpers_source, torch_version)
+    graph_steps = [s for s in trace.steps if not isinstance(s, str)]
+    if len(graph_steps) == 1 and trace.eager_calls == 0:  # one graph with stores or a chosen output: inline
+        body = parsed[graph_steps[0].graph].body
+        rename = {f"{graph_steps[0].var}[{i}]": r for i, r in enumerate(body.returns)}
+        swap = (lambda s: re.sub(r"\bg0\[(\d+)\]", lambda m: rename[m.group(0)], s))
+        methods = render.inline_forward(arg_names, body.args, [_fix_source(a, buffers) for a in graph_steps[0].args],
+                                        body.out, swap(trace.output), [swap(s) for s in trace.stores])
+    else:
+        methods = render.traced_forward(arg_names, trace.steps, trace.output, trace.stores)
+        for index, graph in enumerate(parsed):
+            methods += render.graph_method(index, graph.body.args, graph.body.out, graph.body.returns)
+    if init is None:
+        cls = "\n".join(["class ModelNew(nn.Module):"] + render.shell_init(params, buffers) + methods)
+    else:
+        cls = init.replace("{methods}", "\n".join(methods[1:]))
+    text = _module(problem_name, kernels, autotuned, helpers, declared, bool(files), notes or [], cls)
+    used = [k.name for v, k in kernels.items()]
+    return Conversion({"model_new.py": text, **files}, used, declared, "autotuned" if autotuned else "recorded",
+                      "traced", list(notes or []))
 
 
-def _match_sources(args: list[str], asserts: dict[str, Any], inputs: list[Source],
-                   params: list[tuple[str, tuple[int, ...], str]],
-                   buffers: list[tuple[str, tuple[int, ...], str]]) -> dict[str, Source]:
-    pool = list(inputs) + [Source(_state_expr(n, "parameter"), tuple(s), _contiguous(s)) for n, s, _ in params]
-    pool += [Source(_state_expr(n, "buffer"), tuple(s), _contiguous(s)) for n, s, _ in buffers]
+def _rename_clashes(index: int, graph: Graph, seen: dict[str, Kernel]) -> None:
+    """Two graphs may name different kernels alike (``triton_poi_fused_0``): the later one gets a suffix."""
+    for var in [v for v in graph.kernels if v in seen and seen[v].text != graph.kernels[v].text]:
+        new = f"{var}_g{index}"
+        k = graph.kernels.pop(var)
+        k.text = re.sub(rf"\b{re.escape(var)}\b", new, k.text)
+        k.name = new
+        graph.kernels[new] = k
+        graph.body.out = [re.sub(rf"\b{re.escape(var)}\b", new, line) for line in graph.body.out]
+        if var in graph.body.autotuned:
+            graph.body.autotuned[new] = graph.body.autotuned.pop(var)
+
+
+def _module(problem_name: str, kernels: dict[str, Kernel], autotuned: dict[str, Any], helpers: dict[str, str],
+            declared: list[str], has_helpers: bool, notes: list[str], cls: str) -> str:
+    text = "\n".join([k.text for k in kernels.values()] + list(helpers.values()))
+    parts = [render.header(problem_name, text, declared, has_helpers, notes)]
+    parts += render.kernel_blocks(kernels, autotuned, helpers)
+    parts.append(cls)
+    return "\n\n\n".join(parts) + "\n"
+
+
+def _match_sources(args: list[str], asserts: dict[str, Any], inputs: list[Source], params: list[Spec],
+                   buffers: list[Spec]) -> dict[str, Source]:
+    pool = list(inputs) + [Source(state_expr(n, "parameter"), tuple(s), _contiguous(s)) for n, s, _ in params]
+    pool += [Source(state_expr(n, "buffer"), tuple(s), _contiguous(s)) for n, s, _ in buffers]
     out: dict[str, Source] = {}
     for arg in args:
         shape, stride = asserts.get(arg, (None, None))
@@ -278,66 +218,3 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.insert(0, acc)
         acc *= max(size, 1)
     return tuple(strides)
-
-
-def _state_expr(name: str, kind: str) -> str:
-    if all(p.isidentifier() for p in name.split(".")):
-        return f"self.{name}"
-    return f"self.get_{kind}({name!r})"
-
-
-def _model_file(kernels: dict[str, Kernel], body: _Body, sources: dict[str, Source],
-                params: list[tuple[str, tuple[int, ...], str]], buffers: list[tuple[str, tuple[int, ...], str]],
-                inputs: list[Source], problem_name: str, helpers: bool) -> str:
-    text = "\n".join(k.text for k in kernels.values())
-    head = [f'"""torch.compile\'s kernels for {problem_name}, as a Triton candidate (kernelpilot init --from-inductor).',
-            "",
-            "The @triton.jit kernels are Inductor's, unchanged; ModelNew.forward launches them as Inductor's launcher",
-            "did (same arguments, grid, block sizes, num_warps, num_stages). Edit it like any candidate.",
-            '"""', "", "import torch", "import triton", "import triton.language as tl", "from torch import nn"]
-    if "tl_math." in text:
-        head.append("from triton.language import math as tl_math")
-    if "libdevice." in text:
-        head.append("from triton.language.extra import libdevice")
-    if helpers:
-        head += ["", "import triton_helpers"]
-    head += ["", "", 'KERNELPILOT_ORIGIN = "inductor"  # the verdict flags a time not within 5% of torch.compile\'s']
-    if body.libraries:
-        head.append(f"KERNELPILOT_LIBRARIES = {tuple(body.libraries)!r}  # Inductor's library calls, kept: allowed "
-                    "for this candidate, listed in the verdict")
-    parts = ["\n".join(head)]
-    for var, k in kernels.items():
-        block = "\n".join(k.comments)
-        if var in body.autotuned:
-            block += "\n" + _autotune(body.autotuned[var])
-        parts.append((block + "\n" + k.text).strip("\n"))
-    parts.append(_model_class(body, sources, params, buffers, inputs))
-    return "\n\n\n".join(parts) + "\n"
-
-
-def _model_class(body: _Body, sources: dict[str, Source], params: list[tuple[str, tuple[int, ...], str]],
-                 buffers: list[tuple[str, tuple[int, ...], str]], inputs: list[Source]) -> str:
-    lines = ["class ModelNew(nn.Module):", "    def __init__(self, *init_inputs) -> None:", "        super().__init__()"]
-    if params or buffers:
-        lines.append("        # the problem Model's parameters and buffers (names, shapes, dtypes); the harness loads their values")
-    made: set[str] = set()
-    for name, shape, dtype in params + buffers:
-        parts = name.split(".")
-        for i in range(1, len(parts)):
-            path = ".".join(parts[:i])
-            if path not in made:
-                made.add(path)
-                parent = "self" if i == 1 else f"self.get_submodule({'.'.join(parts[:i - 1])!r})"
-                lines.append(f"        {parent}.add_module({parts[i - 1]!r}, nn.Module())")
-        owner = "self" if len(parts) == 1 else f"self.get_submodule({'.'.join(parts[:-1])!r})"
-        empty = f"torch.empty({tuple(shape)!r}, dtype={dtype})"
-        if (name, shape, dtype) in params:
-            lines.append(f"        {owner}.register_parameter({parts[-1]!r}, nn.Parameter({empty}, requires_grad=False))")
-        else:
-            lines.append(f"        {owner}.register_buffer({parts[-1]!r}, {empty})")
-    names = [s.expr for s in inputs]
-    lines += ["", f"    def forward(self, {', '.join(names)}):"]
-    lines.append(f"        {', '.join(body.args)} = {', '.join(sources[a].expr for a in body.args)}")
-    lines.append(f"        device = {names[0]}.device")
-    lines += [f"        {line}" for line in body.out]
-    return "\n".join(lines)

@@ -1,0 +1,336 @@
+"""Record torch.compile on the GPU for many problems at once (``record_all``), robust to a killed call.
+
+Each problem is recorded in a fresh process of its own (``python -m kernelpilot.inductor.generate``: a
+torch.compile with no state shared with the others), several at once:
+
+- **memory**: every problem is sized first, on the meta device, in a process pool over every core
+  (inputs, parameters, buffers and one output; 16 GiB when the meta device cannot run it; an RNN's
+  forward is not run there, its output is small). A problem starts only when 1.6 times its size plus
+  1.5 GiB of working room (CUDA context, Inductor's workspace) fits in what the running ones leave of
+  the budget (``budget_gb``). A recording that still runs out of memory is recorded once more at the
+  end, alone on the GPU.
+- **order**: the memory-heavy problems (over a sixth of the budget) first, largest first, so that they
+  are done while the rest fill the cores; then the others by expected compile work (level, then number
+  of modules: the level-3 networks first), so the tail is small problems that pack well. A worker takes
+  the first problem in that order that fits the memory left.
+- **time**: each process has ``timeout`` seconds; past it its whole process group is killed and the
+  problem recorded as failed with that reason. ``deadline`` (seconds from the start of the call) stops
+  starting new problems; those left are simply not recorded yet.
+- **a killed call keeps what finished**: each ``DIR/<key>.json`` is written (atomically) as its problem
+  finishes, and ``DIR/index.json`` (one row per problem recorded so far, this call and earlier ones) after
+  each. With ``resume`` (the default), a problem whose recording is there and succeeded (one graph or
+  more, or eager) is not recorded again: the same command, run again, does only what is left.
+- **autotuning**: the recording processes share the GPU, and a kernel timed while another process's run
+  holds the GPU is timed wrong, so Inductor's benchmarking in every recording process holds one file
+  lock (generate.py): compiling stays parallel, timing one at a time, and the configs chosen are the
+  ones torch.compile alone on the GPU would choose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kernelpilot.inductor.generate import NO_GRAPH, parse_output, recording_env
+from kernelpilot.inductor.helpers import ConversionError
+
+WORKING_ROOM = 3 << 29  # 1.5 GiB per process beyond its tensors: CUDA context, Inductor's workspace
+UNKNOWN_SIZE = 16 << 30  # a problem the meta device cannot size
+INDEX = "index.json"
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str  # level1/23_Softmax
+    path: Path
+
+
+@dataclass(frozen=True)
+class Estimate:
+    bytes: int
+    work: float  # expected compile work, for the order only
+
+
+def recording_status(data: dict[str, Any]) -> str:
+    """``ok`` (one graph or more), ``eager`` (dynamo compiled nothing), ``failed``."""
+    if data.get("error") and data["error"] != NO_GRAPH:
+        return "failed"
+    return "ok" if (data.get("graphs") or data.get("code")) else "eager"
+
+
+def estimate(path: str, level: int) -> Estimate:
+    """Inputs + parameters + buffers + one output on the meta device; ``work``: level and module count."""
+    import torch
+
+    from kernelpilot.problem import load_problem
+
+    try:
+        module = load_problem(path).load_module()
+        with torch.device("meta"):
+            inputs = list(module.get_inputs())
+            model = module.Model(*module.get_init_inputs())
+            rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+            out = None if rnn else model(*inputs)  # the meta device runs an RNN step by step: slow, and small
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        tensors += [o for o in outs if isinstance(o, torch.Tensor)]
+        modules = sum(1 for _ in model.modules())
+        return Estimate(int(sum(t.numel() * t.element_size() for t in tensors)), level * 1000 + modules)
+    except Exception:  # noqa: BLE001 - a problem the meta device cannot run: assume a large one
+        return Estimate(UNKNOWN_SIZE, level * 1000)
+
+
+def estimate_all(items: list[Item], jobs: int, timeout: float = 120.0) -> dict[str, Estimate]:
+    """``estimate`` for every item, in a process pool (spawned: this process must not start CUDA)."""
+    import multiprocessing
+
+    def level(key: str) -> int:
+        head = key.split("/", 1)[0]
+        return int(head[5:]) if head.startswith("level") and head[5:].isdigit() else 1
+
+    out: dict[str, Estimate] = {}
+    if not items:
+        return out
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(items))), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {i.key: pool.submit(estimate, str(i.path), level(i.key)) for i in items}
+        started = time.monotonic()
+        for key, future in futures.items():
+            try:
+                out[key] = future.result(timeout=max(1.0, timeout - (time.monotonic() - started)))
+            except FutureTimeout:
+                out[key] = Estimate(UNKNOWN_SIZE, level(key) * 1000)
+            except Exception:  # noqa: BLE001 - a worker that died: assume a large problem
+                out[key] = Estimate(UNKNOWN_SIZE, level(key) * 1000)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return out
+
+
+class Scheduler:
+    """Hands out items in order, each when its memory fits what the running ones leave."""
+
+    def __init__(self, order: list[Item], need: dict[str, int], total: int, deadline: float | None) -> None:
+        self.todo = list(order)
+        self.need = {k: min(v, total) for k, v in need.items()}
+        self.total, self.used, self.running = total, 0, 0
+        self.deadline = deadline
+        self.cond = threading.Condition()
+
+    def take(self) -> Item | None:
+        with self.cond:
+            while True:
+                if not self.todo or (self.deadline is not None and time.monotonic() > self.deadline):
+                    return None
+                hit = next((i for i in self.todo if self.used + self.need[i.key] <= self.total), None)
+                if hit is not None or self.running == 0:
+                    hit = hit or self.todo[0]
+                    self.todo.remove(hit)
+                    self.used += self.need[hit.key]
+                    self.running += 1
+                    return hit
+                self.cond.wait(timeout=5.0)
+
+    def give(self, item: Item) -> None:
+        with self.cond:
+            self.used -= self.need[item.key]
+            self.running -= 1
+            self.cond.notify_all()
+
+
+@dataclass
+class Index:
+    """DIR/index.json: one row per problem recorded, rewritten after each."""
+
+    path: Path
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        try:
+            self.rows = {r["problem"]: r for r in json.loads(self.path.read_text(encoding="utf-8"))}
+        except (OSError, ValueError, KeyError, TypeError):
+            self.rows = {}
+
+    def add(self, row: dict[str, Any]) -> None:
+        with self.lock:
+            self.rows[row["problem"]] = row
+            write_atomic(self.path, json.dumps(sorted(self.rows.values(), key=lambda r: r["problem"]), indent=1))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def recorded(out: Path, key: str) -> bool:
+    """A recording of ``key`` is there and succeeded."""
+    try:
+        return recording_status(json.loads((out / f"{key}.json").read_text(encoding="utf-8"))) != "failed"
+    except (OSError, ValueError):
+        return False
+
+
+_RUNNING: set[subprocess.Popen[str]] = set()  # the recording processes of this call, killed with it
+_RUNNING_LOCK = threading.Lock()
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_running() -> None:
+    """Kill every recording process still running (their own sessions: a killed parent would leave them)."""
+    with _RUNNING_LOCK:
+        for proc in list(_RUNNING):
+            _kill(proc)
+
+
+def _run(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, str, int, bool]:
+    """Run ``cmd`` in a session of its own; past ``timeout`` the whole process group is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        return stdout, stderr, proc.returncode, False
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a grandchild left the group and holds the pipes
+            proc.kill()
+            stdout, stderr = "", ""
+        return stdout or "", stderr or "", -9, True
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
+
+
+GENERATE = [sys.executable, "-m", "kernelpilot.inductor.generate"]  # + problem, compile mode
+
+
+def record_one(item: Item, out: Path, timeout: float, env: dict[str, str], compile_mode: str = "default",
+               estimate_bytes: int = 0, command: list[str] | None = None) -> dict[str, Any]:
+    """Record one problem in a fresh process; writes ``out/<key>.json``; returns its index row."""
+    t0 = time.monotonic()
+    env = dict(env, KERNELPILOT_LAUNCHED=repr(time.time()))
+    stdout, stderr, rc, timed_out = _run([*(command or GENERATE), str(item.path), compile_mode], env, timeout)
+    seconds = round(time.monotonic() - t0, 2)
+    data = parse_output(stdout)
+    if data is None:
+        tail = "\n".join(stderr.strip().splitlines()[-12:])
+        why = f"timed out after {timeout:g} s" if timed_out else f"no recording (exit {rc})"
+        data = {"error": f"{why}: {tail}" if tail else why}
+    data.update(problem=item.key, seconds=seconds, returncode=rc, estimate_bytes=estimate_bytes)
+    status = recording_status(data)
+    if status == "failed" and stderr:
+        data["stderr_tail"] = "\n".join(stderr.strip().splitlines()[-40:])
+    write_atomic(out / f"{item.key}.json", json.dumps(data))
+    graphs = len(data.get("graphs") or ([1] if data.get("code") else []))
+    return {"problem": item.key, "status": status, "graphs": graphs, "seconds": seconds,
+            "compile_s": data.get("compile_s"), "timings": data.get("timings") or {},
+            "peak_bytes": data.get("peak_bytes"), "estimate_bytes": estimate_bytes, "breaks": data.get("breaks") or [],
+            "error": (data.get("error") or "")[:600] if status == "failed" else ""}
+
+
+def _print(row: dict[str, Any]) -> None:
+    peak = (row.get("peak_bytes") or 0) / 2**30
+    print(f"{row['problem']}: {row['status']} graphs={row['graphs']} {row['seconds']:.1f} s peak={peak:.1f} GiB"
+          + (f"  {row['error'][:160]!r}" if row["status"] == "failed" else ""), flush=True)
+
+
+def _out_of_memory(row: dict[str, Any]) -> bool:
+    return row["status"] == "failed" and "out of memory" in row.get("error", "").lower()
+
+
+def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb: float = 110.0, timeout: float = 300.0,
+               compile_mode: str = "default", sizes: dict[str, int] | None = None, resume: bool = True,
+               deadline: float | None = None, report: Callable[[dict[str, Any]], None] = _print,
+               command: list[str] | None = None) -> list[dict[str, Any]]:
+    """Record every item (see the module docstring); returns the index rows of this call. ``command``:
+    what records one problem (default ``GENERATE``), given the problem's path and the compile mode."""
+    import torch
+
+    if command is None and not torch.cuda.is_available():
+        raise ConversionError("no CUDA GPU is visible, so torch.compile cannot generate its Triton kernels here; "
+                              "record on a GPU machine, then convert here with --recordings DIR")
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or os.cpu_count() or 1
+    todo = [i for i in items if not (resume and recorded(out, i.key))]
+    if len(todo) < len(items):
+        print(f"{len(items) - len(todo)} problems already recorded in {out}: kept", flush=True)
+    estimates = estimate_all([i for i in todo if i.key not in (sizes or {})], jobs)
+    for key, size in (sizes or {}).items():
+        estimates[key] = Estimate(size, estimates.get(key, Estimate(size, 0)).work)
+    total = int(budget_gb * 2**30)
+    need = {i.key: int(1.6 * estimates[i.key].bytes) + WORKING_ROOM for i in todo}
+    heavy = sorted((i for i in todo if need[i.key] > total / 6), key=lambda i: -need[i.key])
+    rest = sorted((i for i in todo if need[i.key] <= total / 6), key=lambda i: -estimates[i.key].work)
+    lock = Path(tempfile.gettempdir()) / f"kernelpilot-inductor-bench-{os.getuid()}.lock"
+    root = Path(__file__).resolve().parents[2]
+    env = dict(recording_env(), TORCHINDUCTOR_COMPILE_THREADS="1", KERNELPILOT_BENCH_LOCK=str(lock),
+               PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    index = Index(out / INDEX)
+    rows: list[dict[str, Any]] = []
+    until = None if deadline is None else started + deadline
+
+    def work(scheduler: Scheduler) -> None:
+        while (item := scheduler.take()) is not None:
+            try:
+                row = record_one(item, out, timeout, env, compile_mode, estimates[item.key].bytes, command)
+            finally:
+                scheduler.give(item)
+            rows.append(row)
+            index.add(row)
+            report(row)
+
+    def run(order: list[Item], threads: int) -> None:
+        scheduler = Scheduler(order, need, total, until)
+        workers = [threading.Thread(target=work, args=(scheduler,), daemon=True) for _ in range(max(1, threads))]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():  # a TERM (timeout, a killed job) ends them too
+
+        def terminate(signum: int, frame: Any) -> None:
+            kill_running()
+            raise SystemExit(128 + signum)
+
+        previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        run(heavy + rest, jobs)
+        again = [i for i in todo if any(r["problem"] == i.key and _out_of_memory(r) for r in rows)]
+        if again:  # alone on the GPU this time
+            print(f"recording {len(again)} problems again, one at a time, after running out of memory", flush=True)
+            rows[:] = [r for r in rows if r["problem"] not in {i.key for i in again}]
+            run(again, 1)
+    except BaseException:
+        kill_running()
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return rows
