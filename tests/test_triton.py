@@ -112,6 +112,21 @@ def test_build_compiles_each_kernel_ahead_with_its_registers(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_the_same_candidate_for_the_same_problem_is_built_once(tmp_path: Path) -> None:
+    cand = tmp_path / "cand.py"
+    shutil.copyfile(KB, cand)
+    env = {"TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    first = build_candidate(load_candidate(cand), problem=PROBLEM, arch="sm_90", env=env)
+    again = build_candidate(load_candidate(cand), problem=PROBLEM, arch="sm_90", env=env)
+    assert first.ok and first.cache == "" and first.seconds > 0
+    assert again.cache == "hit" and again.seconds == 0.0 and [k.kernel for k in again.kernels] == ["add_kernel"]
+    assert again.kernels[0].registers == first.kernels[0].registers
+    cand.write_text(cand.read_text() + "\n# an edit\n")
+    edited = build_candidate(load_candidate(cand), problem=PROBLEM, arch="sm_90", env=env)
+    assert edited.ok and edited.cache == ""  # another file: built again
+
+
+@pytest.mark.slow
 def test_compile_error_is_a_diagnostic_at_the_kernel_line(tmp_path: Path) -> None:
     report = build_candidate(load_candidate(DATA / "broken_kernel.py"), problem=PROBLEM, arch="sm_90",
                              env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
