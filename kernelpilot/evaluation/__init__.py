@@ -151,6 +151,12 @@ class Evaluator(WorkerOwner):
         # a broken problem is the user's error (ProblemError, raised), not a verdict about the candidate
         problem_path = Path(load_problem(problem_path).path).resolve()
         v.problem = str(problem_path)
+        if s.ruleset.harness is not None:  # KernelBench's score is faithful on the files its generations were for
+            from kernelpilot.kb_files import check as check_problem_files
+
+            warning = check_problem_files([problem_path], s.ruleset.harness.version)["warning"]
+            if warning:
+                v.flags.append("problem file: " + warning)
         cand_obj: Any = candidate
         try:
             from kernelpilot.evaluation.candidate import load_candidate

@@ -275,9 +275,13 @@ def run_suite(args: argparse.Namespace) -> int:
                        mode=args.mode, levels=None, model=args.model, replay=args.replay, rules=per_problem.base.rules,
                        overrides=per_problem.overrides, source=" ".join(args.problems),
                        baselines=args.baselines or "shared",
-                       kernelbench=discovery.kernelbench_sources([Path(p) for p in args.problems]))
+                       kernelbench=discovery.kernelbench_sources([Path(p) for p in args.problems]),
+                       problem_files=_problem_files(jobs, per_problem.base))
         store.plan(jobs)
     settings = per_problem.base
+    files = store.meta().get("problem_files") or {}
+    if files.get("warning") and not args.jsonl:
+        print(f"warning: {files['warning']}")
     agent = bool(args.model or args.replay)
     store.begin(sys.argv)
     from kernelpilot.suite.progress import Progress
@@ -352,3 +356,12 @@ def run_report(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def _problem_files(jobs: list[Any], settings: Any) -> dict[str, Any]:
+    """Which KernelBench commit the problem files match (kernelpilot.kb_files), and a warning when a
+    KernelBench preset's published scores were measured on other files."""
+    from kernelpilot.kb_files import check
+
+    harness = settings.ruleset.harness
+    return check(sorted({j.problem.path for j in jobs}), harness.version if harness is not None else None)

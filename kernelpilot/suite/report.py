@@ -33,6 +33,7 @@ def build_report(store: Store, *, checkout: Path | None = None, claims: Path | N
         "run": str(store.run_dir),
         # where a KernelBench checkout's problems came from (runs made before this was stored have none)
         "kernelbench": meta.get("kernelbench") or [],
+        "problem_files": meta.get("problem_files") or {},
         "jobs": len(planned),
         "verdicts": len(rows),
         "not_run_yet": len(not_run),  # planned jobs without a verdict (every sample)
@@ -98,6 +99,14 @@ def compile_table(levels: dict[str, dict[str, Any]]) -> str:
 
 def _kernelbench_lines(report: dict[str, Any]) -> list[str]:
     out = []
+    files = report.get("problem_files") or {}
+    if files.get("kernelbench_files"):
+        matches = ", ".join(f"{k} {n}" for k, n in sorted(files.get("matches", {}).items())) or "no known commit"
+        out.append(f"Problem files: {files['kernelbench_files']} KernelBench problems, matching by content: {matches}"
+                   + (f"; {files['unknown_count']} changed from every known commit" if files.get("unknown_count") else "")
+                   + ".")
+    if files.get("warning"):
+        out.append(f"**Warning:** {files['warning']}")
     for src in report["kernelbench"]:
         if src.get("commit"):
             how = "its git work tree" + (", with uncommitted changes to the problems" if src.get("dirty") else "") \
