@@ -1,4 +1,5 @@
-"""Issue 26 evidence on a GPU: the hand-written generation corpus (tests/data/generations/) and a folder of
+"""Issue 26 evidence on a GPU: the hand-written generation corpus (tests/data/generations/), KernelBench's own
+example solutions and adversarial unit-test kernels (from the checkout, benchmarks/kb_corpus.py) and a folder of
 generations from benchmarks/kb_generations.py, scored by `kernelpilot suite --solutions` under kernelbench,
 kernelbench-v0.1 and the default rules, within a time budget; every corpus verdict compared with
 tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT.
@@ -89,6 +90,24 @@ def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
     return out
 
 
+def compare_kb(run: Path, rules: str, expected: dict[str, list[str]]) -> dict:
+    """KernelBench's own examples and adversarial kernels: both statuses per file; under our default rules,
+    ours against kb_corpus.EXPECTED (honest examples ok, the adversarial kernels caught)."""
+    import sqlite3
+
+    con = sqlite3.connect(run / "results.sqlite")
+    rows = {}
+    try:
+        for job, status, verdict in con.execute("SELECT job_key, status, verdict FROM verdicts"):
+            v = json.loads(verdict) if verdict else {}
+            rows[job.split("#")[0]] = {"ours": status, "kernelbench": (v.get("kernelbench") or {}).get("status") or "-"}
+    finally:
+        con.close()
+    unexpected = [k for k, r in rows.items() if rules == "kernelpilot" and r["ours"] not in expected.get(k, ["ok"])]
+    failures = [k for k, r in rows.items() if r["ours"] in HARNESS_FAILURES and "crash" not in k and "hang" not in k]
+    return {"verdicts": len(rows), "rows": rows, "unexpected": sorted(unexpected), "harness_failures": sorted(failures)}
+
+
 def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
     from kernelpilot.suite.store import Store
 
@@ -122,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="where the reports and comparisons go")
     p.add_argument("--work", help="the runs' folder, kept between calls (default: OUT/runs)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds this call may spend in suites")
-    p.add_argument("--only", choices=("corpus", "folder"), help="score only the corpus or only the folder")
+    p.add_argument("--only", choices=("corpus", "kb", "folder"), help="score only the corpus, KernelBench's own "
+                   "examples and adversarial kernels, or the folder")
     args = p.parse_args(argv)
     deadline = time.monotonic() + args.budget
     checkout = Path(args.kernelbench).resolve()
@@ -137,14 +157,22 @@ def main(argv: list[str] | None = None) -> int:
     corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
     folder_manifest = json.loads((gen / "expected.json").read_text())
     summary: dict = {"calls": [], "corpus": {}, "folder": {}}
-    plan = [("corpus", r) for r in RULES] + [("folder", r) for r in RULES]
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from kb_corpus import EXPECTED, kernelbench_jobs
+
+    kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
+    summary["kb"] = {}
+    plan = [("corpus", r) for r in RULES] + [("kb", r) for r in RULES] + [("folder", r) for r in RULES]
     for what, rules in plan:
         if args.only and what != args.only:
             continue
-        manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
+        if what == "kb":
+            manifest, solutions, problems = {}, work / "kb" / "solutions", [str(work / "kb" / "problems")]
+        else:
+            manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
+            problems = _problems(levels_root, manifest)
         name = f"{what}-{rules}"
-        summary["calls"].append({name: run_suite(name, _problems(levels_root, manifest), solutions, rules, work,
-                                                 checkout, deadline)})
+        summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline)})
         run = work / name
         if not (run / "results.sqlite").is_file():
             continue
@@ -155,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in ("report.md", "report.json", "speedup.png"):
             if (run / f).is_file():
                 shutil.copyfile(run / f, dest / f)
+        if what == "kb":
+            summary["kb"][rules] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
+            continue
         compare = compare_corpus if what == "corpus" else compare_folder
         summary[what][rules] = compare(run, rules, manifest)
     (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
@@ -163,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
                      f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} timeouts or runtime errors")
         lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
+    for rules, c in summary["kb"].items():
+        lines.append(f"- KernelBench's examples and adversarial kernels under {rules}: {c['verdicts']} verdicts, "
+                     f"{len(c['harness_failures'])} timeouts or runtime errors"
+                     + (f", ours not as expected under our rules: {', '.join(c['unexpected'])}" if c["unexpected"] else ""))
+        lines += [f"  - {job}: ours {row['ours']}, KernelBench {row['kernelbench']}" for job, row in sorted(c["rows"].items())]
     for rules, c in summary["folder"].items():
         lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
                      f"with both scores, {len(c['unexpected'])} unexpected")
