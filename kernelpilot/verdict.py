@@ -18,7 +18,9 @@ SCHEMA_VERSION = 1
 
 # problem_too_large: the problem's own single eager Model call does not fit an empty GPU (nothing about
 # the candidate can be said); every other status is about the candidate
-Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok", "problem_too_large"]
+# "superseded": a newer save cancelled the evaluation (the pairing loop): no verdict about the candidate, never a failure
+Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok", "problem_too_large",
+                 "superseded"]
 STATUSES: tuple[str, ...] = get_args(Status)
 
 Severity = Literal["error", "warning", "note"]

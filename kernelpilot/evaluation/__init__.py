@@ -81,6 +81,8 @@ class Evaluator(WorkerOwner):
         self.spare_worker = spare_worker and keep_warm
         self._spare: Any = None  # a launched worker waiting to take over (``spare_worker``)
         self._lock = threading.Lock()
+        self._token: Any = None  # supersede.CancelToken of the evaluation in flight
+        self.cancel_grace_s = 1.0  # a superseded worker request that has not stopped by then: the worker is killed
         self._inline = WorkerNames()
         self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
         if standby_builder:
@@ -115,11 +117,28 @@ class Evaluator(WorkerOwner):
         worker then compiles nothing and compares the candidate with its torch.compile time."""
         if mode not in MODES:
             raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
+        from kernelpilot.evaluation.supersede import CancelToken
+
         with self._lock:
-            return self._evaluate(problem, candidate, mode, own_kernels, baseline)
+            self._token = token = CancelToken()
+            try:
+                return self._evaluate(problem, candidate, mode, own_kernels, baseline, token)
+            finally:
+                self._token = None
+
+    def cancel(self) -> bool:
+        """From any thread: the evaluation in flight ends as ``superseded`` (a newer save replaces it): its
+        build is killed, or its worker request stops at the worker's next announcement and the worker stays
+        warm (killed and replaced if it does not stop within ``cancel_grace_s``; not counted as a crash).
+        False when nothing was in flight."""
+        token = self._token
+        if token is None:
+            return False
+        token.cancel()
+        return True
 
     def _evaluate(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
-                  baseline: Any = None) -> Verdict:
+                  baseline: Any = None, token: Any = None) -> Verdict:
         from kernelpilot.evaluation.render import summary_line
 
         t0 = time.monotonic()
@@ -180,6 +199,8 @@ class Evaluator(WorkerOwner):
             v.flags.append("static policy unavailable: candidate sources were not scanned")
         if any(f.severity == "reject" for f in v.findings):
             return done("rejected")
+        if token is not None and token.cancelled:
+            return done("superseded")
 
         # 2. build, in a subprocess
         kernels = list(own_kernels or [])
@@ -198,13 +219,15 @@ class Evaluator(WorkerOwner):
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, "test" if baseline is not None else mode)  # shared: nothing to compile
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                     problem=problem_path, standby=self._standby)
+                                     problem=problem_path, standby=self._standby, cancel=token)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             for d in report.diagnostics:
                 if d.tool == ARCH_LIST_TOOL:
                     v.findings.append(Finding(rule="arch-list", severity="warn", evidence=d.message[:200],
                                               message=d.message))
+            if token is not None and token.cancelled:  # the build was killed by the cancel: not the candidate's
+                return done("superseded")
             kernels += [k.kernel for k in report.kernels]
             kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
             if not report.ok:
@@ -213,8 +236,8 @@ class Evaluator(WorkerOwner):
                 return done("build_error")
         except ImportError:
             v.flags.append("build step unavailable: the worker built the candidate on import")
-        if mode == "build":
-            return done("ok")
+        if mode == "build" or (token is not None and token.cancelled):
+            return done("superseded" if token is not None and token.cancelled else "ok")
 
         # 3. the worker: verify, audit, time
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
@@ -233,14 +256,14 @@ class Evaluator(WorkerOwner):
         library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
             self._stop_worker()  # the worker holds another library under one of these names: a fresh one
-        response = self._ask_once_more_if_it_died(message, timeout, v, build_dirs)
+        response = self._ask_once_more_if_it_died(message, timeout, v, build_dirs, token)
         if response is not None and names:
             self._inline.record(self._worker_pid(), names, library)
-        if response is not None and self._reload_failed(response):
+        if response is not None and self._reload_failed(response) and not (token is not None and token.cancelled):
             # A warm worker that already imported another build of this extension failed to load the
             # new one: that says nothing about the candidate. Judge it in a fresh worker.
             self._stop_worker()
-            response = self._ask(message, timeout, v, build_dirs)
+            response = self._ask(message, timeout, v, build_dirs, token)
             v.flags.append("the warm worker could not load this build; it was evaluated in a fresh worker")
         if response is None:
             return done(v.status)
@@ -269,8 +292,9 @@ class Evaluator(WorkerOwner):
         return done(merged.status)
 
     def _ask(self, message: dict[str, Any], timeout: float, v: Verdict,
-             writable: list[Path] | None = None) -> dict[str, Any] | None:
-        """Send the request (retrying once on a fresh worker if the old one was unusable)."""
+             writable: list[Path] | None = None, token: Any = None) -> dict[str, Any] | None:
+        """Send the request (retrying once on a fresh worker if the old one was unusable). ``token``: a
+        cancel stops the request (supersede.py); a worker killed for not stopping is replaced, no crash."""
         from kernelpilot.evaluation.client import WorkerDied, WorkerTimeout
 
         for attempt in range(2):
@@ -279,7 +303,18 @@ class Evaluator(WorkerOwner):
                 client = self._worker([Path(message["problem"]).parent, Path(message["candidate_model"]).parent],
                                       writable, phases=v.phases)
                 self._environment(v, client)
-                response = client.request(message, timeout)
+                if token is not None and token.cancelled:
+                    v.status = "superseded"
+                    return None
+                response = client.request(message, timeout, cancel=token, grace_s=self.cancel_grace_s)
+            # (only while this evaluation is cancelled: a worker killed because it did not stop in time)
+            except (WorkerTimeout, WorkerDied) if token is not None and token.cancelled else () as exc:
+                v.status, v.error = "superseded", ""  # killed because it did not stop in time: not the candidate's
+                v.flags.append(f"superseded: the worker did not stop within {self.cancel_grace_s:g} s of the cancel "
+                               f"({type(exc).__name__}); it was replaced, not counted as a crash")
+                if self.keep_warm:
+                    self._prestart(Path(message["problem"]), Path(message["candidate_model"]), writable or [])
+                return None
             except WorkerTimeout as exc:
                 v.error = f"{exc}" + (f"\n--- worker log ---\n{exc.log_tail}" if exc.log_tail else "")
                 v.status = "timeout"
@@ -309,7 +344,7 @@ class Evaluator(WorkerOwner):
         return None
 
     def _ask_once_more_if_it_died(self, message: dict[str, Any], timeout: float, v: Verdict,
-                                  writable: list[Path] | None = None) -> dict[str, Any] | None:
+                                  writable: list[Path] | None = None, token: Any = None) -> dict[str, Any] | None:
         """``_ask``; when the worker died while judging this candidate, judge it once more in a fresh
         worker (the spare, or a new one). A death in both is the candidate's (``runtime_error``, both attempts listed); a
         candidate that ran without dying the second time is ``flaky``, and the first death is counted as
@@ -317,13 +352,13 @@ class Evaluator(WorkerOwner):
         from kernelpilot.verdict import Attempt
 
         self._death_phase = ""
-        response = self._ask(message, timeout, v, writable)
-        if response is not None or not worker_death(v.error):
+        response = self._ask(message, timeout, v, writable, token)
+        if response is not None or not worker_death(v.error) or (token is not None and token.cancelled):
             return response
         first = Attempt(status=v.status, error=v.error[:6000], phase=self._death_phase or "unknown")
         # the dead worker is never asked again: the next request goes to its successor (the spare, or a new one)
         v.status, v.error = "ok", ""
-        response = self._ask(message, timeout, v, writable)
+        response = self._ask(message, timeout, v, writable, token)
         v.attempts.append(first)
         second = "died again" if response is None and worker_death(v.error) else (
             "ran without dying" if response is not None else f"ended {v.status}")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
 from kernelpilot.evaluation.builder import Standby
+from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
@@ -176,11 +177,14 @@ def build_candidate(
     env: Mapping[str, str] | None = None,
     problem: Path | None = None,
     standby: Standby | None = None,
+    cancel: CancelToken | None = None,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
 
     ``problem``: the problem file, for Triton candidates (their kernels' signatures come from its inputs).
     ``standby``: a builder process already waiting (builder.py), used instead of starting one.
+    ``cancel``: a newer save's cancel kills the build's process group (supersede.py); the report then
+    says ``superseded`` (not ok, and no error of the candidate's).
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
@@ -193,7 +197,8 @@ def build_candidate(
     if candidate.kind == "triton":  # its own build step: triton_build.py
         from kernelpilot.evaluation.triton_build import build_triton
 
-        return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory)
+        return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
+                            cancel=cancel)
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast
@@ -209,8 +214,11 @@ def build_candidate(
     waiting = None
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
         waiting = standby.take(candidate.kind, argv[3:], run_env, str(candidate.root))
-    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s, proc=waiting)
+    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s, proc=waiting,
+                                         cancel=cancel)
     seconds = time.monotonic() - start
+    if cancel is not None and cancel.cancelled:
+        return superseded_report(directory, command, seconds)
 
     result = {"ok": returncode == 0, "arch": arch_of_fast} if fast is not None else _result_line(output)
     report = BuildReport(
@@ -296,14 +304,25 @@ def _arch_of(env: Mapping[str, str]) -> str:
     return normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else ""
 
 
+def superseded_report(directory: Path, command: str, seconds: float) -> BuildReport:
+    """The report of a build a newer save cancelled: killed, its lock file released, no diagnostics."""
+    _release_lock(directory, {})
+    return BuildReport(ok=False, seconds=round(seconds, 3), command=command, build_dir=str(directory),
+                       diagnostics=[Diagnostic(severity="note", tool="build",
+                                               message="superseded: a newer save cancelled this build")])
+
+
 def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float,
-         proc: subprocess.Popen[bytes] | None = None) -> tuple[str, bool, int]:
-    """Run ``argv`` (or wait for ``proc``, already sent this build) in its own session, killed at the timeout."""
+         proc: subprocess.Popen[bytes] | None = None, cancel: CancelToken | None = None) -> tuple[str, bool, int]:
+    """Run ``argv`` (or wait for ``proc``, already sent this build) in its own session, killed at the timeout
+    (or when ``cancel`` is cancelled)."""
     if proc is None:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
+    if cancel is not None:
+        cancel.attach(proc)
     try:
         raw, _ = proc.communicate(timeout=timeout_s)
         return raw.decode("utf-8", "replace"), False, proc.returncode

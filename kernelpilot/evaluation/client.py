@@ -85,6 +85,8 @@ class WorkerClient:
         self.log_path = self.workdir / f"{name}.log"
         self._to_worker: int | None = None
         self._from_worker: int | None = None
+        self._cancel_w: int | None = None  # the worker's --cancel-fd: ids of superseded requests (supersede.py)
+        self.in_flight: int | None = None  # the id of the request being answered, while ``request`` waits
         self._log_offset = 0
         self.starts = 0
         self.pending_ready = False  # launched, ready message not read yet
@@ -163,21 +165,26 @@ class WorkerClient:
         prefix, env, preexec, self.confinement = self._sandbox(self._env())
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        cancel_r, cancel_w = os.pipe()
         cmd = [*prefix, sys.executable, "-m", "kernelpilot.evaluation.worker",
-               "--in-fd", str(req_r), "--out-fd", str(resp_w), "--device", self.device]
+               "--in-fd", str(req_r), "--out-fd", str(resp_w), "--cancel-fd", str(cancel_r), "--device", self.device]
         if self.log_path.exists() and self.log_path.stat().st_size > 16 << 20:
             self.log_path.unlink()  # candidates may print a lot; only the tail of the latest run matters
         log = open(self.log_path, "ab")
         self._log_offset = self.log_path.stat().st_size
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         pass_fds=(req_r, resp_w), env=env, cwd=str(self.workdir),
+                                         pass_fds=(req_r, resp_w, cancel_r), env=env, cwd=str(self.workdir),
                                          start_new_session=preexec is None, preexec_fn=preexec)
+        except BaseException:
+            os.close(cancel_w)
+            raise
         finally:
             log.close()
             os.close(req_r)
             os.close(resp_w)
-        self._to_worker, self._from_worker = req_w, resp_r
+            os.close(cancel_r)
+        self._to_worker, self._from_worker, self._cancel_w = req_w, resp_r, cancel_w
         self.starts += 1
         self.launched_at = time.monotonic()
         self.pending_ready = True
@@ -206,13 +213,13 @@ class WorkerClient:
                 proc.wait(timeout=5)
             except Exception:
                 self._kill(proc)
-        for fd in (self._to_worker, self._from_worker):
+        for fd in (self._to_worker, self._from_worker, self._cancel_w):
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
-        self._to_worker = self._from_worker = None
+        self._to_worker = self._from_worker = self._cancel_w = None
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         try:
@@ -330,9 +337,11 @@ class WorkerClient:
                 continue
             return frame
 
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, message: dict[str, Any], timeout: float, cancel: Any = None,
+                grace_s: float = 1.0) -> dict[str, Any]:
         """Send one request and wait for its answer, following the worker's watch frames (the hang
-        watchdog); ``timeout`` bounds the whole request."""
+        watchdog); ``timeout`` bounds the whole request. ``cancel`` (supersede.CancelToken): when it is
+        cancelled the worker stops at its next announcement, or is killed ``grace_s`` later."""
         if not self.alive():
             raise WorkerDied("the worker is not running")
         self.wait_ready()  # launched but not yet read its ready message
@@ -343,11 +352,19 @@ class WorkerClient:
             self._log_offset = 0
         started = time.monotonic()
         self.served += 1
+        message = {**message, "request_id": self.served}
+        self.in_flight = self.served
+        remove = cancel.on_cancel(lambda: self.cancel(grace_s=grace_s)) if cancel is not None else None
         try:
-            protocol.send(self._to_worker, message)
-        except OSError:
-            return self._receive(1.0)
-        response = self._follow(timeout, started)
+            try:
+                protocol.send(self._to_worker, message)
+            except OSError:
+                return self._receive(1.0)
+            response = self._follow(timeout, started)
+        finally:
+            self.in_flight = None
+            if remove is not None:
+                remove()
         response.setdefault("seconds", time.monotonic() - started)
         if response.get("exit"):
             proc = self.proc
@@ -358,3 +375,36 @@ class WorkerClient:
                     self._kill(proc)
             self.stop()
         return response
+
+    # ---- superseded requests (supersede.py) ----------------------------------------------------
+    def cancel(self, request_id: int | None = None, grace_s: float | None = None) -> int | None:
+        """From any thread: the worker stops the request in flight (or ``request_id`` and every one before
+        it) at its next watchdog announcement and answers ``superseded``; with ``grace_s``, a worker still
+        answering it that much later is killed. The id cancelled, or None."""
+        import threading
+
+        rid = request_id if request_id is not None else self.in_flight
+        fd = self._cancel_w
+        if rid is None or fd is None:
+            return None
+        try:
+            os.write(fd, f"{rid}\n".encode())
+        except OSError:
+            return None
+        if grace_s is not None:
+            timer = threading.Timer(grace_s, self.kill_if_serving, args=(rid, self.starts))
+            timer.daemon = True
+            timer.start()
+        return rid
+
+    def kill_if_serving(self, request_id: int, starts: int | None = None) -> bool:
+        """From any thread: kill the worker (its process group) if it is still answering ``request_id``:
+        a superseded request that did not stop within its grace period. The waiting ``request`` then
+        raises WorkerDied, which the evaluator knows to be this kill, not a crash."""
+        proc = self.proc
+        if self.in_flight != request_id or proc is None or proc.poll() is not None:
+            return False
+        if starts is not None and starts != self.starts:  # ids start again in each new worker process
+            return False
+        self._kill(proc)
+        return True

@@ -34,6 +34,8 @@ def summary_line(v: Verdict) -> str:
 
 def _summary(v: Verdict) -> str:
     rejects = [f for f in v.findings if f.severity == "reject"]
+    if v.status == "superseded":
+        return "superseded: a newer save cancelled this evaluation (not a failure)"
     if v.status == "build_error":
         first = next((d for d in (v.build.diagnostics if v.build else []) if d.severity == "error"), None)
         where = f" at {first.file}:{first.line}" if first and first.file else ""

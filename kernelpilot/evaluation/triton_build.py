@@ -44,9 +44,10 @@ def capability_of(arch: str) -> int:
 
 
 def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str], timeout_s: float,
-                 directory: Path) -> BuildReport:
-    """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises."""
-    from kernelpilot.evaluation.build import _run
+                 directory: Path, cancel: Any = None) -> BuildReport:
+    """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises.
+    ``cancel`` (supersede.CancelToken): a newer save kills the build."""
+    from kernelpilot.evaluation.build import _run, superseded_report
     from kernelpilot.toolkit import detect_arch, normalize_arch
 
     arch = normalize_arch(env["KERNELPILOT_ARCH"]) if env.get("KERNELPILOT_ARCH") else (
@@ -65,7 +66,9 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
     if record is not None and (cached := _cached(record)) is not None:
         return cached
     start = time.monotonic()
-    output, timed_out, returncode = _run(argv, dict(env), cwd=candidate.root, timeout_s=timeout_s)
+    output, timed_out, returncode = _run(argv, dict(env), cwd=candidate.root, timeout_s=timeout_s, cancel=cancel)
+    if cancel is not None and cancel.cancelled:
+        return superseded_report(directory, report.command, time.monotonic() - start)
     report.seconds = round(time.monotonic() - start, 3)
     report.log_tail = "\n".join(output.strip().splitlines()[-40:])
     if timed_out:

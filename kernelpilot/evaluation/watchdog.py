@@ -11,7 +11,8 @@ Allowances come from what is known: ``floor_s + multiple x (eager time of one re
 call, with ``first_call_s`` more for the candidate's first call (module load, lazy library handles),
 and ``n`` times the per-call part for a batch of ``n`` calls. Harness steps (loading the problem,
 compiling the torch.compile baseline, computing fp64 references) are not candidate code: they get
-``harness_s``. Outside a worker (unit tests of the harness) every function here is a no-op.
+``harness_s``. Outside a worker (unit tests of the harness) every function here is a no-op. Each
+announcement is also where a superseded request stops (supersede.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Watchdog:
     def arm(self, phase: str, call: str, seconds: float) -> None:
         import time
 
+        from kernelpilot.evaluation import supersede
+
+        supersede.check()  # a newer save cancelled this request: stop here, where the harness is consistent
         self.armed = (phase, call, time.monotonic() + float(seconds))
         self._send({"op": protocol.WATCH, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
 

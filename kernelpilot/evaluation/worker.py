@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.evaluation import inline_build, protocol
+from kernelpilot.evaluation import inline_build, protocol, supersede
 from kernelpilot.evaluation.problem_state import (  # noqa: F401 - the worker's names, as before the split
     CandidateError,
     ProblemCache,
@@ -191,6 +191,9 @@ class Worker(ProblemCache):
         tainted = self.identities.findings("by an earlier candidate")
         if tainted:
             return {"ok": False, "exit": True, "error": "worker integrity check failed; restarting"}
+        # the build's variables (CXX, PATH, TORCH_EXTENSIONS_DIR, ...) for this request only: the harness's
+        # own work between requests (a benchmark's torch.compile in "prepare") runs in the worker's start-up env
+        self._env_before = dict(os.environ)
         for key, value in (msg.get("env") or {}).items():
             os.environ[str(key)] = str(value)
         result: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
@@ -201,6 +204,10 @@ class Worker(ProblemCache):
         except BaseException as exc:  # the candidate's failure becomes the verdict
             if isinstance(exc, KeyboardInterrupt):
                 raise
+            if isinstance(exc, supersede.Superseded):  # a newer save: no verdict, and nothing wrong
+                result.update(status=supersede.SUPERSEDED, error="", findings=[], flags=[
+                    "superseded: a newer save cancelled this evaluation; the worker stayed warm"])
+                return self._after(result, False)
             message, fatal = self.classify(exc)
             build_failed = type(exc).__name__ == "ExtensionBuildError"  # built on import, without the build step
             status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
@@ -215,19 +222,28 @@ class Worker(ProblemCache):
                 result["memory"] = memory.report(str(exc))
                 result["error"] = f"{message}\n{memory.describe(result['memory'])}"
             exit_after = fatal
-        finally:
-            for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
-                sys.modules.pop(name, None)
+        return self._after(result, exit_after)
+
+    def _after(self, result: dict[str, Any], exit_after: bool) -> dict[str, Any]:
+        """Whatever the candidate left behind is dropped before the answer (and the next request)."""
+        import torch
+
+        for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
+            sys.modules.pop(name, None)
+        before = getattr(self, "_env_before", None)
+        if before is not None:
+            os.environ.clear()
+            os.environ.update(before)
+        try:
+            self.initial_state.apply()  # whatever the candidate switched, the next one starts from the default
+        except Exception:  # noqa: BLE001 - a state torch refuses to set back: never reuse this process
+            exit_after = True
+        if self.device.startswith("cuda") and not exit_after:
             try:
-                self.initial_state.apply()  # whatever the candidate switched, the next one starts from the default
-            except Exception:  # noqa: BLE001 - a state torch refuses to set back: never reuse this process
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception:
                 exit_after = True
-            if self.device.startswith("cuda") and not exit_after:
-                try:
-                    torch.cuda.synchronize()
-                    torch.cuda.empty_cache()
-                except Exception:
-                    exit_after = True
         if self.identities.changed():
             exit_after = True
         return {"ok": True, "verdict": result, "exit": exit_after}
@@ -262,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernelpilot.evaluation.worker")
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--cancel-fd", type=int, default=-1)  # ids of superseded requests (supersede.py)
     parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
     args = parser.parse_args(argv)
     import faulthandler
@@ -275,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     from kernelpilot.evaluation import gpu_lock
 
     gpu_lock.current()  # opened before the confinement; the descriptor is kept for the worker's life
+    if args.cancel_fd >= 0:
+        supersede.install(supersede.CancelPipe(args.cancel_fd))
     try:
         late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
         confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
@@ -309,7 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         elif op in ("evaluate", "baselines"):
             started = time.time()
             if op == "evaluate":
-                response = worker.evaluate(msg)
+                pipe = supersede.current()
+                if pipe is not None:
+                    pipe.begin(msg.get("request_id"))
+                try:
+                    response = worker.evaluate(msg)
+                finally:
+                    if pipe is not None:
+                        pipe.end()
             else:  # eager and torch.compile timed before any candidate: baselines.py
                 from kernelpilot.evaluation.baselines import answer
 

@@ -1,0 +1,152 @@
+"""A newer save supersedes the evaluation in flight (issue 27 item 3): real worker processes on the CPU,
+real builds with nvcc. A cancelled worker request stops at the worker's next announcement and the worker
+stays warm; a call that does not return is killed and its worker replaced, not counted as a crash; a
+cancelled build's whole process group dies. Every cancelled evaluation is ``superseded``, never a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.evaluation import EvalSettings, Evaluator
+from kernelpilot.evaluation.supersede import CancelPipe, Superseded
+from kernelpilot.verdict import STATUSES
+
+DATA = Path(__file__).parent / "data"
+CPU = DATA / "cpu"
+PROBLEM = CPU / "scaled_add.py"
+
+
+def _settings(**kw: object) -> EvalSettings:
+    return EvalSettings(device="cpu", confine=False, allowed_libraries=["add"], start_timeout_s=300,
+                        test_timeout_s=120, **kw)  # type: ignore[arg-type]
+
+
+def _cancel_after(ev: Evaluator, seconds: float) -> threading.Timer:
+    timer = threading.Timer(seconds, ev.cancel)
+    timer.start()
+    return timer
+
+
+def test_cancel_pipe_stops_only_the_requests_it_names() -> None:
+    r, w = os.pipe()
+    try:
+        pipe = CancelPipe(r)
+        pipe.begin(3)
+        pipe.check()  # nothing cancelled yet
+        os.write(w, b"3\n")
+        with pytest.raises(Superseded):
+            pipe.check()
+        pipe.check()  # raised once: the harness's own cleanup is not stopped again
+        pipe.begin(4)
+        os.write(w, b"3\n")  # a late cancel of the old request never stops the new one
+        pipe.check()
+        os.write(w, b"4")  # half a line: not yet a cancel
+        pipe.check()
+        os.write(w, b"\n")
+        assert pipe.cancelled()
+        pipe.end()
+        assert not pipe.cancelled()
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_superseded_is_a_status_of_its_own() -> None:
+    assert "superseded" in STATUSES
+
+
+def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
+    with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
+        assert not ev.cancel()  # nothing in flight
+        first = ev.evaluate(PROBLEM, CPU / "good.py", "test")
+        assert first.correctness is not None and first.correctness.passed, first.summary
+        pid, starts = ev._client.proc.pid, ev._client.starts
+        whole = ev.evaluate(PROBLEM, CPU / "slow_add.py", "test")  # about 10 s uncancelled on 2 cores
+        assert whole.correctness is not None and whole.correctness.passed, whole.summary
+        timer = _cancel_after(ev, 1.0)
+        t0 = time.monotonic()
+        cancelled = ev.evaluate(PROBLEM, CPU / "slow_add.py", "test")
+        waited = time.monotonic() - t0
+        timer.join()
+        assert cancelled.status == "superseded", cancelled.summary
+        assert cancelled.summary.startswith("superseded") and "not a failure" in cancelled.summary
+        assert cancelled.error == "" and not cancelled.attempts and not cancelled.flaky
+        assert waited < min(3.0, whole.seconds / 2), (waited, whole.seconds)
+        assert ev._client.proc.pid == pid and ev._client.starts == starts  # the same warm worker
+        after = ev.evaluate(PROBLEM, CPU / "good.py", "test")
+        assert after.status == first.status and "worker_start" not in after.phases, after.phases
+        assert after.correctness is not None and after.correctness.passed and len(after.correctness.trials) == 5
+
+
+@pytest.mark.slow
+def test_a_call_that_never_returns_is_killed_and_replaced_not_a_crash(tmp_path: Path) -> None:
+    with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
+        ev.cancel_grace_s = 0.5
+        assert ev.evaluate(PROBLEM, CPU / "good.py", "test").correctness is not None
+        starts = ev._client.starts
+        timer = _cancel_after(ev, 1.5)
+        t0 = time.monotonic()
+        v = ev.evaluate(PROBLEM, CPU / "hangs.py", "test")  # spins inside one call: no announcement to stop at
+        waited = time.monotonic() - t0
+        timer.join()
+        assert v.status == "superseded", v.summary
+        assert not v.attempts and not v.flaky and not v.engine_crash and v.error == ""
+        assert any("did not stop within 0.5 s" in f and "not counted as a crash" in f for f in v.flags), v.flags
+        assert waited < 6, waited  # the cancel plus its grace, not the call's 15 s watchdog allowance
+        after = ev.evaluate(PROBLEM, CPU / "good.py", "test")
+        assert after.correctness is not None and after.correctness.passed, after.summary
+        assert ev._client.starts == starts + 1  # one fresh worker, started right after the kill
+
+
+def _toolkit_or_skip() -> None:
+    from kernelpilot.errors import ToolchainError
+    from kernelpilot.toolkit import find_cuda_home
+
+    try:
+        find_cuda_home()
+    except ToolchainError:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if text in cmdline or cwd.startswith(text):
+            found.append(f"{entry}: {cmdline[:200]}")
+    return found
+
+
+@pytest.mark.slow
+def test_a_cancelled_build_dies_with_its_compilers(tmp_path: Path) -> None:
+    _toolkit_or_skip()
+    candidate = tmp_path / "vector_scale"
+    shutil.copytree(DATA / "candidates" / "vector_scale", candidate)
+    objects = tmp_path / "objects"  # never built: a cold build, tens of seconds
+    settings = EvalSettings(device="cpu", confine=False, build_dir=str(objects), build_timeout_s=600)
+    with Evaluator(settings, workdir=tmp_path / "work", standby_builder=True) as ev:
+        timer = _cancel_after(ev, 4.0)
+        t0 = time.monotonic()
+        v = ev.evaluate(PROBLEM, candidate, "build")  # the build step does not run the problem
+        waited = time.monotonic() - t0
+        timer.join()
+    assert v.status == "superseded", v.summary
+    assert v.build is not None and not v.build.ok
+    assert any("superseded" in d.message for d in v.build.diagnostics)
+    assert not any(d.severity == "error" for d in v.build.diagnostics)
+    assert waited < 12, waited
+    time.sleep(0.3)
+    assert not _processes_mentioning(str(objects)), "a compiler of the cancelled build is still running"
+    assert not (objects / "lock").exists()
