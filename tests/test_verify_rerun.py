@@ -71,3 +71,19 @@ def test_inputs_from_another_random_source_skip_the_rerun(tmp_path: Path, nothin
     corr = _verdict(tmp_path, "torch.from_numpy(np.random.randint(0, 100, (64, 64)))")  # integers are kept as drawn
     assert any("re-run skipped" in n for n in corr["notes"]), corr["notes"]
     assert corr["deterministic"] is None or corr["deterministic"] is True
+
+
+def test_a_problem_whose_answer_is_constant_cannot_discriminate(tmp_path: Path) -> None:
+    from kernelpilot.evaluation import EvalSettings
+    from kernelpilot.evaluation.worker import Worker
+
+    problem = PROBLEM.format(second="torch.randn(64, 64)").replace("return x * 2.0 + y", "return torch.ones_like(x)")
+    (tmp_path / "p.py").write_text(problem)
+    (tmp_path / "c.py").write_text(CANDIDATE.format(noise="out = torch.ones_like(x)"))
+    settings = EvalSettings(device="cpu", confine=False, trials=3)
+    msg = {"op": "evaluate", "problem": str(tmp_path / "p.py"), "candidate_model": str(tmp_path / "c.py"),
+           "candidate_dir": str(tmp_path), "mode": "test", "settings": settings.to_dict(), "own_kernels": [],
+           "kind": "pytorch"}
+    corr = Worker("cpu").evaluate(msg)["verdict"]["correctness"]
+    assert corr["passed"] and corr["discriminates"] is False  # zeros fail at once; a constant passes every trial
+    assert any("a constant output passes" in n for n in corr["notes"]), corr["notes"]
