@@ -7,7 +7,10 @@
 #   c0 [560]       record ($RECORD_ARGS) then convert: `kernelpilot init --from-inductor --recordings`, into $OUT/c0/c0
 #   mixed [300]    benchmarks/kb_diagnose.py mixed: corpus + KernelBench's examples and adversarial kernels, twice
 #   compile [200]  benchmarks/kb_diagnose.py compile: the torch.compile baseline inside the worker, three ways
-#   suite [560]    kernelpilot suite over .kb with the c0 solutions in $C0 ($SUITE_ARGS), resumable from $RUN_IN
+#   suite [560]    benchmarks/kb_suite.py over .kb: the c0 solutions in $C0 (default /tmp/c0), the run in $RUN
+#                  (default /tmp/kb-run), resumed when it exists; on a fresh machine $C0_IN and $RUN_IN (tarballs
+#                  carried back from earlier calls' $OUT) are unpacked first; $SUITE_ARGS go after `--`.
+#                  Leaves $OUT/run.tar.gz (the run without its work folders) for the next call
 # Each step's files go to $OUT/<step>.tar.gz; $OUT/kb.log has each step's tail and exit status.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,7 +46,13 @@ step() {
     stress) run_step stress "${limit:-240}" bash -c "python3 benchmarks/kb_diagnose.py stress --kernelbench '$kb' --runs ${STRESS_ROUNDS:-150} --timeout ${STRESS_EACH:-70}" ;;
     stress2) run_step stress2 "${limit:-200}" bash -c "python3 benchmarks/kb_diagnose.py stress2 --kernelbench '$kb' --runs ${STRESS_ROUNDS:-300} --timeout ${STRESS_EACH:-30}" ;;
     compile) run_step compile "${limit:-200}" python3 benchmarks/kb_diagnose.py compile --kernelbench "$kb" ;;
-    suite) run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' ${SUITE_ARGS:-}" ;;
+    suite)
+      local c0=${C0:-/tmp/c0} run=${RUN:-/tmp/kb-run}
+      if [ ! -d "$c0" ] && [ -n "${C0_IN:-}" ]; then mkdir -p "$c0" && tar xzf "$root/$C0_IN" -C "$c0"; fi
+      if [ ! -d "$run" ] && [ -n "${RUN_IN:-}" ]; then mkdir -p "$(dirname "$run")" && tar xzf "$root/$RUN_IN" -C "$(dirname "$run")"; fi
+      run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' --solutions '$c0' --run '$run' --budget-s $(( ${limit:-560} - 25 )) -- ${SUITE_ARGS:-}"
+      python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$run/results.sqlite" 2>/dev/null
+      tar czf "$OUT/run.tar.gz" -C "$(dirname "$run")" --exclude=work "$(basename "$run")" 2>/dev/null ;;
     *) echo "unknown step $name" >> "$log" ;;
   esac
 }
