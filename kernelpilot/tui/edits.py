@@ -58,7 +58,8 @@ class EngineerEdits:
     # ---- the engineer's edits --------------------------------------------------------------
     def on_files_edited(self, message: FilesEdited) -> None:
         self._eval_count += 1
-        name = f"evaluate-{self._eval_count}"
+        number = self._eval_count
+        name = f"evaluate-{number}"
         files = ", ".join(p.name for p in message.paths)
         self.busy.start(name, f"evaluating your edit ({files})")
         evaluator = self.startup.edit_evaluator if self.startup else None
@@ -66,7 +67,11 @@ class EngineerEdits:
             self.run_worker(self._evaluate_edit_async(message.paths), group="evaluate", name=name,
                             exit_on_error=False)
         else:
-            self.run_worker(partial(self._evaluate_edit, message.paths), thread=True, group="evaluate",
+            # a newer save supersedes the evaluation in flight (its build or worker request is stopped)
+            if callable(getattr(evaluator, "cancel", None)):
+                self.run_worker(evaluator.cancel, thread=True, group="cancel", name=f"cancel-{number}",
+                                exit_on_error=False)
+            self.run_worker(partial(self._evaluate_edit, message.paths, number), thread=True, group="evaluate",
                             name=name, exit_on_error=False)
 
     async def _evaluate_edit_async(self, paths: list[Path]) -> None:
@@ -75,10 +80,15 @@ class EngineerEdits:
         event = await self.runner.submit(evaluator.evaluate_edit_async, paths)
         self.post_message(EditEvaluated(event, paths))
 
-    def _evaluate_edit(self, paths: list[Path]) -> None:
+    def _evaluate_edit(self, paths: list[Path], number: int = 0) -> None:
         assert self.startup is not None and self.startup.edit_evaluator is not None
+        evaluator: Any = self.startup.edit_evaluator
         with self._eval_lock:  # one evaluation at a time, in the order of the saves
-            event = self.startup.edit_evaluator.evaluate_edit(paths)
+            skip = getattr(evaluator, "superseded_edit", None)
+            if number and number < self._eval_count and callable(skip):
+                event = skip(paths)  # a newer save came before this one started: recorded, not evaluated
+            else:
+                event = evaluator.evaluate_edit(paths)
         self.post_message(EditEvaluated(event, paths))
 
     async def on_edit_evaluated(self, message: EditEvaluated) -> None:
@@ -86,6 +96,8 @@ class EngineerEdits:
         s = self.startup
         if s is None or s.manual or self.runner is None or self.done_reason:
             return
+        if (message.event.verdict or {}).get("status") == "superseded":
+            return  # the agent hears about the newer save's verdict
         from kernelpilot.tui.diffview import diff_summary
         from kernelpilot.tui.verdict_view import verdict_of
 

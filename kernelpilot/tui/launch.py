@@ -96,7 +96,7 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     mode = "benchmark" if gpu else "build"  # no GPU: diagnostics, registers and spills, honestly labelled
     edit = WorkspaceEditEvaluator(workspace, watch_dir,
                                   lambda d: engine.call(evaluator.evaluate, problem, d, mode=mode),
-                                  close=evaluator.close)
+                                  close=evaluator.close, cancel=evaluator.cancel)
     return Startup(session=session, model="", edit_evaluator=edit, **common)
 
 

@@ -115,11 +115,13 @@ class WorkspaceEditEvaluator:
         *,
         close: Callable[[], None] | None = None,
         prefix: str = "e",
+        cancel: Callable[[], bool] | None = None,
     ) -> None:
         self.workspace = workspace
         self.candidate_dir = Path(candidate_dir)
         self._evaluate = evaluate
         self._close = close
+        self._cancel = cancel
         self._prefix = prefix
         self._count = 0
 
@@ -127,13 +129,31 @@ class WorkspaceEditEvaluator:
         self._count += 1
         return f"{self._prefix}{self._count}"
 
-    def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
-        from kernelpilot.verdict import Verdict
+    def cancel(self) -> bool:
+        """From any thread: the evaluation in flight ends as superseded (a newer save replaces it)."""
+        return bool(self._cancel()) if self._cancel is not None else False
 
+    def _record(self, paths: list[Path]) -> tuple[str, str, str]:
         candidate_id = self._next_id()
         names = ", ".join(_rel(p, Path(self.workspace.path)) for p in paths)
         commit = self.workspace.checkpoint(candidate_id, f"engineer edit: {names}")
-        diff = self.workspace.diff(candidate_id, against="original")
+        return candidate_id, commit, self.workspace.diff(candidate_id, against="original")
+
+    def superseded_edit(self, paths: list[Path]) -> CandidateEvaluated:
+        """An edit a newer save replaced before its evaluation began: recorded, listed as superseded."""
+        from kernelpilot.evaluation.render import summary_line
+        from kernelpilot.verdict import Verdict
+
+        candidate_id, commit, diff = self._record(paths)
+        verdict = Verdict(status="superseded", candidate=str(self.candidate_dir))
+        verdict.summary = summary_line(verdict)
+        return CandidateEvaluated(candidate_id=candidate_id, verdict=verdict.to_dict(), diff=diff, commit=commit,
+                                  source="engineer")
+
+    def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
+        from kernelpilot.verdict import Verdict
+
+        candidate_id, commit, diff = self._record(paths)
         try:
             verdict = self._evaluate(self.candidate_dir)
         except Exception as err:  # the edit is recorded either way; say why it was not measured

@@ -16,6 +16,7 @@ STATUS_WORDS = {
     "timeout": "timed out",
     "incorrect": "incorrect",
     "rejected": "rejected by audit",
+    "superseded": "superseded",  # a newer save cancelled it: not a verdict about the candidate, not a failure
 }
 STATUS_STYLE = {
     "ok": "green",
@@ -24,6 +25,7 @@ STATUS_STYLE = {
     "timeout": "red",
     "incorrect": "red",
     "rejected": "magenta",
+    "superseded": "dim",
 }
 TIER_WORDS = {
     "incorrect": "not correct",

@@ -17,7 +17,7 @@ from kernelpilot.verdict import Verdict
 COLUMNS = ("id", "status", "correctness", "time", "x eager", "x compile", "%SOL", "flags")
 WIDTHS = (5, 9, 11, 9, 7, 9, 4, 5)  # fixed: auto widths lag behind rows added in a burst
 SHORT_STATUS = {"build_error": "build err", "runtime_error": "crashed", "timeout": "timeout",
-                "rejected": "flagged"}
+                "rejected": "flagged", "superseded": "replaced"}  # 9 columns: a newer save replaced it
 
 
 @dataclass
