@@ -1,0 +1,243 @@
+"""The pairing edit loop, measured on every shipped example (issue 27 item 6).
+
+    python benchmarks/edit_loop.py --out OUT                 # GPU: all eight examples, about 9 minutes
+    python benchmarks/edit_loop.py --out OUT --resume        # a call cut short: the examples left
+    python benchmarks/edit_loop.py --out OUT --device cpu --small --examples softmax   # CPU smoke
+
+Per example, with one Evaluator and its standby builder as the pairing UI makes them (the example's
+kernelpilot.toml, ``standby_builder=True``), on a copy of the example never built before:
+
+- ``cold_test_s``: the first test-mode verdict (build from nothing; the worker starts beside it);
+- warm edits that change the compiled code, round robin: a kernel constant of the ``.cu`` (a ``#pragma
+  unroll`` count, else a ``__device__`` constant), a line of an included header where the example has one,
+  and ``model_new.py`` (a module constant); ``warm_test_s`` is their median (at least one of each kind,
+  up to ``--edits`` of each while the example's share of ``--budget-s`` lasts);
+- ``warm_benchmark_s``: the next edit in benchmark mode (a benchmark after tests; ``benchmark_worker_starts``
+  says whether it needed a new worker);
+- ``card_s`` and ``baselines_s``: the first screen of the real app in fresh processes (edit_loop_screen.py,
+  headless): a first launch measures the baselines (``baselines_s``), a second shows the card (``card_s``,
+  from process start) and the machine's cached baselines (``baselines_cached_s``);
+- ``phases``: each verdict's phases and build figures; with ``--profile``, ``nvcc --time`` per ``.cu``
+  with the exact command of the build's build.ninja (``nvcc``).
+
+Writes OUT/edit-loop-<date>/results.json (a list, one object per example, written after each) and
+results.md, and prints the table last. Files are restored after the edits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from edit_loop_report import nvcc_profile, table, write_markdown  # noqa: E402
+
+EXAMPLES = ("softmax", "rmsnorm", "layernorm", "cross_entropy", "residual_rmsnorm_gate", "gemm_bias_gelu",
+            "diag_matmul", "linear_sum_scale")
+KINDS = ("kernel", "header", "model")
+_PRAGMA = re.compile(r"^(\s*)#pragma unroll(\s+\d+)?\s*$")
+
+
+def copy_example(name: str, work: Path, small: bool) -> Path:
+    """The example in a git repository of its own (the UI pairs in a worktree of one), never built."""
+    dest = work / f"{name}-{os.urandom(3).hex()}"
+    shutil.copytree(ROOT / "examples" / name, dest, ignore=shutil.ignore_patterns("replay.jsonl", "__pycache__"))
+    if small:  # CPU smoke: module-level sizes cut down, no extra shapes (the kernels need a GPU anyway)
+        problem = dest / "problem.py"
+        problem.write_text(re.sub(r"^(\w+) = (\d{4,})\b", lambda m: f"{m[1]} = 256", problem.read_text(), flags=re.M))
+        toml = dest / "kernelpilot.toml"
+        if toml.is_file():
+            toml.write_text(toml.read_text().split("[[extra_shapes]]")[0])
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.email=bench@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "example"]):
+        subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
+    return dest
+
+
+class Editor:
+    """One file edited in place, a new compiled-code change each time; ``restore`` puts it back."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self.path, self.kind = path, kind
+        self.original = path.read_text()
+        self.count = 0
+
+    def edit(self) -> str:
+        self.count += 1
+        n = self.count
+        if self.kind == "model":
+            self.path.write_text(self.original + f"\n_KP_EDIT = {n}  # edit_loop.py\n")
+            return f"{self.path.name}: module constant {n}"
+        lines = self.original.splitlines()
+        at = next((i for i, line in enumerate(lines) if _PRAGMA.match(line)), None)
+        if at is not None:  # same result, other unrolling: the compiled code changes
+            indent = _PRAGMA.match(lines[at])[1]  # type: ignore[index]
+            lines[at] = f"{indent}#pragma unroll {(1, 2, 4)[n % 3]}"
+            what = f"{self.path.name}:{at + 1}: #pragma unroll {(1, 2, 4)[n % 3]}"
+        else:
+            lines.append(f"static __device__ const int kp_edit_marker = {n};  // edit_loop.py")
+            what = f"{self.path.name}: __device__ constant {n}"
+        self.path.write_text("\n".join(lines) + "\n")
+        return what
+
+    def restore(self) -> None:
+        self.path.write_text(self.original)
+
+
+def editors(candidate: Path) -> dict[str, Editor]:
+    cu = sorted(candidate.glob("*.cu"))
+    headers = sorted([*candidate.glob("*.cuh"), *candidate.glob("*.h")])
+    found = {"kernel": Editor(cu[0], "kernel") if cu else None,
+             "header": Editor(headers[0], "header") if headers else None,
+             "model": Editor(candidate / "model_new.py", "model")}
+    return {k: e for k, e in found.items() if e is not None}
+
+
+def verdict_record(v: Any, wall: float, what: str) -> dict[str, Any]:
+    b = v.build
+    return {"edit": what, "status": v.status, "wall_s": round(wall, 3), "phases": dict(v.phases),
+            "build_s": b.seconds if b else None, "rebuilt": list(b.rebuilt) if b else [],
+            "build_dir": b.build_dir if b else "", "summary": v.summary[:200], "flags": v.flags[:4]}
+
+
+def timed(ev: Any, problem: Path, candidate: Path, mode: str, what: str) -> dict[str, Any]:
+    t0 = time.monotonic()
+    v = ev.evaluate(problem, candidate, mode)
+    return verdict_record(v, time.monotonic() - t0, what)
+
+
+def starts(ev: Any) -> int:
+    return int(getattr(ev._client, "starts", 0) or 0)
+
+
+def first_screens(example: Path, work: Path, timeout: float) -> dict[str, Any]:
+    """Two launches of the real app, each a fresh process: the first measures the baselines (and stores
+    them on this machine), the second shows the card and the cached baselines."""
+    env = {**os.environ, "KERNELPILOT_DATA_DIR": str(work / "data"), "PYTHONPATH": str(ROOT)}
+    out: dict[str, Any] = {}
+    for launch, until in (("first", "baselines"), ("second", "cached")):
+        stamp = work / f"screen-{example.name}-{launch}.json"
+        spawned = time.time()
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "edit_loop_screen.py"), str(example / "problem.py"),
+                            str(stamp), str(timeout), "--until", until], env=env, cwd=example,
+                           capture_output=True, text=True, timeout=timeout + 60)
+        if not stamp.is_file():
+            out[launch] = {"error": (r.stderr or r.stdout)[-1500:]}
+            continue
+        s = json.loads(stamp.read_text())
+        out[launch] = {k: round(s[k] - spawned, 3) for k in ("started", "card_mounted", "card", "cached", "baselines")
+                       if isinstance(s.get(k), (int, float))}
+        out[launch].update({k: s[k] for k in ("cached_date", "baselines_error", "card_text") if s.get(k)})
+    return out
+
+
+def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> dict[str, Any]:
+    from kernelpilot.config import load_config
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    t_example = time.monotonic()
+    example = copy_example(name, work, args.small)
+    problem, candidate = example / "problem.py", example / "candidate"
+    config = load_config(example, overrides={"problem": str(problem)}, env={})
+    settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
+    row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}}
+    with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
+        cold = timed(ev, problem, candidate, "test", "cold")
+        row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]
+        row["cold"] = cold
+        eds = editors(candidate)
+        for round_no in range(args.edits):
+            if round_no and time.monotonic() - t_example > share_s * 0.6:
+                break  # at least one edit of each kind; more while the example's share lasts
+            for kind, editor in eds.items():
+                what = editor.edit()
+                rec = timed(ev, problem, candidate, "test", what)
+                rec["kind"] = kind
+                row["edits"].append(rec)
+        for editor in eds.values():
+            editor.restore()
+        before = starts(ev)
+        what = eds["model"].edit()
+        bench = timed(ev, problem, candidate, "benchmark", what)
+        eds["model"].restore()
+        row["warm_benchmark_s"], row["phases"]["warm_benchmark"] = bench["wall_s"], bench["phases"]
+        row["benchmark_status"], row["benchmark_worker_starts"] = bench["status"], starts(ev) - before
+        row["benchmark"] = bench
+        t0 = time.monotonic()
+        try:
+            ev.baselines(problem)
+            row["session_baselines_s"] = round(time.monotonic() - t0, 3)  # the worker warm, compile cached
+        except Exception as exc:  # noqa: BLE001 - no GPU: said, not measured
+            row["session_baselines_s"], row["session_baselines_error"] = None, str(exc)[:300]
+    walls = [e["wall_s"] for e in row["edits"]]
+    row["warm_test_s"] = round(statistics.median(walls), 3) if walls else None
+    for kind in KINDS:
+        mine = [e["wall_s"] for e in row["edits"] if e["kind"] == kind]
+        row[f"warm_{kind}_s"] = round(statistics.median(mine), 3) if mine else None
+    row["phases"]["warm_test"] = {k: round(statistics.median(e["phases"].get(k, 0.0) for e in row["edits"]), 3)
+                                  for k in sorted({k for e in row["edits"] for k in e["phases"]})}
+    if args.profile:
+        row["nvcc"] = nvcc_profile(Path(cold["build_dir"]), work / f"nvcc-{name}")
+    if not args.no_screen:
+        screens = first_screens(example, work, args.screen_timeout)
+        row["first_screen"] = screens
+        row["card_s"] = screens.get("second", {}).get("card")
+        first = screens.get("first", {})
+        row["baselines_s"] = None if first.get("baselines_error") else first.get("baselines")
+        row["baselines_cached_s"] = screens.get("second", {}).get("cached")
+    row["example_s"] = round(time.monotonic() - t_example, 1)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--examples", default=",".join(EXAMPLES))
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--edits", type=int, default=3, help="edits of each kind, at most (default 3)")
+    p.add_argument("--budget-s", type=float, default=540.0, help="the whole run's time; examples share it")
+    p.add_argument("--profile", action="store_true", help="nvcc --time on each example's .cu files")
+    p.add_argument("--small", action="store_true", help="cut the problems' sizes (CPU smoke)")
+    p.add_argument("--no-screen", action="store_true", help="skip the first-screen launches")
+    p.add_argument("--screen-timeout", type=float, default=90.0)
+    p.add_argument("--resume", action="store_true", help="keep the examples results.json already has")
+    args = p.parse_args(argv)
+    folder = args.out / f"edit-loop-{dt.date.today().isoformat()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "results.json"
+    rows: list[dict[str, Any]] = json.loads(path.read_text()) if args.resume and path.is_file() else []
+    done = {r["example"] for r in rows}
+    names = [n for n in args.examples.split(",") if n and n not in done]
+    work = Path(tempfile.mkdtemp(prefix="kp-edit-loop-"))
+    started = time.monotonic()
+    for i, name in enumerate(names):
+        left = args.budget_s - (time.monotonic() - started)
+        if left <= 0:
+            print(f"budget spent: {', '.join(names[i:])} not run (run again with --resume)", flush=True)
+            break
+        row = measure(name, args, work, left / (len(names) - i))
+        rows.append(row)
+        path.write_text(json.dumps(rows, indent=1))
+        write_markdown(rows, folder / "results.md")
+        print(f"{name}: cold {row['cold_test_s']} s, warm test {row['warm_test_s']} s, warm benchmark "
+              f"{row['warm_benchmark_s']} s, card {row.get('card_s')} s ({row['example_s']} s)", flush=True)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

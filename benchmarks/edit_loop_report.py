@@ -1,0 +1,99 @@
+"""edit_loop.py's table (markdown and terminal) and its ``--profile`` part: ``nvcc --time`` on each
+``.cu`` of a built example, with the exact command its build.ninja holds."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (("example", "example"), ("cold_test_s", "cold test s"), ("warm_test_s", "warm test s"),
+           ("warm_kernel_s", ".cu edit s"), ("warm_header_s", "header edit s"), ("warm_model_s", "model_new edit s"),
+           ("warm_benchmark_s", "warm benchmark s"), ("card_s", "card s"), ("baselines_s", "baselines s"),
+           ("baselines_cached_s", "cached baselines s"))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    heads = [h for _, h in COLUMNS]
+    cells = [[_cell(r.get(k)) for k, _ in COLUMNS] for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(heads, widths)))]
+    for c in cells:
+        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(c, widths))))
+    return "\n".join(lines)
+
+
+def write_markdown(rows: list[dict[str, Any]], path: Path) -> None:
+    heads = [h for _, h in COLUMNS]
+    out = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for r in rows:
+        out.append("| " + " | ".join(_cell(r.get(k)) for k, _ in COLUMNS) + " |")
+    out.append("")
+    out.append("Warm test s: the median of the warm test-mode edits (each kind's median beside it). Warm benchmark s: "
+               "the next edit in benchmark mode after the tests. Card s: the second launch, process start to the "
+               "card with the problem's facts; baselines s: the first launch, to this session's eager and "
+               "torch.compile times; cached baselines s: the second launch, to the machine's cached ones.")
+    for r in rows:
+        warm = r.get("phases", {}).get("warm_test", {})
+        if warm:
+            out.append(f"- {r['example']}: warm edit phases (median s) "
+                       + ", ".join(f"{k} {v}" for k, v in warm.items() if v))
+        if r.get("nvcc"):
+            for name, prof in r["nvcc"].items():
+                phases = ", ".join(f"{k} {v}" for k, v in sorted(prof.get("phases_s", {}).items(), key=lambda kv: -kv[1])[:6])
+                out.append(f"  - nvcc {name}: wall {prof.get('wall_s')} s; {phases}")
+    path.write_text("\n".join(out) + "\n")
+
+
+def _ninja_vars(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if " = " in line and not line.startswith((" ", "build ", "rule ")):
+            key, value = line.split(" = ", 1)
+            found[key.strip()] = value.strip()
+    return found
+
+
+def read_nvcc_time(csv_path: Path) -> dict[str, float]:
+    """Seconds per nvcc phase from ``nvcc --time``'s CSV."""
+    phases: dict[str, float] = {}
+    if not csv_path.is_file():
+        return phases
+    with open(csv_path) as f:
+        for row in csv.reader(f):
+            if len(row) >= 8 and row[7].strip() == "ms":
+                name = row[1].strip()
+                phases[name] = round(phases.get(name, 0.0) + float(row[6]) / 1000, 3)
+    return phases
+
+
+def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
+    """``nvcc --time`` on every ``.cu`` the build compiled, with build.ninja's own flags."""
+    ninja = build_dir / "build.ninja"
+    if not ninja.is_file():
+        return {"error": {"phases_s": {}, "note": f"no build.ninja in {build_dir}"}}
+    text = ninja.read_text()
+    v = _ninja_vars(text)
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.startswith("build ") or ": cuda_compile " not in line:
+            continue
+        src = Path(line.split(": cuda_compile ", 1)[1].strip())
+        csv_path = out / f"{src.stem}.csv"
+        cmd = [v.get("nvcc", "nvcc"), *shlex.split(v.get("cuda_cflags", "")), "-c", str(src), "-o",
+               str(out / f"{src.stem}.o"), *shlex.split(v.get("cuda_post_cflags", "")), "--time", str(csv_path)]
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        result[src.name] = {"wall_s": round(time.monotonic() - t0, 3), "returncode": r.returncode,
+                            "phases_s": read_nvcc_time(csv_path), "stderr": r.stderr[-800:]}
+    return result

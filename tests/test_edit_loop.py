@@ -1,0 +1,52 @@
+"""benchmarks/edit_loop.py on the CPU (issue 27 item 6's smoke test): one small example through the
+whole loop, with a real Evaluator, its standby builder, real nvcc builds and the real app's first screen
+in fresh processes. The verdicts are runtime errors here (the kernels need a GPU); the figures and
+files are what a GPU run writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+@pytest.mark.slow
+def test_edit_loop_measures_an_example_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpilot.errors import ToolchainError
+    from kernelpilot.toolkit import find_cuda_home
+
+    try:
+        find_cuda_home()
+    except ToolchainError:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
+    import edit_loop
+
+    assert edit_loop.main(["--out", str(tmp_path), "--device", "cpu", "--small", "--examples", "softmax",
+                           "--edits", "1", "--profile", "--screen-timeout", "90"]) == 0
+    folder = next(tmp_path.glob("edit-loop-*"))
+    rows = json.loads((folder / "results.json").read_text())
+    assert [r["example"] for r in rows] == ["softmax"]
+    r = rows[0]
+    for key in ("cold_test_s", "warm_test_s", "warm_benchmark_s", "card_s", "phases"):
+        assert key in r, key
+    assert r["cold_test_s"] > 0 and r["warm_test_s"] > 0 and r["warm_benchmark_s"] > 0
+    assert r["baselines_s"] is None  # no GPU: said, not measured
+    assert {e["kind"] for e in r["edits"]} == {"kernel", "header", "model"}  # softmax has row_reduce.cuh
+    by_kind = {e["kind"]: e for e in r["edits"]}
+    assert by_kind["kernel"]["rebuilt"] == ["softmax.cu"] and by_kind["header"]["rebuilt"] == ["softmax.cu"]
+    assert "binding.cpp" in r["cold"]["rebuilt"]  # cold: built from nothing
+    assert r["benchmark_worker_starts"] == 0  # the benchmark after tests reused the warm worker
+    assert "build" in r["phases"]["cold_test"] and r["phases"]["warm_test"]["build"] > 0
+    assert 0 < r["card_s"] < 60 and "256×256 bfloat16" in r["first_screen"]["second"]["card_text"]
+    assert r["nvcc"]["softmax.cu"]["returncode"] == 0 and "cicc" in r["nvcc"]["softmax.cu"]["phases_s"]
+    # the loop edits a copy: the shipped example is untouched
+    assert "#pragma unroll 2" not in (ROOT / "examples" / "softmax" / "candidate" / "softmax.cu").read_text()
+    assert "| softmax |" in (folder / "results.md").read_text()
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("softmax ")  # the table comes last
