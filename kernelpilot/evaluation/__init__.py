@@ -82,6 +82,7 @@ class Evaluator(WorkerOwner):
         self._spare: Any = None  # a launched worker waiting to take over (``spare_worker``)
         self._lock = threading.Lock()
         self._token: Any = None  # supersede.CancelToken of the evaluation in flight
+        self._baselines: dict[str, Any] = {}  # measured this session: problem bytes + timing settings -> Baselines
         self.cancel_grace_s = 1.0  # a superseded worker request that has not stopped by then: the worker is killed
         self._inline = WorkerNames()
         self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
@@ -368,16 +369,24 @@ class Evaluator(WorkerOwner):
         return response
 
     def baselines(self, problem: Any, *, readable: list[Path] | None = None, settings: Any = None,
-                  forget: bool = False, exclusive: bool = False) -> Any:
+                  forget: bool = False, exclusive: bool = False, fresh: bool = False) -> Any:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
         (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
-        when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time)."""
+        when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time).
+        Measured once per session: the same problem bytes and timing settings again return the first answer
+        (``fresh`` measures again). A benchmark verdict never uses these: it times eager and torch.compile
+        beside the candidate."""
         from kernelpilot.evaluation.baselines import Baselines
         from kernelpilot.evaluation.client import WorkerFailure
         from kernelpilot.problem import load_problem
 
+        from kernelpilot.evaluation.baseline_service import request_key
+
         path = Path(load_problem(_path_of(problem)).path).resolve()
+        key = request_key(path, settings or self.settings)
+        if key in self._baselines and not fresh and not forget:
+            return self._baselines[key]
         message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
                    "forget": forget, "exclusive": exclusive}
         with self._lock:
@@ -388,7 +397,10 @@ class Evaluator(WorkerOwner):
                 raise KernelpilotError(f"the baselines were not measured: {exc}") from None
         if not response.get("ok"):
             raise KernelpilotError(f"the baselines were not measured: {response.get('error', 'the worker refused')}")
-        return Baselines.from_dict(response["baselines"])
+        measured = Baselines.from_dict(response["baselines"])
+        if not forget:
+            self._baselines[key] = measured
+        return measured
 
     def _reload_failed(self, response: dict[str, Any]) -> bool:
         part = response.get("verdict") or {}
