@@ -170,6 +170,7 @@ def test_init_from_inductor_folder_with_recordings(tmp_path: Path, capsys: pytes
     assert "def maximum(" in (tmp_path / "out" / "relu_one" / "triton_helpers.py").read_text()
 
 
+FORK_PRELOAD = ("kernelpilot.inductor.generate",)  # what the fake recorder needs: the fork server starts in no time
 FAKE_GENERATE = textwrap.dedent('''
     import json, os, sys, time
     from kernelpilot.inductor.generate import MARKER
@@ -202,7 +203,7 @@ def test_record_all_writes_as_it_goes_times_out_retries_oom_and_resumes(tmp_path
     out = tmp_path / "rec"
     t0 = time.monotonic()
     rows = recorder.record_all(items, out, jobs=3, timeout=8, command=[sys.executable, str(script)],
-                               sizes={i.key: 1 << 20 for i in items}, report=lambda r: None)
+                               sizes={i.key: 1 << 20 for i in items}, report=lambda r: None, preload=FORK_PRELOAD)
     assert time.monotonic() - t0 < 60  # the slow one (and its grandchild) killed at 8 s
     status = {r["problem"]: r for r in rows}
     assert status["a"]["status"] == status["b"]["status"] == "eager"
@@ -214,7 +215,7 @@ def test_record_all_writes_as_it_goes_times_out_retries_oom_and_resumes(tmp_path
     # run again: only what failed is recorded again
     log.write_text("")
     recorder.record_all(items, out, jobs=3, timeout=2, command=[sys.executable, str(script)],
-                        sizes={i.key: 1 << 20 for i in items}, report=lambda r: None)
+                        sizes={i.key: 1 << 20 for i in items}, report=lambda r: None, preload=FORK_PRELOAD)
     assert [line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")] == ["slow"]
 
 

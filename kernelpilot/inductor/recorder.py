@@ -1,7 +1,22 @@
 """Record torch.compile on the GPU for many problems at once (``record_all``), robust to a killed call.
 
-Each problem is recorded in a fresh process of its own (``python -m kernelpilot.inductor.generate``: a
-torch.compile with no state shared with the others), several at once:
+Each problem is recorded in a fresh process of its own (what ``python -m kernelpilot.inductor.generate``
+runs: a torch.compile with no state shared with the others), several at once:
+
+- **startup**: the recording processes are children of one preloading fork server (forkserver.py, its
+  client forkclient.py), started once per call while the problems are sized. It imports torch, Inductor,
+  Triton and generate.py's dependencies without initialising CUDA (checked before every fork, with no
+  thread but its main one) and forks one child per problem: a session of its own (the timeout's group
+  kill works as before), its own stdout/stderr files, environment, fresh RNG seeds, dynamo reset, CUDA
+  initialised by the child itself; the server reaps it and reports its exit code. On the H200 a fresh
+  interpreter spent ~11 s of each recording importing (~150 s of a 250-problem run). Measured on the
+  2-core CPU machine, 2026-12-02 (benchmarks/forkserver_startup.py, two runs): the server imports in
+  4.1-4.7 s once; request -> child running takes 12-13 ms median (11-19 ms) for 10 children asked one
+  after another and 44-47 ms median (11-81 ms) for 10 asked at once, against 5.0-5.5 s for each fresh
+  ``python -c 'import torch, torch._inductor.compile_fx, triton'``. A server that cannot start, or
+  refuses a request (a thread appeared, a variable read at import differs), leaves that recording to a
+  subprocess as before; ``KERNELPILOT_RECORD_FORK=0`` chooses subprocesses for all. Rows and recordings
+  say which (``launch``).
 
 - **memory**: every problem is sized first, on the meta device, in a process pool over every core
   (inputs, parameters, buffers and one output; 16 GiB when the meta device cannot run it; an RNN's
@@ -41,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelpilot.inductor import forkclient
+from kernelpilot.inductor.forkclient import ForkServer, ForkServerError
 from kernelpilot.inductor.generate import NO_GRAPH, parse_output, recording_env
 from kernelpilot.inductor.helpers import ConversionError
 
@@ -200,6 +217,7 @@ def kill_running() -> None:
     with _RUNNING_LOCK:
         for proc in list(_RUNNING):
             _kill(proc)
+    forkclient.kill_all()
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, str, int, bool]:
@@ -227,19 +245,34 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str, str,
 GENERATE = [sys.executable, "-m", "kernelpilot.inductor.generate"]  # + problem, compile mode
 
 
+def _launch(cmd: list[str], env: dict[str, str], timeout: float,
+            server: ForkServer | None) -> tuple[str, str, int, bool, str]:
+    """``_run``, in a child of the fork server when there is one that can run ``cmd``; + how it ran."""
+    argv = forkclient.fork_argv(cmd) if server is not None else None
+    if server is not None and argv is not None:
+        try:
+            return (*forkclient.run_forked(server, argv, env, timeout), "fork")
+        except ForkServerError as exc:  # refused before any child existed: this one in a subprocess
+            print(f"recording in a subprocess: {exc}", flush=True)
+    return (*_run(cmd, env, timeout), "subprocess")
+
+
 def record_one(item: Item, out: Path, timeout: float, env: dict[str, str], compile_mode: str = "default",
-               estimate_bytes: int = 0, command: list[str] | None = None) -> dict[str, Any]:
-    """Record one problem in a fresh process; writes ``out/<key>.json``; returns its index row."""
+               estimate_bytes: int = 0, command: list[str] | None = None,
+               server: ForkServer | None = None) -> dict[str, Any]:
+    """Record one problem in a fresh process (a child of ``server``, or a subprocess); writes
+    ``out/<key>.json``; returns its index row."""
     t0 = time.monotonic()
     env = dict(env, KERNELPILOT_LAUNCHED=repr(time.time()))
-    stdout, stderr, rc, timed_out = _run([*(command or GENERATE), str(item.path), compile_mode], env, timeout)
+    stdout, stderr, rc, timed_out, launch = _launch([*(command or GENERATE), str(item.path), compile_mode], env,
+                                                    timeout, server)
     seconds = round(time.monotonic() - t0, 2)
     data = parse_output(stdout)
     if data is None:
         tail = "\n".join(stderr.strip().splitlines()[-12:])
         why = f"timed out after {timeout:g} s" if timed_out else f"no recording (exit {rc})"
         data = {"error": f"{why}: {tail}" if tail else why}
-    data.update(problem=item.key, seconds=seconds, returncode=rc, estimate_bytes=estimate_bytes)
+    data.update(problem=item.key, seconds=seconds, returncode=rc, estimate_bytes=estimate_bytes, launch=launch)
     status = recording_status(data)
     if status == "failed" and stderr:
         data["stderr_tail"] = "\n".join(stderr.strip().splitlines()[-40:])
@@ -248,6 +281,7 @@ def record_one(item: Item, out: Path, timeout: float, env: dict[str, str], compi
     return {"problem": item.key, "status": status, "graphs": graphs, "seconds": seconds,
             "compile_s": data.get("compile_s"), "timings": data.get("timings") or {},
             "peak_bytes": data.get("peak_bytes"), "estimate_bytes": estimate_bytes, "breaks": data.get("breaks") or [],
+            "launch": launch,
             "error": (data.get("error") or "")[:600] if status == "failed" else ""}
 
 
@@ -264,9 +298,10 @@ def _out_of_memory(row: dict[str, Any]) -> bool:
 def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb: float = 110.0, timeout: float = 300.0,
                compile_mode: str = "default", sizes: dict[str, int] | None = None, resume: bool = True,
                deadline: float | None = None, report: Callable[[dict[str, Any]], None] = _print,
-               command: list[str] | None = None) -> list[dict[str, Any]]:
+               command: list[str] | None = None, preload: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Record every item (see the module docstring); returns the index rows of this call. ``command``:
-    what records one problem (default ``GENERATE``), given the problem's path and the compile mode."""
+    what records one problem (default ``GENERATE``), given the problem's path and the compile mode;
+    ``preload``: what the fork server imports (default forkserver.PRELOAD)."""
     import torch
 
     if command is None and not torch.cuda.is_available():
@@ -278,18 +313,35 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
     todo = [i for i in items if not (resume and recorded(out, i.key))]
     if len(todo) < len(items):
         print(f"{len(items) - len(todo)} problems already recorded in {out}: kept", flush=True)
-    estimates = estimate_all([i for i in todo if i.key not in (sizes or {})], jobs)
+    lock = Path(tempfile.gettempdir()) / f"kernelpilot-inductor-bench-{os.getuid()}.lock"
+    root = Path(__file__).resolve().parents[2]
+    env = dict(recording_env(), TORCHINDUCTOR_COMPILE_THREADS="1", KERNELPILOT_BENCH_LOCK=str(lock),
+               PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep))
+    env.setdefault("OMP_NUM_THREADS", "1")  # also keeps numpy's OpenBLAS from starting threads in the fork server
+    servers: list[ForkServer | None] = []  # the fork server imports while the problems are sized
+
+    def start() -> None:
+        servers.append(forkclient.start_server(env, command or GENERATE, preload))
+
+    starter = threading.Thread(target=start, name="forkserver-start", daemon=True)
+    if todo:
+        starter.start()
+    estimates: dict[str, Estimate] | None = None
+    try:
+        estimates = estimate_all([i for i in todo if i.key not in (sizes or {})], jobs)
+    finally:
+        if todo:
+            starter.join()
+        server = servers[0] if servers else None
+        if estimates is None and server is not None:  # estimate_all raised: no recording follows
+            server.close()
+    assert estimates is not None
     for key, size in (sizes or {}).items():
         estimates[key] = Estimate(size, estimates.get(key, Estimate(size, 0)).work)
     total = int(budget_gb * 2**30)
     need = {i.key: int(1.6 * estimates[i.key].bytes) + WORKING_ROOM for i in todo}
     heavy = sorted((i for i in todo if need[i.key] > total / 6), key=lambda i: -need[i.key])
     rest = sorted((i for i in todo if need[i.key] <= total / 6), key=lambda i: -estimates[i.key].work)
-    lock = Path(tempfile.gettempdir()) / f"kernelpilot-inductor-bench-{os.getuid()}.lock"
-    root = Path(__file__).resolve().parents[2]
-    env = dict(recording_env(), TORCHINDUCTOR_COMPILE_THREADS="1", KERNELPILOT_BENCH_LOCK=str(lock),
-               PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep))
-    env.setdefault("OMP_NUM_THREADS", "1")
     index = Index(out / INDEX)
     rows: list[dict[str, Any]] = []
     until = None if deadline is None else started + deadline
@@ -297,7 +349,7 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
     def work(scheduler: Scheduler) -> None:
         while (item := scheduler.take()) is not None:
             try:
-                row = record_one(item, out, timeout, env, compile_mode, estimates[item.key].bytes, command)
+                row = record_one(item, out, timeout, env, compile_mode, estimates[item.key].bytes, command, server)
             finally:
                 scheduler.give(item)
             rows.append(row)
@@ -331,6 +383,8 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
         kill_running()
         raise
     finally:
+        if server is not None:
+            server.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return rows
