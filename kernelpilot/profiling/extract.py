@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.profiling.hotspots import Hotspot, TensorArg
+from kernelpilot.profiling.program import tensor_maker as _maker  # one way to write a recorded tensor
 
 
 def _literal(v: Any, names: list[str], specs: list[TensorArg]) -> str:
@@ -29,17 +30,6 @@ def _literal(v: Any, names: list[str], specs: list[TensorArg]) -> str:
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return f"float({str(v)!r})"
     return repr(v)  # ints, floats, bools, None, strings, torch.dtype / device reprs are valid Python
-
-
-def _maker(spec: TensorArg) -> str:
-    shape = ", ".join(str(d) for d in spec.shape) + ("," if len(spec.shape) == 1 else "")
-    if spec.dtype == "torch.bool":
-        return f"torch.rand(({shape})) > 0.5"
-    if spec.low is not None and spec.high is not None:
-        return f"torch.randint({spec.low}, {spec.high + 1}, ({shape}), dtype={spec.dtype})"
-    if spec.dtype.startswith("torch.int") or spec.dtype == "torch.uint8":
-        return f"torch.zeros(({shape}), dtype={spec.dtype})"
-    return f"torch.randn(({shape}), dtype={spec.dtype})"
 
 
 def problem_source(entry: Hotspot, *, script: str, share_pct: float) -> str:
