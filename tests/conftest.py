@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,13 @@ import pytest
 # hundreds of MB each: the tests' many one-off bindings would each start one. Tests of the mechanism
 # turn it on for themselves.
 os.environ.setdefault("KERNELPILOT_PCH", "0")
+
+
+@pytest.fixture(autouse=True)
+def _machine_baselines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's cache of baselines (machine_baselines.py) is the test's own: a test never shows the
+    user's cached figures, nor leaves its own in the user's cache."""
+    monkeypatch.setenv("KERNELPILOT_BASELINES_CACHE", str(tmp_path / "machine-baselines.sqlite"))
 
 
 @functools.cache

@@ -375,13 +375,13 @@ class Evaluator(WorkerOwner):
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
         when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time).
         Measured once per session: the same problem bytes and timing settings again return the first answer
-        (``fresh`` measures again). A benchmark verdict never uses these: it times eager and torch.compile
-        beside the candidate."""
+        (``fresh`` measures again), and kept on this machine for the next session's card (machine_baselines.py).
+        A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
         from kernelpilot.evaluation.baselines import Baselines
         from kernelpilot.evaluation.client import WorkerFailure
         from kernelpilot.problem import load_problem
-
         from kernelpilot.evaluation.baseline_service import request_key
+        from kernelpilot.evaluation.machine_baselines import record
 
         path = Path(load_problem(_path_of(problem)).path).resolve()
         key = request_key(path, settings or self.settings)
@@ -400,7 +400,7 @@ class Evaluator(WorkerOwner):
         measured = Baselines.from_dict(response["baselines"])
         if not forget:
             self._baselines[key] = measured
-        return measured
+        return record(path, settings or self.settings, self.gpu, measured)  # for the next session's card
 
     def _reload_failed(self, response: dict[str, Any]) -> bool:
         part = response.get("verdict") or {}

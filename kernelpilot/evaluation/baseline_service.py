@@ -62,11 +62,14 @@ def request_key(problem: Path, settings: Any) -> str:
 
 
 def current_identity(gpu: int | None) -> dict[str, Any]:
-    """This machine's GPU at ``gpu`` as a stored baseline names it (UUID, driver, torch, clocks), read
-    without initialising CUDA here; empty fields where NVML is missing."""
+    """This machine's GPU at ``gpu`` as a stored baseline names it (UUID, driver, torch, Triton, torch's
+    CUDA, clocks), read without importing torch or initialising CUDA here; empty fields where NVML is missing."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from kernelpilot.evaluation.baselines import software_versions
+
     identity: dict[str, Any] = {"gpu_uuid": "", "driver": "", "torch": "", "clocks": {}}
+    identity["triton"], identity["cuda"] = software_versions()
     try:
         identity["torch"] = version("torch")
     except PackageNotFoundError:
@@ -109,6 +112,10 @@ def identity_mismatch(stored: dict[str, Any], now: dict[str, Any]) -> str:
         diffs.append(f"driver {stored.get('driver') or '?'} -> {now.get('driver')}")
     if torch_now and torch_then != torch_now:
         diffs.append(f"torch {torch_then or '?'} -> {torch_now}")
+    for name, label in (("triton", "Triton"), ("cuda", "CUDA")):  # unrecorded in older rows: not a difference
+        then, now_value = str(stored.get(name) or ""), str(now.get(name) or "")
+        if then and now_value and then != now_value:
+            diffs.append(f"{label} {then} -> {now_value}")
     then_clocks, now_clocks = stored.get("clocks") or {}, now.get("clocks") or {}
     moved = [k for k in now_clocks if k in then_clocks and then_clocks[k] != now_clocks[k]]
     if moved:

@@ -14,6 +14,7 @@ this module imports neither torch nor CUDA.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernelpilot.verdict import SpeedOfLight, Timing, _from_dict
@@ -30,16 +31,20 @@ class Baselines:
     gpu: str = ""
     notes: list[str] = field(default_factory=list)  # e.g. the torch.compile failure, no ceilings
     seconds: float = 0.0
-    # what the times are valid for: a stored baseline is reused only on the same GPU, driver, torch and clocks
+    # what the times are valid for: a stored baseline is reused only on the same GPU, driver, torch, Triton,
+    # torch's CUDA and clocks ("" where unknown: Triton and CUDA were not recorded before 2026-12)
     gpu_uuid: str = ""
     driver: str = ""
     torch: str = ""
     clocks: dict[str, int] = field(default_factory=dict)
+    triton: str = ""
+    cuda: str = ""
     compile_s: float = 0.0  # torch.compile's own compile time (off the GPU slot)
     compiled_missing: str = ""  # why there is no torch.compile time ("" when there is one)
 
     def identity(self) -> dict[str, Any]:
-        return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks)}
+        return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),
+                "triton": self.triton, "cuda": self.cuda}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +103,7 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     out = Baselines(compile_mode=mode, gpu=str(worker.environment().get("gpu", "")))
     impls: dict[str, Any] = {"eager": state.reference.model}
     out.gpu_uuid, out.driver, out.torch, out.clocks = gpu_fingerprint(device)
+    out.triton, out.cuda = software_versions()
     if s.get("compile_baseline", True):
         started = time.monotonic()
         with lock.shared():
@@ -167,3 +173,34 @@ def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:
     except Exception:  # noqa: BLE001 - no NVML: the UUID and torch still identify the setting
         pass
     return uuid, driver, torch.__version__, clocks
+
+
+def software_versions() -> tuple[str, str]:
+    """(Triton's version, the CUDA version torch was built with), read from the installed packages without
+    importing torch or Triton ("" for one that is not installed), so that a process that has not imported
+    torch (the UI looking up the machine's cached baselines) names them exactly as the worker does."""
+    import ast
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    triton = ""
+    for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm"):
+        try:
+            triton = version(dist)
+            break
+        except PackageNotFoundError:
+            continue
+    cuda = ""
+    try:
+        spec = importlib.util.find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if locations:
+            tree = ast.parse((Path(locations[0]) / "version.py").read_text(encoding="utf-8"))
+            for node in tree.body:  # torch/version.py: ``cuda: Optional[str] = '13.0'``
+                target = node.target if isinstance(node, ast.AnnAssign) else (
+                    node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+                if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+                    cuda = str(node.value.value or "")
+    except (OSError, SyntaxError, ValueError, ImportError):
+        pass
+    return triton, cuda

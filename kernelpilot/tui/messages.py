@@ -81,3 +81,13 @@ class BaselinesMeasured(Message):
         super().__init__()
         self.baselines = baselines
         self.error = error
+
+
+class CachedBaselinesFound(Message):
+    """Baselines of this problem from an earlier session on this machine (``cached``, a
+    machine_baselines.CachedBaselines), or why the machine's cache could not be read (``error``)."""
+
+    def __init__(self, cached: Any = None, error: str = "") -> None:
+        super().__init__()
+        self.cached = cached
+        self.error = error

@@ -1,8 +1,10 @@
 """The first screen's problem card and its workers (an app mixin).
 
 On start: a thread worker analyses the problem (shapes, bytes, FLOPs on the meta device) and looks
-up this GPU's cached ceilings; another asks the evaluation worker for the baselines (eager and
-torch.compile times), on the engine thread. Both answer with messages; the UI thread only renders.
+up this GPU's cached ceilings; another looks up this problem's baselines from an earlier session on this
+machine (machine_baselines.py: milliseconds, no torch), shown at once and labelled with their date; a
+third asks the evaluation worker for this session's baselines (eager and torch.compile times), on the
+engine thread, which replace them. All answer with messages; the UI thread only renders.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.tui.messages import BaselinesMeasured, ProblemAnalysed
+from rich.text import Text
+
+from kernelpilot.tui.messages import BaselinesMeasured, CachedBaselinesFound, ProblemAnalysed
 from kernelpilot.dropin.provenance import apply_command, origin_line
 from kernelpilot.tui.problem_card import CardFacts, ProblemCard
 
@@ -70,6 +74,7 @@ class ProblemCardView:
     run_worker: Any
     post_message: Any
     query: Any
+    log: Any
     closing: bool
     _keymap: dict[str, str]
 
@@ -87,6 +92,9 @@ class ProblemCardView:
         self.run_worker(partial(self._analyse_problem, s), thread=True, group="card", name="problem",
                         exit_on_error=False)
         if s.gpu and callable(getattr(s.evaluator, "baselines", None)):
+            if getattr(s.evaluator, "settings", None) is not None:  # what the machine's cache is keyed on
+                self.run_worker(partial(self._cached_baselines, s), thread=True, group="card", name="cached",
+                                exit_on_error=False)
             self.busy.start("baselines", "timing eager and torch.compile")
             self.run_worker(partial(self._measure_baselines, s), thread=True, group="card", name="baselines",
                             exit_on_error=False)
@@ -109,6 +117,20 @@ class ProblemCardView:
             return
         self.post_message(ProblemAnalysed(info, cached_ceilings() if s.gpu else None))
 
+    def _cached_baselines(self, s: Startup) -> None:
+        from kernelpilot.evaluation.machine_baselines import CacheUnavailable, lookup
+
+        try:
+            found = lookup(Path(s.problem.path), s.evaluator.settings, getattr(s.evaluator, "gpu", None))
+        except CacheUnavailable as err:
+            self.post_message(CachedBaselinesFound(error=str(err)))
+            return
+        except Exception as err:  # the card goes on without them, whatever the cache did
+            self.post_message(CachedBaselinesFound(error=f"the machine's cached baselines were not read: {err}"))
+            return
+        if found is not None:
+            self.post_message(CachedBaselinesFound(found))
+
     def _measure_baselines(self, s: Startup) -> None:
         try:
             # the worktree too: the worker started here then evaluates the first edit, warm
@@ -127,6 +149,20 @@ class ProblemCardView:
         facts.info, facts.info_error = message.info, message.error
         if message.ceilings and not facts.ceilings:
             facts.ceilings = message.ceilings
+        self._refresh_cards()
+
+    async def on_cached_baselines_found(self, message: CachedBaselinesFound) -> None:
+        facts = self.card_facts
+        if facts is None or self.closing:
+            return
+        if message.error:  # the card shows this session's baselines when they come, nothing else changes
+            self.log.warning(message.error)
+            await self.conversation.note(Text(f"{message.error}; the card shows this session's baselines only"),
+                                         "warning")
+            return
+        facts.cached = message.cached
+        if not facts.ceilings and message.cached.baselines.ceilings:
+            facts.ceilings = message.cached.baselines.ceilings
         self._refresh_cards()
 
     def on_baselines_measured(self, message: BaselinesMeasured) -> None:

@@ -2,8 +2,10 @@
 
 Filled in as its facts arrive, each from a worker (never on the UI thread): the problem's shapes,
 dtypes, bytes and FLOPs (``problem.analyse`` on the meta device), the GPU's measured ceilings (the
-engine's cache, or with the baselines), then eager and torch.compile times (``Evaluator.baselines``
-in the evaluation worker). Without a GPU the card says what needs one. ``/problem`` shows it again.
+engine's cache, or with the baselines), then eager and torch.compile times: at once those measured in
+an earlier session on this machine, if any (``cached``, labelled with their date), replaced by this
+session's (``Evaluator.baselines`` in the evaluation worker). Without a GPU the card says what needs one.
+``/problem`` shows it again.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ class CardFacts:
     info_error: str = ""
     ceilings: dict[str, Any] | None = None  # ceilings.Ceilings as a dict (cached, or from the baselines)
     gpu: bool = True  # a GPU is visible: baselines and timed verdicts are possible
-    baselines: Any = None  # evaluation.baselines.Baselines
+    baselines: Any = None  # evaluation.baselines.Baselines, measured in this session
     baselines_error: str = ""
+    cached: Any = None  # machine_baselines.CachedBaselines: an earlier session's, shown until ``baselines`` come
     edit_file: str = ""  # manual mode: the file to edit, relative to the worktree
     edit_dir: str = ""  # the candidate directory, relative to the worktree
     keys: dict[str, str] = field(default_factory=dict)  # action -> key, e.g. {"edit_latest": "ctrl+o"}
@@ -64,8 +67,9 @@ def _shape(spec: Any) -> str:
 
 
 def floor(facts: CardFacts) -> tuple[float | None, str, str]:
-    """(floor ms, bound, the ceiling it was taken at) from the baselines, else the cached ceilings."""
-    b = facts.baselines
+    """(floor ms, bound, the ceiling it was taken at) from the baselines (this session's, else an earlier
+    one's on this machine), else the cached ceilings."""
+    b = facts.baselines if facts.baselines is not None else (facts.cached.baselines if facts.cached else None)
     if b is not None and b.speed_of_light is not None and b.speed_of_light.floor_ms:
         sol = b.speed_of_light
         at = f"{sol.ceiling_tbps:.2f} TB/s" if sol.bound == "memory" and sol.ceiling_tbps else (
@@ -120,12 +124,20 @@ def _baseline_rows(facts: CardFacts, floor_ms: float | None) -> list[tuple[str, 
     if not facts.gpu:
         return [("baselines", "eager and torch.compile times need a GPU; none is visible"),
                 ("", "so saves get build-only verdicts (registers, spills)")]
-    if facts.baselines_error:
-        return [("baselines", f"not measured: {facts.baselines_error}")]
-    b = facts.baselines
-    if b is None:
-        return [("baselines", "timing eager and torch.compile on the GPU…")]
+    b, cached = facts.baselines, facts.cached
+    if b is not None:
+        return _timed_rows(b, floor_ms)
+    rows = [("baselines", f"not measured: {facts.baselines_error}")] if facts.baselines_error else []
+    if cached is None:
+        return rows or [("baselines", "timing eager and torch.compile on the GPU…")]
+    label = f" · cached {cached.date()}"  # an earlier session's, on this machine: never a verdict's ratio
+    rows += [(name, text + label) for name, text in _timed_rows(cached.baselines, floor_ms)[:2]]
+    if not facts.baselines_error:
+        rows.append(("", "timing them again in this session…"))
+    return rows
 
+
+def _timed_rows(b: Any, floor_ms: float | None) -> list[tuple[str, str]]:
     def timed(t: Any) -> str:
         if t is None:
             return "not measured"

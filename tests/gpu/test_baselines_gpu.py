@@ -14,7 +14,10 @@ pytestmark = pytest.mark.gpu
 PROBLEM = Path(__file__).parents[1] / "data" / "problems" / "softmax_bf16.py"
 
 
-def test_baselines_on_the_gpu(tmp_path: Path) -> None:
+def test_baselines_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpilot.evaluation.machine_baselines import lookup
+
+    monkeypatch.setenv("KERNELPILOT_BASELINES_CACHE", str(tmp_path / "baselines.sqlite"))
     settings = EvalSettings(rounds=2, samples_per_round=10)
     with Evaluator(settings, workdir=tmp_path / "work") as ev:
         b = ev.baselines(PROBLEM)
@@ -24,6 +27,10 @@ def test_baselines_on_the_gpu(tmp_path: Path) -> None:
         assert sol is not None and sol.floor_ms and sol.bound in ("memory", "compute")
         assert b.ceilings["copy_tbps"] > 0.5 and b.gpu
         assert 0 < (b.eager_pct_of_ceiling or 0) <= 105  # eager cannot beat the roofline by much
+        assert b.triton and b.cuda and b.gpu_uuid and b.driver  # the identity the machine's cache is keyed on
+        cached = lookup(PROBLEM, settings)  # kept on this machine for the next session's card, as this process names it
+        assert cached is not None and cached.baselines.eager is not None
+        assert cached.baselines.eager.median_ms == b.eager.median_ms
         assert ev.baselines(PROBLEM) is b  # measured once per session
         again = ev.baselines(PROBLEM, fresh=True)  # the warm worker keeps the compiled baseline
         assert again is not b and again.eager is not None and again.seconds < b.seconds
