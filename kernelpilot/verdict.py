@@ -100,6 +100,7 @@ class Correctness:
     discriminates: bool | None = None  # a zero / constant output fails this problem's check
     notes: list[str] = field(default_factory=list)
     weights: str = ""  # how ModelNew's weights were made Model's: "by name" (copied) or "by seed"
+    references_cached: int = 0  # trials whose reference outputs the warm worker had kept (reference_cache.py)
 
 
 @dataclass

@@ -184,7 +184,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     with _phase(phases, "verify"):
         corr = vf.verify(call, state.reference, tol, trials=int(s.get("trials", 5)),
                          distributions=list(s.get("distributions") or ["normal"]), seed=seed, device=device,
-                         shape_sets=shape_sets, poison_bytes=poison, replay=replay)
+                         shape_sets=shape_sets, poison_bytes=poison, replay=replay, cache=state.references)
     if replay:
         findings.append(Finding(rule="result-replay", evidence=replay[0],
                                 message=f"forward returned a cached or reused output ({replay[0]}); compute into a new "

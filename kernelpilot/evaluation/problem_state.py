@@ -10,6 +10,7 @@ does not fit the GPU with nothing else held raises ``ProblemTooLarge``.
 from __future__ import annotations
 
 import copy
+import hashlib
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ class ProblemState:
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
     input_bytes: int = 0  # one input set
     call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
+    references: Any = None  # reference_cache.ReferenceCache: reference outputs per input seed, between edits
 
 
 def compile_failure(exc: BaseException) -> str:
@@ -107,7 +109,10 @@ class ProblemCache:
         from kernelpilot.evaluation.verify import Reference, draw_inputs, problem_dtype
 
         p = Path(path).resolve()
-        key = f"{p}:{p.stat().st_mtime_ns}:{self.device}"
+        # the bytes and the seed too: the reference (and the outputs it keeps) are those of this file as
+        # it is now, built after this seed (a rewrite within the file system's mtime resolution is seen)
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        key = f"{p}:{p.stat().st_mtime_ns}:{digest}:{seed}:{self.device}"
         if key in self.problems:
             return self.problems[key]
         self.forget_problems()  # everything the last problem made is gone before this one's tensors exist
@@ -137,6 +142,9 @@ class ProblemCache:
                              problem_dtype(sample, model))
         state.input_bytes = sum(x.numel() * x.element_size() for x in sample if isinstance(x, torch.Tensor))
         state.reference_s, state.call_bytes = reference_s, call_bytes
+        from kernelpilot.evaluation.reference_cache import ReferenceCache
+
+        state.references = ReferenceCache(self.device)
         del sample
         try:
             from kernelpilot.problem import analyse
@@ -176,6 +184,9 @@ class ProblemCache:
         import torch
 
         had_compiled = any(st.compiled is not None for st in self.problems.values())
+        for st in self.problems.values():
+            if st.references is not None:
+                st.references.clear()  # the kept reference outputs' device memory, even if a state lingers
         self.problems.clear()
         if had_compiled:
             torch._dynamo.reset()  # the compiled baseline's graphs, guards and code caches

@@ -330,7 +330,9 @@ _WATCHED = (
     "threading.enumerate", "threading.active_count", "select.select", "os.write", "json.dumps",
     "kernelpilot.evaluation.verify.compare", "kernelpilot.evaluation.verify.compare_all",
     "kernelpilot.evaluation.verify.verify", "kernelpilot.evaluation.verify.poison_allocator",
-    "kernelpilot.evaluation.verify.inputs_equal", "kernelpilot.evaluation.timing.measure",
+    "kernelpilot.evaluation.verify.inputs_equal", "kernelpilot.evaluation.reference_cache.ReferenceCache.lookup",
+    "kernelpilot.evaluation.reference_cache.ReferenceCache.store", "kernelpilot.evaluation.reference_cache.fingerprint",
+    "kernelpilot.evaluation.timing.measure",
     "kernelpilot.evaluation.protocol.send", "kernelpilot.evaluation.engine.run_candidate", "kernelpilot.evaluation.runtime_audit.op_findings",
     "kernelpilot.evaluation.runtime_audit.kernel_findings", "kernelpilot.evaluation.runtime_audit.thread_findings",
 )

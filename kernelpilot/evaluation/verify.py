@@ -9,7 +9,8 @@ Defences, one per known way to pass a naive check (see the reference doc, sectio
 - the reference runs in the problem dtype and in float64 (an upcast copy of the model and inputs);
 - before every candidate run the caching allocator is emptied and refilled with NaN blocks, so an
   output that is not fully written keeps NaN where the reference has none (stale-memory reuse);
-- candidate-first and reference-first orders alternate; the reference always runs on pristine clones;
+- candidate-first and reference-first orders alternate; the reference always runs on pristine clones
+  (its outputs are kept per input seed between edits in the warm worker: reference_cache.py);
 - inputs are compared bitwise with a pristine clone after the candidate ran (input mutation);
 - exact type (``type(out) is torch.Tensor``, so no lazy subclasses), shape and dtype;
 - tolerance: every element within atol + rtol*|ref| of the dtype reference or of the fp64 truth (the
@@ -37,6 +38,7 @@ from kernelpilot.evaluation.compare import (  # noqa: F401 - the comparison's na
     normalized_difference,
     trivial_outputs,
 )
+from kernelpilot.evaluation.reference_cache import ReferenceCache, TrialReference
 from kernelpilot.verdict import Correctness, TrialResult
 
 SMALL_POOL_BLOCK = 1 << 20  # the caching allocator's small-pool limit (1 MiB)
@@ -269,17 +271,22 @@ class _Stash:
 
 def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
            seed: int, device: str, shape_sets: list[tuple[str, Any]], poison_bytes: int,
-           replay: list[str] | None = None) -> Correctness:
+           replay: list[str] | None = None, cache: ReferenceCache | None = None) -> Correctness:
     """Run every trial; raises whatever the candidate raises (the worker turns it into a verdict).
 
     ``replay`` collects evidence of a result cache: the re-run returned the very storage of the first
-    output, which is still alive, so it cannot have been computed afresh.
+    output, which is still alive, so it cannot have been computed afresh. ``cache``: the problem's
+    reference outputs per input seed, kept between edits (reference_cache.py says what is reused, and
+    why reference-first trials still call the dtype reference); ``Correctness.references_cached``
+    counts the trials it served.
     """
     corr = Correctness(atol=tol.atol, rtol=tol.rtol, max_normalized_error=tol.max_normalized)
     corr.inputs_unmodified, corr.fully_written = True, True
     zero_fails = const_fails = False
     previous_ref: list[Any] | None = None
     first: tuple[list[Any], Any] | None = None
+    context = cache.context(ref, tol) if cache is not None and not cache.disabled else None
+    first_trial: tuple[int, str, Any] = (seed * 1000, distributions[0], shape_sets[0][1] if shape_sets else None)
     for shape_name, spec in shape_sets:
         for i in range(trials):
             trial_seed = seed * 1000 + i
@@ -287,14 +294,15 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             order = "candidate_first" if i % 2 == 0 else "reference_first"
             inputs = draw_inputs(ref.module, trial_seed, dist, device, spec)
             pristine = clone_inputs(inputs)
+            tref = TrialReference(cache, context, ref, pristine, device, (trial_seed, dist, spec), reference_outputs)
             if order == "reference_first":
-                out_ref, out64 = reference_outputs(ref, pristine, device)
+                tref.before_candidate()
             poison_allocator(poison_bytes, device)
             with watchdog.calls("verify", f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
                                           f"{dist} inputs, {order.replace('_', ' ')})"):
                 out = _run(candidate, inputs, device)
-            if order == "candidate_first":
-                out_ref, out64 = reference_outputs(ref, pristine, device)
+            out_ref, out64 = tref.outputs()
+            corr.references_cached += int(tref.cached)
             res = compare_all(out, out_ref, out64, tol)
             tr = TrialResult(seed=trial_seed, distribution=dist, order=order, shape_set=shape_name)
             for key in ("max_abs_error", "max_rel_error", "normalized_error", "reference_normalized_error"):
@@ -316,7 +324,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             if first is None:
                 first = (_Stash(pristine, lambda s=trial_seed, d=dist, p=spec: draw_inputs(ref.module, s, d, device, p)),
                          out)
-            del out_ref, out64, inputs, pristine
+            del out_ref, out64, inputs, pristine, tref
     rerun_inputs = first[0].inputs(device) if first is not None else None
     if first is not None and rerun_inputs is None:
         corr.notes.append("determinism re-run skipped: the problem's get_inputs does not give the same values again "
@@ -334,7 +342,8 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         if not same:
             corr.notes.append("the candidate is not bitwise deterministic across two runs on the same inputs")
             ref_inputs = stash.inputs(device)
-            rerun = {"passed": True} if ref_inputs is None else compare_all(again, *reference_outputs(ref, ref_inputs, device), tol)
+            rerun = {"passed": True} if ref_inputs is None else compare_all(again, *TrialReference(
+                cache, context, ref, ref_inputs, device, first_trial, reference_outputs).outputs(), tol)
             if not rerun["passed"]:
                 corr.trials.append(TrialResult(seed=seed * 1000, distribution=distributions[0], order="rerun",
                                                passed=False, message="determinism re-run: " + rerun["message"],
@@ -345,6 +354,8 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         corr.notes.append(f"this problem cannot discriminate: {which} passes the check on every trial")
     if ref.note:
         corr.notes.append(ref.note)
+    if cache is not None and cache.disabled:
+        corr.notes.append(f"reference outputs are not reused between edits: {cache.disabled}")
     corr.passed = bool(corr.trials) and all(t.passed for t in corr.trials)
     return corr
 
