@@ -63,6 +63,25 @@ class Session:
         return state.references
 
 
+@pytest.fixture(autouse=True)
+def store_from_the_first_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests look at what is kept: entries from a problem's first verdict on (the product: its second)."""
+    from kernelpilot.evaluation.reference_cache import ReferenceCache
+
+    monkeypatch.setattr(ReferenceCache, "STORE_FROM_VERDICT", 1)
+
+
+def test_a_problem_judged_once_pays_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpilot.evaluation.reference_cache import ReferenceCache
+
+    monkeypatch.setattr(ReferenceCache, "STORE_FROM_VERDICT", 2)
+    s = Session(tmp_path)
+    s.evaluate()
+    assert not s.cache().entries  # a suite's one candidate per problem: no second reference computation
+    assert s.evaluate()["correctness"]["references_cached"] == 0 and len(s.cache().entries) == 4
+    assert s.evaluate()["correctness"]["references_cached"] == 4
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
     ca, cb = dict(a["correctness"]), dict(b["correctness"])
     ca.pop("references_cached"), cb.pop("references_cached")

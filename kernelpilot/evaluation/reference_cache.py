@@ -20,7 +20,9 @@ Nondeterministic references (dropout, atomics, a forward that changes its own bu
 dtype and float64 references are computed a second time on a fresh copy of the pristine inputs (after
 the candidate call, so the state the candidate runs in is what it was without the cache) and the entry
 is stored only when both are bitwise equal to the first; otherwise the cache is disabled for the
-problem (a note says so). Every reference-first hit re-checks it too (below).
+problem (a note says so). Every reference-first hit re-checks it too (below). That second computation
+starts with a problem's second verdict: its first (a suite's one candidate per problem) keeps nothing and
+costs nothing extra, so the entries serve an edit loop from its third verdict on.
 
 Order. Candidate-first trials catch candidates that depend on state the reference left (its output or
 temporaries in memory, its library handles, its RNG draws); reference-first trials catch candidates that
@@ -128,18 +130,22 @@ def model_print(*models: Any) -> tuple[Any, ...]:
 class ReferenceCache:
     """The entries of one problem (on its ProblemState), least recently used first."""
 
+    STORE_FROM_VERDICT = 2  # the problem's verdict from which entries are proved and stored (docstring)
+
     def __init__(self, device: str) -> None:
         self.device = device
         self.entries: OrderedDict[Any, Entry] = OrderedDict()
         self.bytes = 0
         self.disabled = ""  # why the cache is off for this problem (a verdict note)
         self.stored = self.refused = 0
+        self.verdicts = 0  # verifications of this problem so far (context() is asked once per verify)
 
     # ---- keys ---------------------------------------------------------------------------------
     def context(self, ref: Any, tol: Any) -> tuple[Any, ...]:
         """The key's part that holds for one verdict: weights, global state, dtype, device, tolerance."""
         from kernelpilot.evaluation import global_state
 
+        self.verdicts += 1
         return (self.device, model_print(ref.model, ref.model64), global_state.Snapshot.take(),
                 (tol.atol, tol.rtol, tol.max_normalized))
 
@@ -279,7 +285,10 @@ class TrialReference:
         from kernelpilot.evaluation.verify import _bitwise_equal
 
         cache = self.cache
-        if cache is None or self.context is None or not cache.fits(out_ref, out64):
+        # a problem's first verdict stores nothing: most problems are judged once (a suite's one candidate
+        # each), and the second computation that proves a reference repeatable would only cost them time;
+        # from the second verdict on (an edit of the same problem) entries are proved and kept
+        if cache is None or self.context is None or cache.verdicts < cache.STORE_FROM_VERDICT or not cache.fits(out_ref, out64):
             return
         has64 = self.ref.model64 is not None
         again_ref, again64 = self.compute(self.ref, self.pristine, self.device)
