@@ -158,7 +158,7 @@ def test_engine_build_mode_runs_the_triton_build_with_the_problem(tmp_path: Path
         v = ev.evaluate(PROBLEM, KB, mode="build")
     assert v.status == "ok", (v.error, v.build)
     assert v.build is not None and [k.kernel for k in v.build.kernels] == ["add_kernel"]
-    assert v.phases["build"] > 0
+    assert v.phases["build"] > 0 or v.build.cache == "hit"  # built now, or by an earlier test (the record)
 
 
 def test_declared_libraries_are_allowed_for_that_candidate_and_listed(tmp_path: Path) -> None:
