@@ -24,6 +24,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 log="$OUT/kb.log"
 kb="$root/.kb"
 
+checkpoint() {  # DB...: fold SQLite's write-ahead log into the database (a killed step leaves its verdicts there)
+  for db in "$@"; do python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$db" 2>/dev/null; done
+}
+
 run_step() {  # NAME LIMIT COMMAND...
   local name=$1 limit=$2; shift 2
   local dir=/tmp/kp-kb/$name t0=$(date +%s)
@@ -33,7 +37,7 @@ run_step() {  # NAME LIMIT COMMAND...
   local rc=$?
   { tail -30 "$dir/output.log"; echo "== $name: exit $rc after $(( $(date +%s) - t0 )) s"; } >> "$log"
   # a step killed at its limit leaves its verdicts in SQLite's write-ahead log: fold it in, never delete it
-  find "$dir" -name '*.sqlite' -exec python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' {} \; 2>/dev/null
+  while IFS= read -r -d '' db; do checkpoint "$db"; done < <(find "$dir" -name '*.sqlite' -print0)
   tar czf "$OUT/$name.tar.gz" -C /tmp/kp-kb "$name" 2>/dev/null
 }
 
@@ -51,7 +55,7 @@ step() {
       if [ ! -d "$c0" ] && [ -n "${C0_IN:-}" ]; then mkdir -p "$c0" && tar xzf "$root/$C0_IN" -C "$c0"; fi
       if [ ! -d "$run" ] && [ -n "${RUN_IN:-}" ]; then mkdir -p "$(dirname "$run")" && tar xzf "$root/$RUN_IN" -C "$(dirname "$run")"; fi
       run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' --solutions '$c0' --run '$run' --budget-s $(( ${limit:-560} - 25 )) -- ${SUITE_ARGS:-}"
-      python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "$run/results.sqlite" 2>/dev/null
+      checkpoint "$run/results.sqlite"
       tar czf "$OUT/run.tar.gz" -C "$(dirname "$run")" --exclude=work "$(basename "$run")" 2>/dev/null ;;
     *) echo "unknown step $name" >> "$log" ;;
   esac

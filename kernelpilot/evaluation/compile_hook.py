@@ -12,7 +12,7 @@ wrappers, which
   line changed, so a different compiler would rebuild what the build step built (17-25 s per candidate on
   the H200, 2026-12-02); the wrapper's precompiled headers are turned off (KERNELPILOT_PCH=0) so that a
   compile which does run here is the plain compiler, writing nothing outside the build directory;
-- add the seconds to ``compile_seconds`` (the verdict counts them as build time, phase ``build_in_worker``).
+- add the seconds up for ``take`` (the verdict counts them as build time, phase ``build_in_worker``).
 
 A library already built (the build step did it, ninja has no work) passes through in milliseconds.
 """
@@ -25,10 +25,6 @@ from typing import Any
 
 _seconds = [0.0]
 _compiles: list[str] = []
-
-
-def compile_seconds() -> float:
-    return _seconds[0]
 
 
 def take() -> tuple[float, list[str]]:

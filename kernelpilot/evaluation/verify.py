@@ -38,7 +38,7 @@ from kernelpilot.evaluation.compare import (  # noqa: F401 - the comparison's na
     normalized_difference,
     trivial_outputs,
 )
-from kernelpilot.evaluation.reference_cache import ReferenceCache, TrialReference
+from kernelpilot.evaluation.reference_cache import ReferenceCache, TrialReference, fingerprint
 from kernelpilot.verdict import Correctness, TrialResult
 
 SMALL_POOL_BLOCK = 1 << 20  # the caching allocator's small-pool limit (1 MiB)
@@ -236,20 +236,6 @@ def _nbytes(inputs: list[Any]) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
 
 
-def _fingerprint(inputs: list[Any]) -> list[Any]:
-    """Shapes, dtypes and float64 sums of the tensors (on their device: milliseconds for gigabytes)."""
-    import torch
-
-    out: list[Any] = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            total = x.double().sum() if x.is_floating_point() or x.is_complex() else x.long().sum()
-            out.append((tuple(x.shape), str(x.dtype), float(torch.nan_to_num(total.double()).item())))
-        else:
-            out.append(repr(x))
-    return out
-
-
 class _Stash:
     """The first trial's pristine inputs, for the determinism re-run. Small ones are kept; large ones are
     drawn again from the trial's seed (copying gigabytes to the host and back took seconds per verdict)
@@ -258,7 +244,7 @@ class _Stash:
     def __init__(self, pristine: list[Any], redraw: Any) -> None:
         self.kept = pristine if _nbytes(pristine) <= STASH_BYTES else None
         self.redraw = redraw
-        self.print = None if self.kept is not None else _fingerprint(pristine)
+        self.print = None if self.kept is not None else fingerprint(pristine)
 
     def inputs(self, device: str) -> list[Any] | None:
         """A fresh copy of the inputs; None when drawing them again gives other values (a problem whose
@@ -266,7 +252,7 @@ class _Stash:
         if self.kept is not None:
             return clone_inputs(self.kept)
         again = self.redraw()
-        return again if _fingerprint(again) == self.print else None
+        return again if fingerprint(again) == self.print else None
 
 
 def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
