@@ -295,3 +295,22 @@ def test_a_reference_that_changed_between_edits_is_seen_on_reference_first(tmp_p
     assert corr["references_cached"] == 1  # trial 1 (candidate first); trial 2's fresh call differed
     assert any("differed bitwise" in n for n in corr["notes"]) and s.cache().disabled
     assert [t["passed"] for t in corr["trials"]][1:] == [False, False, False]  # fresh references from there on
+
+
+def test_the_fingerprint_is_the_same_in_chunks_and_sees_positions(monkeypatch: pytest.MonkeyPatch) -> None:
+    import math
+
+    import torch
+
+    from kernelpilot.evaluation import compare
+    from kernelpilot.evaluation.reference_cache import fingerprint
+
+    x = torch.randn(37, 101)  # not a multiple of 64: a tail too
+    whole = fingerprint([x])
+    monkeypatch.setattr(compare, "CHUNK", 256)  # bounded float64 work: many chunks
+    chunked = fingerprint([x])
+    assert whole[0] == chunked[0] and len(whole[1]) == len(chunked[1])
+    assert all(math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9) for a, b in zip(whole[1], chunked[1]))
+    swapped = x.clone().reshape(-1)
+    swapped[[10, 300]] = swapped[[300, 10]]  # two values in different chunks trade places
+    assert fingerprint([swapped.view(37, 101)]) != chunked

@@ -87,8 +87,11 @@ def _sizes(flat: list[Any]) -> int:
 
 
 def fingerprint(inputs: list[Any]) -> list[Any]:
-    """Shapes, dtypes and float64 sums that move when any value or its position changes (one sync)."""
+    """Shapes, dtypes and float64 sums that move when any value or its position changes (one sync). The
+    float64 work goes in chunks (compare.CHUNK elements), so a 6 GiB input costs no 13 GiB copy."""
     import torch
+
+    from kernelpilot.evaluation.compare import CHUNK
 
     parts: list[Any] = []
     sums: list[Any] = []
@@ -97,14 +100,24 @@ def fingerprint(inputs: list[Any]) -> list[Any]:
             parts.append(repr(x))
             continue
         parts.append((tuple(x.shape), str(x.dtype), str(x.device)))
-        v = torch.view_as_real(x) if x.is_complex() else x
-        v = torch.nan_to_num(v.detach().reshape(-1).double())
-        n = v.numel() - v.numel() % 64
-        rows = v[:n].view(-1, 64)
-        weights = torch.arange(1, rows.shape[0] + 1, dtype=torch.float64, device=v.device)
-        tail = v[n:] * torch.arange(1, v.numel() - n + 1, dtype=torch.float64, device=v.device)
-        sums.append(torch.cat([v.sum().view(1), rows.sum(0), (rows.sum(1) * weights).sum().view(1),
-                               tail.sum().view(1)]))
+        flat = (torch.view_as_real(x) if x.is_complex() else x).detach().reshape(-1)
+        n = flat.numel() - flat.numel() % 64
+        total = torch.zeros((), dtype=torch.float64, device=flat.device)
+        weighted = torch.zeros((), dtype=torch.float64, device=flat.device)
+        lanes = torch.zeros(64, dtype=torch.float64, device=flat.device)
+        step = CHUNK - CHUNK % 64
+        for a in range(0, n, step):
+            rows = torch.nan_to_num(flat[a:min(a + step, n)].double()).view(-1, 64)
+            row_sums = rows.sum(1)
+            first = a // 64 + 1
+            weights = torch.arange(first, first + rows.shape[0], dtype=torch.float64, device=flat.device)
+            total += row_sums.sum()
+            lanes += rows.sum(0)
+            weighted += (row_sums * weights).sum()
+        tail = torch.nan_to_num(flat[n:].double())
+        total += tail.sum()
+        tail_w = (tail * torch.arange(1, tail.numel() + 1, dtype=torch.float64, device=flat.device)).sum()
+        sums.append(torch.cat([total.view(1), lanes, weighted.view(1), tail_w.view(1)]))
     if sums:
         parts.append(torch.cat(sums).tolist())
     return parts
@@ -246,8 +259,8 @@ class TrialReference:
         return ReferenceCache.key(self.context, *self.trial, self.ref.model64 is not None)
 
     def _lookup(self) -> tuple[list[Any], list[Any]] | None:
-        if self.cache is None or self.context is None or self.cache.disabled:
-            return None
+        if self.cache is None or self.context is None or self.cache.disabled or not self.cache.entries:
+            return None  # nothing kept (a problem's first verdict): no fingerprint to take
         self.print = fingerprint(self.pristine)
         return self.cache.lookup(self._key(), self.print)
 
