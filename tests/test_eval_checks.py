@@ -187,6 +187,45 @@ def test_kernel_trace_rules() -> None:
     assert [(f.rule, f.severity) for f in blind] == [("profiler-unavailable", "warn")]
 
 
+def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]) -> dict:
+    """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts, dur))."""
+    events = [{"ph": "X", "cat": "kernel", "name": "fill_marker", "ts": 1, "dur": 1, "args": {"stream": 7}}]
+    for name, stream, corr, ts, ops in kernels:
+        events.append({"ph": "X", "cat": "kernel", "name": name, "ts": 1000 + ts, "dur": 5,
+                       "args": {"stream": stream, "correlation": corr}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 2, "tid": 1,
+                       "args": {"correlation": corr}})
+        events += [{"ph": "X", "cat": "cpu_op", "name": op, "ts": t, "dur": d, "tid": 1} for op, t, d in ops]
+    return {"traceEvents": events}
+
+
+def test_side_stream_of_a_library_op_is_the_library_not_the_candidate() -> None:
+    """cuDNN ran conv_transpose's dgrad kernels on a stream of its own (H200, KernelBench level1/72 and /75,
+    torch's own call): not a side-stream rejection, unless an op was dispatched off the caller's stream."""
+    from kernelpilot.evaluation.kernel_trace import parse_trace
+
+    conv = [("aten::conv_transpose3d", 0, 100), ("aten::cudnn_convolution_transpose", 10, 80)]
+    trace = parse_trace(_chrome([("triton_poi_fused_0", 7, 1, 500, []),
+                                 ("void convolveNd_dgrad_float_engine<float>", 14, 2, 20, conv)]))
+    assert trace.home_stream == 7 and [s for _, s in trace.kernels] == [14, 7]  # time order
+    assert trace.launched_by == [("aten::conv_transpose3d", "aten::cudnn_convolution_transpose"), ()]
+    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["side-stream"]  # dispatch not watched: reject
+    trace.watched_dispatch = True
+    assert ra.kernel_findings(trace, [], []) == []
+    trace.off_stream_ops = ["convolution"]  # the candidate made another stream current: its doing
+    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["side-stream"]
+    # a kernel of the candidate's own (or an elementwise aten op) on another stream is never the library's
+    own = parse_trace(_chrome([("scale_kernel", 13, 1, 5, [("aten::mul", 0, 50)])]))
+    own.watched_dispatch = True
+    assert [f.rule for f in ra.kernel_findings(own, ["scale_kernel"], [])] == ["side-stream"]
+
+
+def test_operator_recorder_notes_ops_dispatched_off_the_current_stream() -> None:
+    x = torch.randn(64)
+    ops, _ = ra.record_ops(lambda a: a * 2, [x])
+    assert ops["mul"].off_stream == 0
+
+
 def test_identities_notice_patched_timers() -> None:
     import time
 
@@ -254,6 +293,33 @@ def test_ceilings_cache_round_trip(tmp_path: Path) -> None:
     assert load_cached("NVIDIA H200", "580.1", tmp_path) == c
     assert load_cached("NVIDIA H200", "581.0", tmp_path) is None  # another driver: measure again
     assert c.flops_rate("float16") == 700.0 and c.flops_rate("int8") is None
+
+
+def test_fp32_convolutions_count_at_the_tf32_rate_matmuls_only_when_switched_on() -> None:
+    """On the H200 an fp32 cuDNN convolution ran at 190-450% of an fp32-SIMT speed of light: under torch's
+    default cudnn.allow_tf32 it runs on tensor cores, so its flops are held to the TF32 rate."""
+    from types import SimpleNamespace
+
+    c = Ceilings(gpu="NVIDIA H200", driver="580.1", copy_tbps=4.25,
+                 tflops={"bfloat16": 700.0, "float32": 50.0, "tf32": 400.0}, measured_at="2026-12-02")
+    conv = {"convolution": 4 * 10**12}
+    assert c.compute_rate("float32", conv, conv_tf32=True)[0] == 400.0
+    assert c.compute_rate("float32", conv, conv_tf32=False) == (50.0, "")
+    assert c.compute_rate("float32", {"mm": 10**12}, conv_tf32=True) == (50.0, "")  # matmul TF32 is off by default
+    assert c.compute_rate("float32", {"mm": 10**12}, matmul_tf32=True)[0] == 400.0
+    both, note = c.compute_rate("float32", {"convolution": 10**12, "mm": 10**12}, conv_tf32=True)
+    assert abs(both - 2 / (1 / 400 + 1 / 50)) < 1e-9 and "convolution" in note and "mm" not in note
+    assert c.compute_rate("bfloat16", conv, conv_tf32=True) == (700.0, "")
+    old = Ceilings(gpu="g", driver="d", copy_tbps=4.0, tflops={"float32": 50.0})  # no TF32 figure: fp32 as before
+    assert old.compute_rate("float32", conv, conv_tf32=True) == (50.0, "")
+    info = {"bytes_moved": 10**6, "flops": 4 * 10**12, "flops_by_op": conv}
+    s = sol.for_problem(info, "torch.float32", c, SimpleNamespace(cudnn_allow_tf32=True, matmul_allow_tf32=False),
+                        candidate_ms=12.0, compiled_ms=12.0)
+    assert s.bound == "compute" and abs(s.floor_ms - 10.0) < 1e-9 and round(s.pct_of_ceiling) == 83
+    assert "TF32 for convolution" in s.ceiling_source and sol.suspicion_flags(s, 12.0, 1.0) == []
+    held = sol.for_problem(info, "float32", c, SimpleNamespace(cudnn_allow_tf32=False, matmul_allow_tf32=False),
+                           candidate_ms=12.0, compiled_ms=None)
+    assert held.floor_ms == 80.0 and "precision" in sol.suspicion_flags(held, 12.0, 1.0)[0]
 
 
 class _HostEvent:

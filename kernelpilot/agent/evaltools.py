@@ -187,7 +187,9 @@ def _floor_line(info: Any) -> str:
     try:
         from kernelpilot.evaluation.speed_of_light import roofline
 
-        floor_ms, bound = roofline(info.bytes_moved, info.flops, ceil.copy_tbps, ceil.flops_rate(info.primary_dtype))
+        # torch's defaults: cuDNN convolutions in TF32, matmuls not (as the engine's worker runs the reference)
+        rate, _ = ceil.compute_rate(info.primary_dtype, info.flops_by_op, conv_tf32=True, matmul_tf32=False)
+        floor_ms, bound = roofline(info.bytes_moved, info.flops, ceil.copy_tbps, rate)
     except Exception as exc:  # noqa: BLE001
         return f"speed-of-light floor: unavailable ({exc})"
     if floor_ms is None:

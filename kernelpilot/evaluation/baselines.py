@@ -83,7 +83,7 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
 
     from kernelpilot.evaluation import engine, watchdog
     from kernelpilot.evaluation import timing as tm
-    from kernelpilot.evaluation.speed_of_light import speed_of_light
+    from kernelpilot.evaluation.speed_of_light import for_problem
     from kernelpilot.evaluation.verify import draw_inputs
 
     t0 = time.monotonic()
@@ -128,10 +128,8 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         out.notes.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
     else:
         out.ceilings = asdict(ceil)
-        sol = speed_of_light(bytes_moved=state.info.get("bytes_moved"), flops=state.info.get("flops"),
-                             copy_tbps=ceil.copy_tbps, tflops=ceil.flops_rate(str(state.dtype).replace("torch.", "")),
-                             candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None,
-                             source=ceil.source())
+        sol = for_problem(state.info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+                          candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None)
         out.speed_of_light = sol
         if sol.floor_ms and out.eager.median_ms > 0:
             out.eager_pct_of_ceiling = 100.0 * sol.floor_ms / out.eager.median_ms

@@ -150,7 +150,7 @@ class ProblemCache:
             from kernelpilot.problem import analyse
 
             info = analyse(load_problem(p), device="meta")
-            state.info = {"bytes_moved": info.bytes_moved, "flops": info.flops}
+            state.info = {"bytes_moved": info.bytes_moved, "flops": info.flops, "flops_by_op": info.flops_by_op}
         except Exception as exc:
             state.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
         self.problems[key] = state

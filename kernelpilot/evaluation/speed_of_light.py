@@ -11,6 +11,8 @@ Flags (shown in the verdict, never hidden, never a rejection on their own):
 
 from __future__ import annotations
 
+from typing import Any
+
 from kernelpilot.verdict import SpeedOfLight
 
 ROOFLINE_MARGIN = 0.05
@@ -51,12 +53,25 @@ def speed_of_light(*, bytes_moved: int | None, flops: int | None, copy_tbps: flo
     return sol
 
 
+def for_problem(info: dict[str, Any], dtype: str, ceil: Any, state: Any, *, candidate_ms: float | None,
+                compiled_ms: float | None) -> SpeedOfLight:
+    """The speed of light of a problem (``info``: bytes_moved, flops, flops_by_op from the analysis) at the
+    ceilings ``ceil``, its flops at the rates torch's switches in ``state`` (the problem's default global
+    state: ``cudnn_allow_tf32``, ``matmul_allow_tf32``) let its operators run at."""
+    rate, assumes = ceil.compute_rate(dtype.replace("torch.", ""), info.get("flops_by_op"),
+                                      conv_tf32=bool(getattr(state, "cudnn_allow_tf32", False)),
+                                      matmul_tf32=bool(getattr(state, "matmul_allow_tf32", False)))
+    source = ceil.source() + (f"; {assumes}" if assumes else "")
+    return speed_of_light(bytes_moved=info.get("bytes_moved"), flops=info.get("flops"), copy_tbps=ceil.copy_tbps,
+                          tflops=rate, candidate_ms=candidate_ms, compiled_ms=compiled_ms, source=source)
+
+
 def suspicion_flags(sol: SpeedOfLight, candidate_ms: float | None, speedup_vs_compile: float | None) -> list[str]:
     flags = []
     if sol.floor_ms and candidate_ms and candidate_ms * (1 + ROOFLINE_MARGIN) < sol.floor_ms:
         flags.append(f"suspicious: {candidate_ms:.4g} ms is faster than the {sol.bound} roofline allows "
                      f"({sol.floor_ms:.4g} ms at {sol.ceiling_source or 'the measured ceilings'}); "
-                     "check that all the work is done and timed")
+                     "check that all the work is done and timed, and that it computes in the problem's precision")
     if speedup_vs_compile is not None and speedup_vs_compile > SUSPICIOUS_SPEEDUP_VS_COMPILE:
         flags.append(f"suspicious: {speedup_vs_compile:.1f}x faster than torch.compile (more than "
                      f"{SUSPICIOUS_SPEEDUP_VS_COMPILE:.0f}x); check for skipped work or a weak baseline")

@@ -87,7 +87,7 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
     from kernelpilot.evaluation import gpu_lock
     from kernelpilot.evaluation import runtime_audit as ra
     from kernelpilot.evaluation import timing as tm
-    from kernelpilot.evaluation.speed_of_light import speed_of_light, suspicion_flags
+    from kernelpilot.evaluation.speed_of_light import for_problem, suspicion_flags
 
     device = worker.device
     pool, refill = input_pool(state, s, device)
@@ -140,10 +140,8 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
         flags.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
         return asdict(perf), None, flags, findings
     try:
-        sol = speed_of_light(bytes_moved=state.info.get("bytes_moved"), flops=state.info.get("flops"),
-                             copy_tbps=ceil.copy_tbps, tflops=ceil.flops_rate(str(state.dtype).replace("torch.", "")),
-                             candidate_ms=cand.median_ms, compiled_ms=comp.median_ms if comp else None,
-                             source=ceil.source())
+        sol = for_problem(state.info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+                          candidate_ms=cand.median_ms, compiled_ms=comp.median_ms if comp else None)
         flags += suspicion_flags(sol, cand.median_ms, perf.speedup_vs_compile)
         sol_dict = asdict(sol)
     except Exception as exc:
