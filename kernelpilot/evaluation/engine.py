@@ -248,6 +248,7 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     cuda = device.startswith("cuda")
     found: list[Finding] = []
     audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
+    ops: dict[str, Any] | None = None
     try:
         with watchdog.calls("audit", "forward under the operator recorder"):
             ops, audit_out = ra.record_ops(model, audit_inputs)
@@ -273,6 +274,9 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
             trace = ra.KernelTrace()  # kernel_findings reports the profiler as unavailable
             corr.notes.append(f"torch.profiler failed ({type(exc).__name__}: {str(exc)[:200]})")
         del profile_inputs
+        if ops is not None:  # which ops ran while another stream was current (the side-stream rule needs it)
+            trace.off_stream_ops = sorted(n for n, use in ops.items() if use.off_stream)
+            trace.watched_dispatch = True
         found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []),
                                     rules=str(s.get("rules") or "kernelpilot"))
     return found

@@ -29,14 +29,13 @@ Checks (each failure is a Finding with a stable rule id):
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernelpilot.evaluation.kernel_trace import KernelTrace, profile_call  # noqa: F401  (re-exported)
 from kernelpilot.rules import Rules, get_rules
 from kernelpilot.verdict import Finding
 
@@ -84,6 +83,7 @@ class OpUse:
     namespace: str
     max_numel: int
     count: int = 1
+    off_stream: int = 0  # calls made while the current CUDA stream was not the caller's
 
 
 def record_ops(fn: Callable[..., Any], inputs: list[Any]) -> tuple[dict[str, OpUse], Any]:
@@ -93,10 +93,13 @@ def record_ops(fn: Callable[..., Any], inputs: list[Any]) -> tuple[dict[str, OpU
     from torch.utils._pytree import tree_flatten
 
     ops: dict[str, OpUse] = {}
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    home = torch.cuda.current_stream().cuda_stream if cuda else None
 
     class _Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             kwargs = kwargs or {}
+            off = int(home is not None and torch.cuda.current_stream().cuda_stream != home)
             out = func(*args, **kwargs)
             packet = getattr(func, "_overloadpacket", func)
             name = getattr(packet, "__name__", str(func)).split(".")[-1]
@@ -105,10 +108,11 @@ def record_ops(fn: Callable[..., Any], inputs: list[Any]) -> tuple[dict[str, OpU
             numel = max((t.numel() for t in leaves if isinstance(t, torch.Tensor)), default=0)
             use = ops.get(name)
             if use is None:
-                ops[name] = OpUse(name, namespace, numel)
+                ops[name] = OpUse(name, namespace, numel, off_stream=off)
             else:
                 use.count += 1
                 use.max_numel = max(use.max_numel, numel)
+                use.off_stream += off
             return out
 
     with torch.no_grad(), _Recorder():
@@ -145,50 +149,7 @@ def op_findings(ops: dict[str, OpUse], allowed_libraries: list[str], small_numel
     return findings
 
 
-# ---- profiler -----------------------------------------------------------------------------------
-@dataclass
-class KernelTrace:
-    kernels: list[tuple[str, int]] = field(default_factory=list)  # (name, stream), time order
-    home_stream: int | None = None
-
-
-def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> KernelTrace:
-    """Profile one call; a one-element fill on the caller's stream marks the home stream."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    marker = torch.empty(1, device=device)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        marker.fill_(1.0)
-        with torch.no_grad():
-            fn(*inputs)
-        torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json", prefix="kp-trace-")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path, encoding="utf-8") as fh:
-            trace = json.load(fh)
-    finally:
-        os.unlink(path)
-    gpu = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)
-           and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
-    gpu.sort(key=lambda e: float(e.get("ts", 0)))
-    result = KernelTrace()
-    for e in gpu:
-        stream = (e.get("args") or {}).get("stream", e.get("tid", -1))
-        try:
-            stream = int(stream)
-        except (TypeError, ValueError):
-            stream = -1
-        result.kernels.append((str(e.get("name", "")), stream))
-    if result.kernels:
-        result.home_stream = result.kernels[0][1]
-        result.kernels = result.kernels[1:]  # drop the marker
-    return result
-
-
+# ---- profiler: kernel_trace.py ------------------------------------------------------------------
 def _base_name(kernel: str) -> str:
     name = re.sub(r"^void\s+", "", kernel.strip())
     name = name.split("(")[0].split("<")[0]
@@ -231,7 +192,10 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
             message=f"forward ran library kernel {_base_name(lib_kernels[0])} (cuBLAS/cuDNN); "
                     "write the kernel or allow the library in the project config."))
     if trace.home_stream is not None:
-        other = sorted({(s, k) for k, s in trace.kernels if s != trace.home_stream})
+        # a library's own internal streams (cuDNN's conv_transpose dgrad engines), joined before it returns,
+        # are not the candidate's: see kernel_trace.py
+        other = sorted({(s, k) for i, (k, s) in enumerate(trace.kernels)
+                        if s != trace.home_stream and not trace.library_launched(i)})
         if other:
             stream, kernel = other[0]
             findings.append(Finding(

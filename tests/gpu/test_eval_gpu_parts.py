@@ -76,6 +76,33 @@ def test_profiler_sees_streams_and_kernel_names() -> None:
     assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel", "side-stream"]
 
 
+def test_library_streams_are_not_the_candidates_side_streams() -> None:
+    """A grouped fp32 conv_transpose3d (KernelBench level1/72's shapes): cuDNN may run it on streams of its
+    own, joined before it returns; that is no side-stream. The same op under torch.cuda.stream(s) is."""
+    import torch
+
+    from kernelpilot.evaluation import runtime_audit as ra
+
+    conv = torch.nn.ConvTranspose3d(32, 32, (3, 5, 7), stride=2, padding=(1, 2, 3), output_padding=1, groups=4,
+                                    bias=False).cuda()
+    x = torch.rand(8, 32, 12, 24, 48, device="cuda")
+
+    def audit(fn):  # type: ignore[no-untyped-def]
+        ops, _ = ra.record_ops(fn, [x])
+        trace = ra.profile_call(fn, [x], "cuda")
+        trace.off_stream_ops, trace.watched_dispatch = sorted(n for n, u in ops.items() if u.off_stream), True
+        return [f.rule for f in ra.kernel_findings(trace, [], ["cudnn"])]
+
+    assert "side-stream" not in audit(conv)
+    side = torch.cuda.Stream()
+
+    def on_side(t: torch.Tensor) -> torch.Tensor:
+        with torch.cuda.stream(side):
+            return conv(t)
+
+    assert "side-stream" in audit(on_side)
+
+
 def test_ceilings_are_plausible(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from kernelpilot.evaluation.ceilings import get
 
