@@ -54,7 +54,7 @@ step() {
       local c0=${C0:-/tmp/c0} run=${RUN:-/tmp/kb-run}
       if [ ! -d "$c0" ] && [ -n "${C0_IN:-}" ]; then mkdir -p "$c0" && tar xzf "$root/$C0_IN" -C "$c0"; fi
       if [ ! -d "$run" ] && [ -n "${RUN_IN:-}" ]; then mkdir -p "$(dirname "$run")" && tar xzf "$root/$RUN_IN" -C "$(dirname "$run")"; fi
-      run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' --solutions '$c0' --run '$run' --budget-s $(( ${limit:-560} - 25 )) -- ${SUITE_ARGS:-}"
+      run_step suite "${limit:-560}" bash -c "python3 benchmarks/kb_suite.py --kernelbench '$kb' --solutions '$c0' --run '$run' --budget-s $(( ${limit:-560} - 40 )) --grace-s 20 -- ${SUITE_ARGS:-}"
       checkpoint "$run/results.sqlite"
       tar czf "$OUT/run.tar.gz" -C "$(dirname "$run")" --exclude=work "$(basename "$run")" 2>/dev/null ;;
     *) echo "unknown step $name" >> "$log" ;;

@@ -71,14 +71,15 @@ def run_call(args: argparse.Namespace) -> int:
             if first else [*KP, "suite", "--resume", str(run)]) + ["--jsonl", *args.suite_args]
     before = count(run)
     t0 = time.time()
-    log = open(run.parent / f"{run.name}-call{len(calls)}.log", "w") if run.parent.is_dir() else subprocess.DEVNULL
+    run.mkdir(parents=True, exist_ok=True)
+    log = open(run / f"call{len(calls)}.log", "w")  # inside the run: it travels with run.tar.gz
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         proc.wait(timeout=args.budget_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)  # the suite keeps its verdicts and writes the report
-        try:
-            proc.wait(timeout=60)
+        try:  # a verdict in flight is dropped after the grace (resume judges it again): the call must end in time
+            proc.wait(timeout=args.grace_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -138,6 +139,7 @@ def main() -> int:
     ap.add_argument("--solutions", type=Path)
     ap.add_argument("--run", type=Path, required=True)
     ap.add_argument("--budget-s", type=float, default=540.0)
+    ap.add_argument("--grace-s", type=float, default=20.0, help="seconds the suite gets after SIGINT, then SIGKILL")
     ap.add_argument("--evidence", type=Path)
     ap.add_argument("suite_args", nargs="*", help="after --: more `kernelpilot suite` flags (--limit, --problems)")
     args = ap.parse_args()

@@ -91,3 +91,16 @@ def test_declared_eager_ops_lift_the_operator_audit_for_that_op_only(tmp_path: P
     ops, _ = ra.record_ops(lambda x, y: torch.sigmoid(torch.tanh(x @ y)), [a, b])
     refused = {f.evidence for f in ra.op_findings(ops, settings["allowed_libraries"], 16) if f.severity == "reject"}
     assert refused == {"aten.sigmoid"}  # tanh declared, mm is cuBLAS's; sigmoid is still the candidate's to write
+
+
+def test_an_aten_fallback_c0_is_torch_compiles_own_run_too() -> None:
+    """level1/46's c0 is Inductor's fallback to aten.avg_pool3d alone (H200): no kernel of its own, as
+    torch.compile's run; that is a warning for an Inductor-origin candidate, a rejection for any other."""
+    from kernelpilot.evaluation.inductor_origin import runs_torch_compile_libraries
+
+    inductor = {"KERNELPILOT_ORIGIN": "inductor"}
+    assert runs_torch_compile_libraries(inductor, {"allowed_libraries": ["aten.avg_pool3d"]})
+    assert runs_torch_compile_libraries(inductor, {"allowed_libraries": ["cudnn"]})
+    assert not runs_torch_compile_libraries(inductor, {"allowed_libraries": []})
+    assert not runs_torch_compile_libraries({}, {"allowed_libraries": ["aten.avg_pool3d", "cublas"]})
+    assert not runs_torch_compile_libraries(inductor, {"allowed_libraries": ["avg_pool3d_but_not_aten"]})

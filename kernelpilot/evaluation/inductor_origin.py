@@ -60,11 +60,13 @@ def _is_aten_op(name: str) -> bool:
 def runs_torch_compile_libraries(declared: dict[str, Any], settings: dict[str, Any]) -> bool:
     """An Inductor-origin candidate whose declared libraries are allowed: when it compiles no kernel of its own
     (torch.compile's run of a matmul, a convolution or an attention is the library call alone), "no kernel of
-    its own" is what torch.compile does too, so it is said (no-kernel, warn) rather than refused."""
+    its own" is what torch.compile does too, so it is said (no-kernel, warn) rather than refused. The same holds
+    for an ATen operator Inductor falls back to (level1/46's avg_pool3d: its c0 is that one call)."""
     from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
 
-    return declared.get(ORIGIN_DECLARATION) == "inductor" and bool(set(settings.get("allowed_libraries") or [])
-                                                                   & set(_KNOWN_LIBRARIES))
+    allowed = {str(lib).lower() for lib in settings.get("allowed_libraries") or []}
+    return declared.get(ORIGIN_DECLARATION) == "inductor" and any(
+        lib in _KNOWN_LIBRARIES or _is_aten_op(lib) for lib in allowed)
 
 
 def within_compile_flag(declared: dict[str, Any], performance: Any) -> list[str]:
