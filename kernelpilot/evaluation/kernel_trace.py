@@ -12,8 +12,10 @@ a kernel list:
 
 So each kernel also records the aten ops whose CPU range encloses its launch (joined through the
 profiler's correlation id), and the audit's operator recorder (runtime_audit.record_ops) notes every
-aten op that was called while the current stream was not the caller's (``off_stream_ops``). A side-stream kernel is the library's own when a library op
-(convolution, matmul, attention) launched it and no op was dispatched off the caller's stream.
+aten op that was called while the current stream was not the caller's (``off_stream_ops``).
+runtime_audit.kernel_findings judges a side-stream kernel the library's own when a library op
+(convolution, matmul, attention: runtime_audit.LIBRARY_OPS) launched it and no op was dispatched off the
+caller's stream.
 """
 
 from __future__ import annotations
@@ -24,19 +26,6 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-LIBRARY_OP_NAMES: frozenset[str] = frozenset(
-    "mm bmm addmm addmv mv dot matmul linear baddbmm addbmm _scaled_mm _addmm_activation "
-    "convolution _convolution conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d "
-    "cudnn_convolution cudnn_convolution_transpose cudnn_batch_norm _cudnn_rnn "
-    "scaled_dot_product_attention _scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
-    "_scaled_dot_product_cudnn_attention".split())
-
-
-def library_op(name: str) -> bool:
-    """An aten op whose kernels belong to cuBLAS, cuDNN or an attention library ("aten::cudnn_convolution")."""
-    base = name.split("::")[-1].split(".")[0]
-    return base in LIBRARY_OP_NAMES or base.startswith("cudnn_")
-
 
 @dataclass
 class KernelTrace:
@@ -45,12 +34,6 @@ class KernelTrace:
     launched_by: list[tuple[str, ...]] = field(default_factory=list)  # per kernel: enclosing aten ops, outer first
     off_stream_ops: list[str] = field(default_factory=list)  # aten ops dispatched off the caller's stream
     watched_dispatch: bool = False  # off_stream_ops was recorded (False: unknown)
-
-    def library_launched(self, index: int) -> bool:
-        """Kernel ``index`` was launched inside a library op while every op ran on the caller's stream."""
-        if not self.watched_dispatch or self.off_stream_ops or index >= len(self.launched_by):
-            return False
-        return any(library_op(op) for op in self.launched_by[index])
 
 
 def parse_trace(trace: dict[str, Any]) -> KernelTrace:

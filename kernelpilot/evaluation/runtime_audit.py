@@ -59,6 +59,20 @@ LIBRARY_OPS: dict[str, frozenset[str]] = {
 }
 LIBRARY_OPS["torch.matmul"] = LIBRARY_OPS["cublas"]
 
+
+def library_op(name: str) -> bool:
+    """An aten op whose kernels belong to cuBLAS, cuDNN or an attention library ("aten::cudnn_convolution")."""
+    base = name.split("::")[-1].split(".")[0]
+    return base.startswith("cudnn_") or any(base in ops for ops in LIBRARY_OPS.values())
+
+
+def library_launched(trace: KernelTrace, index: int) -> bool:
+    """Kernel ``index`` of ``trace`` was launched inside a library op while every op ran on the caller's
+    stream: a library's own internal stream (kernel_trace.py), not the candidate's side stream."""
+    if not trace.watched_dispatch or trace.off_stream_ops or index >= len(trace.launched_by):
+        return False
+    return any(library_op(op) for op in trace.launched_by[index])
+
 _LIBRARY_KERNEL = re.compile(r"(nvjet|sm\d+_xmma|xmma_|cublas|cudnn|gemv2|gemmk1|gemmSN|ampere_|turing_|volta_|"
                              r"cutlass_\d+_|cutlass3x_|implicit_convolve|splitKreduce)", re.I)
 _TORCH_KERNEL = re.compile(r"(at::|at_cuda_detail|c10::|triton_|^triton|cub::|thrust::|Memcpy|Memset|"
@@ -195,7 +209,7 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
         # a library's own internal streams (cuDNN's conv_transpose dgrad engines), joined before it returns,
         # are not the candidate's: see kernel_trace.py
         other = sorted({(s, k) for i, (k, s) in enumerate(trace.kernels)
-                        if s != trace.home_stream and not trace.library_launched(i)})
+                        if s != trace.home_stream and not library_launched(trace, i)})
         if other:
             stream, kernel = other[0]
             findings.append(Finding(
