@@ -10,7 +10,9 @@ a few hundred MB however large the output: a 4096 x 393216 output (1.6e9 element
 piece needs a dozen float64 copies of itself, over 100 GB. Two passes: the first finds the dtype
 reference's worst error (the slack), the second checks and accumulates the norms and maxima.
 ``out`` may also be a Python number: the constant output the trivial-output guard puts through the
-same check, without materialising it.
+same check, without materialising it. CUDA outputs of float dtypes take the same two passes as fused
+Triton kernels (compare_kernel.py: each element read once per pass, one host sync), with the same
+element test bit for bit; KERNELPILOT_FUSED_COMPARE=0 keeps the torch path everywhere.
 """
 
 from __future__ import annotations
@@ -59,23 +61,13 @@ def _header(out: Any, ref: Any) -> str:
     return ""
 
 
-def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
-    """Compare one output tensor (or a constant); returns the fields of a TrialResult plus ``unwritten``."""
+def _torch_passes(out: Any, ref: Any, ref64: Any, tol: Any, floor: float, value: float) -> dict[str, Any]:
+    """The two passes in chunks of torch operations (any device and dtype); ``out`` None: the constant ``value``."""
     import torch
 
-    res: dict[str, Any] = {"passed": False, "mismatched": 0, "total": 0, "unwritten": 0, "message": ""}
-    problem = _header(out, ref)
-    if problem:
-        res["message"] = problem
-        return res
-    constant = isinstance(out, (int, float))
-    value = float(out) if constant else 0.0
-    if constant and ref.is_floating_point():
-        value = float(torch.tensor(value, dtype=torch.float64).to(ref.dtype))  # what a kernel could write
     total = ref.numel()
-    res["total"] = total
     r_all, t_all = _flat(ref), _flat(ref64)
-    o_all = None if constant else _flat(out)
+    o_all = None if out is None else _flat(out)
     floating = ref.is_floating_point()
     # pass 1: the dtype reference's worst error against the truth (the slack of the truth test)
     slack = 0.0
@@ -93,10 +85,9 @@ def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
     mismatched = unwritten = 0
     err_sq = ref_sq = ref_err_sq = 0.0
     max_abs = max_rel = 0.0
-    floor = max(tol.atol, 1e-30)
     for a, b in _chunks(total):
         r, t = r_all[a:b].double(), t_all[a:b].double()
-        o = torch.full_like(r, value) if constant else o_all[a:b].double()
+        o = torch.full_like(r, value) if o_all is None else o_all[a:b].double()
         tq = t_all[a:b].to(ref.dtype).double() if floating else t
         finite = torch.isfinite(t) & torch.isfinite(tq)
         # where the truth overflows / is NaN in this dtype, the output must match one reference exactly
@@ -118,6 +109,61 @@ def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
             max_abs = max(max_abs, float(seen.max()))
             max_rel = max(max_rel, float((seen / tf.abs().clamp_min(floor)).max()))
         del r, t, o, tq, finite, nonfin_ok, ok_dtype, ok_true, ok, err, seen, tf, rf
+    return {"slack": slack, "err_sq": err_sq, "ref_sq": ref_sq, "ref_err_sq": ref_err_sq, "max_abs": max_abs,
+            "max_rel": max_rel, "mismatched": mismatched, "unwritten": unwritten}
+
+
+_FUSED_OFF = ("0", "off", "no", "false")
+_fused_failure: list[str] = []  # why the fused kernels could not run in this process (then: the torch path)
+
+
+def _fused_compare(out: Any, ref: Any, ref64: Any, tol: Any, floor: float, value: float) -> dict[str, Any] | None:
+    """The two passes as fused Triton kernels (compare_kernel.py) for CUDA float tensors; None: use the torch
+    path (another device or dtype, KERNELPILOT_FUSED_COMPARE=0, or Triton failed here once)."""
+    import os
+
+    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+        return None
+    if not getattr(ref, "is_cuda", False):
+        return None
+    try:
+        from kernelpilot.evaluation import compare_kernel
+
+        if not compare_kernel.usable(value if out is None else out, ref, ref64):
+            return None
+        r, t = _flat(ref), _flat(ref64)
+        o = None if out is None else _flat(out)
+        return compare_kernel.check(o, r, t, tol.atol, tol.rtol, floor, value)
+    except Exception as exc:  # the torch path gives the same verdict, only slower
+        import sys
+
+        _fused_failure.append(f"{type(exc).__name__}: {exc}")
+        print(f"kernelpilot: the fused comparison is unavailable ({_fused_failure[0][:300]}); "
+              "comparing with torch operations", file=sys.stderr)
+        return None
+
+
+def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
+    """Compare one output tensor (or a constant); returns the fields of a TrialResult plus ``unwritten``."""
+    import torch
+
+    res: dict[str, Any] = {"passed": False, "mismatched": 0, "total": 0, "unwritten": 0, "message": ""}
+    problem = _header(out, ref)
+    if problem:
+        res["message"] = problem
+        return res
+    constant = isinstance(out, (int, float))
+    value = float(out) if constant else 0.0
+    if constant and ref.is_floating_point():
+        value = float(torch.tensor(value, dtype=torch.float64).to(ref.dtype))  # what a kernel could write
+    total = ref.numel()
+    res["total"] = total
+    floor = max(tol.atol, 1e-30)
+    cand = None if constant else out
+    passes = _fused_compare(cand, ref, ref64, tol, floor, value) or _torch_passes(cand, ref, ref64, tol, floor, value)
+    slack, mismatched, unwritten = passes["slack"], passes["mismatched"], passes["unwritten"]
+    err_sq, ref_sq, ref_err_sq = passes["err_sq"], passes["ref_sq"], passes["ref_err_sq"]
+    max_abs, max_rel = passes["max_abs"], passes["max_rel"]
     ref_norm, err_norm, ref_err_norm = math.sqrt(ref_sq), math.sqrt(err_sq), math.sqrt(ref_err_sq)
     if ref_norm > 0:
         normalized, ref_normalized = err_norm / ref_norm, ref_err_norm / ref_norm
@@ -178,15 +224,17 @@ def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[An
     if any(src is None for src in sources):
         return zeros, None
 
-    def mean(src: Any) -> float:
-        total, count = 0.0, 0
+    def mean(src: Any) -> float:  # over the finite elements; accumulated on the device, one host sync
         flat = _flat(src)
+        total = torch.zeros((), dtype=torch.float64, device=flat.device)
+        count = torch.zeros((), dtype=torch.int64, device=flat.device)
         for a, b in _chunks(flat.numel()):
             d = flat[a:b].double()
-            finite = d[torch.isfinite(d)]
-            total += float(finite.sum())
-            count += finite.numel()
-        return total / count if count else 0.0
+            finite = torch.isfinite(d)
+            total += torch.where(finite, d, torch.zeros_like(d)).sum()
+            count += finite.sum()
+        n = int(count)
+        return float(total) / n if n else 0.0
 
     return zeros, [mean(src) for src in sources]
 
@@ -197,14 +245,14 @@ def normalized_difference(cand: Any, eager: Any) -> float:
     import torch
 
     c_all, e_all = _flat(cand), _flat(eager)
-    diff_sq = norm_sq = 0.0
+    sums = torch.zeros(3, dtype=torch.float64, device=e_all.device)  # diff^2, eager^2, NaN where eager is finite
     for a, b in _chunks(e_all.numel()):
         c, e = c_all[a:b].double(), e_all[a:b].double()
         fin = torch.isfinite(e)
-        if bool((torch.isnan(c) & fin).any()):
-            return float("inf")
         d = torch.where(fin, c - e, torch.zeros_like(e))
         ef = torch.where(fin, e, torch.zeros_like(e))
-        diff_sq += float((d * d).sum())
-        norm_sq += float((ef * ef).sum())
+        sums += torch.stack([(d * d).sum(), (ef * ef).sum(), (torch.isnan(c) & fin).sum().double()])
+    diff_sq, norm_sq, holes = sums.tolist()  # one host sync
+    if holes:
+        return float("inf")
     return math.sqrt(diff_sq / norm_sq) if norm_sq > 0 else math.sqrt(diff_sq)

@@ -307,6 +307,8 @@ _WATCHED = (
     "torch.Tensor.all", "torch.Tensor.sum", "torch.nn.Module.__call__", "torch.profiler.profile",
     "threading.enumerate", "threading.active_count", "select.select", "os.write", "json.dumps",
     "kernelpilot.evaluation.verify.compare", "kernelpilot.evaluation.verify.compare_all",
+    "kernelpilot.evaluation.compare.compare", "kernelpilot.evaluation.compare.compare_all",
+    "kernelpilot.evaluation.compare._fused_compare", "kernelpilot.evaluation.compare._torch_passes",
     "kernelpilot.evaluation.verify.verify", "kernelpilot.evaluation.verify.poison_allocator",
     "kernelpilot.evaluation.verify.inputs_equal", "kernelpilot.evaluation.reference_cache.ReferenceCache.lookup",
     "kernelpilot.evaluation.reference_cache.ReferenceCache.store", "kernelpilot.evaluation.reference_cache.fingerprint",
