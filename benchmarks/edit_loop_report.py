@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import shlex
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -76,8 +77,49 @@ def read_nvcc_time(csv_path: Path) -> dict[str, float]:
     return phases
 
 
+# nvcc options weighed for the warm edit, timed beside the build's own command (issue 27 item 1)
+NVCC_VARIANTS = {"split-compile": ["--split-compile=0"]}
+_CODE = (".text", ".nv.")  # SASS and its metadata (.nv.info: registers, .nv.constant0, .nv.shared)
+
+
+def code_digest(keep_dir: Path) -> str:
+    """A digest of the SASS and kernel metadata of the cubins nvcc kept in ``keep_dir`` (the ``.text`` and ``.nv.``
+    ELF sections; not the debug sections or the notes that record the command line), so two builds can be
+    compared for their code."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for cubin in sorted(keep_dir.glob("*.cubin")):
+        b = cubin.read_bytes()
+        shoff = struct.unpack_from("<Q", b, 0x28)[0]
+        entsize, count, names_at = struct.unpack_from("<HHH", b, 0x3A)
+        heads = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * entsize) for i in range(count)]
+        names = heads[names_at][4]
+        for head in heads:
+            name = b[names + head[0]: b.index(b"\0", names + head[0])].decode()
+            if not name.startswith(_CODE):
+                continue
+            h.update(name.encode() + b"\0")
+            if head[1] != 8:  # SHT_NOBITS has no bytes in the file
+                h.update(b[head[4]: head[4] + head[5]])
+    return h.hexdigest()[:16]
+
+
+def _timed_nvcc(cmd: list[str], keep: Path) -> tuple[float, subprocess.CompletedProcess[str], str]:
+    keep.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    r = subprocess.run([*cmd, "--keep", "--keep-dir", str(keep)], capture_output=True, text=True)
+    wall = round(time.monotonic() - t0, 3)
+    try:
+        digest = code_digest(keep)
+    except (OSError, ValueError, struct.error):
+        digest = ""
+    return wall, r, digest
+
+
 def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
-    """``nvcc --time`` on every ``.cu`` the build compiled, with build.ninja's own flags."""
+    """``nvcc --time`` on every ``.cu`` the build compiled, with build.ninja's own flags; then each of
+    NVCC_VARIANTS added to them: its wall time and whether its code is the same as the build's own."""
     ninja = build_dir / "build.ninja"
     if not ninja.is_file():
         return {"error": {"phases_s": {}, "note": f"no build.ninja in {build_dir}"}}
@@ -91,9 +133,13 @@ def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
         src = Path(line.split(": cuda_compile ", 1)[1].strip())
         csv_path = out / f"{src.stem}.csv"
         cmd = [v.get("nvcc", "nvcc"), *shlex.split(v.get("cuda_cflags", "")), "-c", str(src), "-o",
-               str(out / f"{src.stem}.o"), *shlex.split(v.get("cuda_post_cflags", "")), "--time", str(csv_path)]
-        t0 = time.monotonic()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        result[src.name] = {"wall_s": round(time.monotonic() - t0, 3), "returncode": r.returncode,
-                            "phases_s": read_nvcc_time(csv_path), "stderr": r.stderr[-800:]}
+               str(out / f"{src.stem}.o"), *shlex.split(v.get("cuda_post_cflags", ""))]
+        wall, r, digest = _timed_nvcc([*cmd, "--time", str(csv_path)], out / f"{src.stem}-keep")
+        row: dict[str, Any] = {"wall_s": wall, "returncode": r.returncode, "phases_s": read_nvcc_time(csv_path),
+                               "stderr": r.stderr[-800:], "variants": {}}
+        for name, extra in NVCC_VARIANTS.items():
+            v_wall, v_r, v_digest = _timed_nvcc([*cmd, *extra], out / f"{src.stem}-{name}")
+            row["variants"][name] = {"flags": extra, "wall_s": v_wall, "returncode": v_r.returncode,
+                                     "same_code": bool(digest) and v_digest == digest}
+        result[src.name] = row
     return result

@@ -32,7 +32,9 @@ from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, tool
 BINDING_FILE = "binding.cpp"
 MODEL_FILE = "model_new.py"
 BUILD_RESULT_MARKER = "KERNELPILOT_BUILD_RESULT "
-BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17")
+# -t0: nvcc runs its host and device steps on threads of their own. The cubin is byte-identical; the softmax
+# example's .cu compiles in 2.98 s instead of 3.19 s (2-core machine, nvcc 13.0, median of 4).
+BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0")
 # The C++ sources are host glue (argument checks, a launch): -O1 compiles the softmax example's binding in
 # 5.4 s where -O3 takes 8.8 s (2-core machine, precompiled header loaded; -O0: 4.9 s). A candidate that
 # does real host work passes extra_cflags=["-O3"] (the last -O wins). torch picks the C++ standard.

@@ -46,7 +46,36 @@ def test_edit_loop_measures_an_example_on_the_cpu(tmp_path: Path, capsys: pytest
     assert "build" in r["phases"]["cold_test"] and r["phases"]["warm_test"]["build"] > 0
     assert 0 < r["card_s"] < 60 and "256×256 bfloat16" in r["first_screen"]["second"]["card_text"]
     assert r["nvcc"]["softmax.cu"]["returncode"] == 0 and "cicc" in r["nvcc"]["softmax.cu"]["phases_s"]
+    split = r["nvcc"]["softmax.cu"]["variants"]["split-compile"]
+    assert split["returncode"] == 0 and split["same_code"] is True  # the same SASS, in less time or not
     # the loop edits a copy: the shipped example is untouched
     assert "#pragma unroll 2" not in (ROOT / "examples" / "softmax" / "candidate" / "softmax.cu").read_text()
     assert "| softmax |" in (folder / "results.md").read_text()
     assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("softmax ")  # the table comes last
+
+
+def test_code_digest_sees_the_code_and_not_the_command_line(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from edit_loop_report import code_digest
+
+    from kernelpilot.toolkit import find_cuda_home
+
+    try:
+        nvcc = str(find_cuda_home() / "bin" / "nvcc")
+    except Exception:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    if not shutil.which(nvcc):
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    digests = {}
+    for name, scale, extra in (("a", "2.0f", []), ("b", "2.0f", ["-DUNUSED=1", "-t0"]), ("c", "3.0f", [])):
+        src = tmp_path / f"{name}.cu"
+        src.write_text(f"__global__ void k(float* x) {{ x[threadIdx.x] *= {scale}; }}\n")
+        keep = tmp_path / f"keep-{name}"
+        keep.mkdir()
+        subprocess.run([nvcc, "-O3", "-gencode=arch=compute_90,code=sm_90", *extra, "-c", str(src), "-o",
+                        str(tmp_path / f"{name}.o"), "--keep", "--keep-dir", str(keep)], check=True, capture_output=True)
+        digests[name] = code_digest(keep)
+    assert digests["a"] == digests["b"]  # same code, another command line
+    assert digests["a"] != digests["c"]  # another constant
