@@ -190,3 +190,19 @@ print(found is not None, 'torch' in sys.modules, round(took, 3))
     hit, torch_imported, took = out.stdout.split()
     assert (hit, torch_imported) == ("True", "False"), out.stderr
     assert float(took) < 1.0
+
+
+def test_each_write_keeps_only_the_newest_rows_of_the_last_days(tmp_path: Path, problem: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "baselines.sqlite"
+    table = mb.BaselineTable(cache, wal=False)
+    now = time.time()
+    for i in range(6):  # rows of earlier sessions: two too old, four recent
+        table.put(f"old-{i}", f"p{i}.py", {"eager": None}, at=now - (100 if i < 2 else 10 - i) * 86400.0)
+    table.close()
+    monkeypatch.setattr(mb, "KEEP_ROWS", 3)
+    mb.record(problem, EvalSettings(), None, fixture_baselines(), identity=IDENTITY, path=cache)
+    with sqlite3.connect(cache) as db:
+        keys = [k for (k,) in db.execute("SELECT key FROM baselines ORDER BY created_at")]
+    assert keys[:2] == ["old-4", "old-5"] and len(keys) == 3  # the 100-day-old rows and the oldest recent one went
+    assert mb.lookup(problem, EvalSettings(), identity=IDENTITY, path=cache) is not None  # the new row stays

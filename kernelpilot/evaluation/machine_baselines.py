@@ -11,7 +11,8 @@ A row is found only for the same key: the problem file's bytes and the timing se
 UUID, driver, torch, Triton, torch's CUDA and the GPU's clocks), all read without importing torch or
 initialising CUDA, so a lookup takes milliseconds. A cache that cannot be read (corrupt, locked, another
 user's) raises ``CacheUnavailable`` with what to do; writing to one only logs a warning, and a corrupt file
-is set aside (``.corrupt-<time>``) and started again.
+is set aside (``.corrupt-<time>``) and started again. Each write prunes the file to the newest ``KEEP_ROWS``
+rows of the last ``KEEP_DAYS`` days.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ CREATE TABLE IF NOT EXISTS baselines (
     key TEXT PRIMARY KEY, problem TEXT NOT NULL, gpu_uuid TEXT, data TEXT NOT NULL, created_at REAL NOT NULL);
 """
 ENV = "KERNELPILOT_BASELINES_CACHE"
+# The machine's cache keeps the newest rows: a row older than this, or beyond this count, is deleted when a
+# new one is written (a driver or torch upgrade changes every key, so old rows would never match again)
+KEEP_ROWS = 2000
+KEEP_DAYS = 90.0
 READ_TIMEOUT_S = 0.25  # a lookup waits this long for a writer's lock, then the card goes on without it
 WRITE_TIMEOUT_S = 5.0
 
@@ -74,6 +79,16 @@ class BaselineTable:
                              "VALUES (?, ?, ?, ?, ?)", (key, problem, str(baselines.get("gpu_uuid", "")),
                                                         json.dumps(baselines), time.time() if at is None else at))
             self._db.commit()
+
+    def prune(self, keep_rows: int, keep_days: float, now: float | None = None) -> int:
+        """Delete the rows older than ``keep_days`` and all but the newest ``keep_rows``; returns how many went."""
+        cutoff = (time.time() if now is None else now) - keep_days * 86400.0
+        with self._lock:
+            gone = self._db.execute("DELETE FROM baselines WHERE created_at < ?", (cutoff,)).rowcount
+            gone += self._db.execute("DELETE FROM baselines WHERE key NOT IN (SELECT key FROM baselines "
+                                     "ORDER BY created_at DESC LIMIT ?)", (max(int(keep_rows), 0),)).rowcount
+            self._db.commit()
+        return gone
 
     def all(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -194,6 +209,7 @@ def _put(where: Path, key: str, problem: str, data: dict[str, Any]) -> None:
             continue
         try:
             table.put(key, problem, data)
+            table.prune(KEEP_ROWS, KEEP_DAYS)
         finally:
             table.close()
         return
