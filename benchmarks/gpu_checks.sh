@@ -14,15 +14,18 @@ if [ -d "$root/.whl" ] && ! python3 -c "import textual, platformdirs, git" 2>/de
 fi
 export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PATH="/tmp/site/bin:$PATH"
 log="$OUT/checks.log"
+dir="$OUT/checks"   # packed into $OUT/checks.tar.gz at the end (a call returns at most 8 files)
+mkdir -p "$dir"
 cd "$root"
 : > "$OUT/checks.env"
-if ! timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_compare_gpu.py > "$OUT/compare-test.log" 2>&1; then
+if ! timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_compare_gpu.py > "$dir/compare-test.log" 2>&1; then
   echo "export KERNELPILOT_FUSED_COMPARE=0" > "$OUT/checks.env"
 fi
-{ echo "== compare test: $(tail -1 "$OUT/compare-test.log")"; } >> "$log"
-timeout 120 python3 benchmarks/compare_speed.py --out "$OUT" >> "$log" 2>&1; echo "== compare_speed exit $?" >> "$log"
+{ echo "== compare test: $(tail -1 "$dir/compare-test.log")"; } >> "$log"
+timeout 120 python3 benchmarks/compare_speed.py --out "$dir" >> "$log" 2>&1; echo "== compare_speed exit $?" >> "$log"
 p46=$(ls "$root"/.kb/KernelBench/level1/46_*.py 2>/dev/null | head -1)
 if [ -n "$p46" ]; then
-  timeout 90 python3 benchmarks/trace_probe.py "$p46" --out "$OUT" >> "$log" 2>&1; echo "== trace_probe exit $?" >> "$log"
+  timeout 90 python3 benchmarks/trace_probe.py "$p46" --out "$dir" >> "$log" 2>&1; echo "== trace_probe exit $?" >> "$log"
 fi
+tar czf "$OUT/checks.tar.gz" -C "$OUT" checks && rm -rf "$dir"
 cat "$log"
