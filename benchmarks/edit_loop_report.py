@@ -64,8 +64,9 @@ def _ninja_vars(text: str) -> dict[str, str]:
     return found
 
 
-def read_nvcc_time(csv_path: Path) -> dict[str, float]:
-    """Seconds per nvcc phase from ``nvcc --time``'s CSV."""
+def read_nvcc_time(csv_path: Path, returncode: int = 0) -> dict[str, float]:
+    """Seconds per nvcc phase from ``nvcc --time``'s CSV. A compile that failed leaves the phases it never ran
+    with a garbage figure (a clock reading, not a duration): only phases that end before a failure count."""
     phases: dict[str, float] = {}
     if not csv_path.is_file():
         return phases
@@ -73,7 +74,10 @@ def read_nvcc_time(csv_path: Path) -> dict[str, float]:
         for row in csv.reader(f):
             if len(row) >= 8 and row[7].strip() == "ms":
                 name = row[1].strip()
-                phases[name] = round(phases.get(name, 0.0) + float(row[6]) / 1000, 3)
+                seconds = float(row[6]) / 1000
+                if returncode and seconds > 3600:
+                    continue
+                phases[name] = round(phases.get(name, 0.0) + seconds, 3)
     return phases
 
 
@@ -84,8 +88,8 @@ _CODE = (".text", ".nv.")  # SASS and its metadata (.nv.info: registers, .nv.con
 
 def code_digest(keep_dir: Path) -> str:
     """A digest of the SASS and kernel metadata of the cubins nvcc kept in ``keep_dir`` (the ``.text`` and ``.nv.``
-    ELF sections; not the debug sections or the notes that record the command line), so two builds can be
-    compared for their code."""
+    ELF sections, each kernel's ``.nv.info.<kernel>`` included; not the global ``.nv.info``, the debug sections
+    or the notes that record the command line), so two builds can be compared for their code."""
     import hashlib
 
     h = hashlib.sha256()
@@ -97,24 +101,37 @@ def code_digest(keep_dir: Path) -> str:
         names = heads[names_at][4]
         for head in heads:
             name = b[names + head[0]: b.index(b"\0", names + head[0])].decode()
-            if not name.startswith(_CODE):
-                continue
+            if not name.startswith(_CODE) or name == ".nv.info":  # the global attribute table names functions
+                continue  # by symbol index, and split compilation orders the symbols otherwise
             h.update(name.encode() + b"\0")
             if head[1] != 8:  # SHT_NOBITS has no bytes in the file
                 h.update(b[head[4]: head[4] + head[5]])
     return h.hexdigest()[:16]
 
 
-def _timed_nvcc(cmd: list[str], keep: Path) -> tuple[float, subprocess.CompletedProcess[str], str]:
+def _timed_nvcc(cmd: list[str], keep: Path, env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str], str]:
     keep.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    r = subprocess.run([*cmd, "--keep", "--keep-dir", str(keep)], capture_output=True, text=True)
+    r = subprocess.run([*cmd, "--keep", "--keep-dir", str(keep)], capture_output=True, text=True, env=env)
     wall = round(time.monotonic() - t0, 3)
     try:
         digest = code_digest(keep)
     except (OSError, ValueError, struct.error):
         digest = ""
     return wall, r, digest
+
+
+def _build_env(cuda_cflags: str) -> dict[str, str]:
+    """The environment the build ran nvcc in (kernelpilot.toolkit: CUDA_HOME, PATH, the CUDA wheels' CPATH)."""
+    import os
+
+    from kernelpilot.toolkit import toolchain_env
+
+    arch = next((f.split("code=sm_")[1] for f in shlex.split(cuda_cflags) if "code=sm_" in f), None)
+    try:
+        return {**os.environ, **toolchain_env(f"sm_{arch}" if arch else None)}
+    except Exception:  # noqa: BLE001 - no toolkit found: nvcc's own failure says so
+        return dict(os.environ)
 
 
 def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
@@ -127,6 +144,7 @@ def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
     v = _ninja_vars(text)
     out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}
+    env = _build_env(v.get("cuda_cflags", ""))
     for line in text.splitlines():
         if not line.startswith("build ") or ": cuda_compile " not in line:
             continue
@@ -134,11 +152,12 @@ def nvcc_profile(build_dir: Path, out: Path) -> dict[str, Any]:
         csv_path = out / f"{src.stem}.csv"
         cmd = [v.get("nvcc", "nvcc"), *shlex.split(v.get("cuda_cflags", "")), "-c", str(src), "-o",
                str(out / f"{src.stem}.o"), *shlex.split(v.get("cuda_post_cflags", ""))]
-        wall, r, digest = _timed_nvcc([*cmd, "--time", str(csv_path)], out / f"{src.stem}-keep")
-        row: dict[str, Any] = {"wall_s": wall, "returncode": r.returncode, "phases_s": read_nvcc_time(csv_path),
+        wall, r, digest = _timed_nvcc([*cmd, "--time", str(csv_path)], out / f"{src.stem}-keep", env)
+        row: dict[str, Any] = {"wall_s": wall, "returncode": r.returncode,
+                               "phases_s": read_nvcc_time(csv_path, r.returncode),
                                "stderr": r.stderr[-800:], "variants": {}}
         for name, extra in NVCC_VARIANTS.items():
-            v_wall, v_r, v_digest = _timed_nvcc([*cmd, *extra], out / f"{src.stem}-{name}")
+            v_wall, v_r, v_digest = _timed_nvcc([*cmd, *extra], out / f"{src.stem}-{name}", env)
             row["variants"][name] = {"flags": extra, "wall_s": v_wall, "returncode": v_r.returncode,
                                      "same_code": bool(digest) and v_digest == digest}
         result[src.name] = row
