@@ -44,7 +44,9 @@ def _to_dtype(t, like_ptr, ROUND: tl.constexpr):
         return t
 
 
-@triton.jit
+# the element counts are not specialised on (divisible by 16 or not): one compile per dtype signature, not one
+# more for every shape set
+@triton.jit(do_not_specialize=["n"])
 def _worst_kernel(r_ptr, t_ptr, part_ptr, n, BLOCK: tl.constexpr, ROUND: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -56,7 +58,7 @@ def _worst_kernel(r_ptr, t_ptr, part_ptr, n, BLOCK: tl.constexpr, ROUND: tl.cons
     tl.store(part_ptr + pid, tl.max(gap, axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "n_blocks"])
 def _check_kernel(o_ptr, r_ptr, t_ptr, p_ptr, fpart_ptr, ipart_ptr, n, n_blocks,
                   BLOCK: tl.constexpr, CONSTANT: tl.constexpr, ROUND: tl.constexpr):
     pid = tl.program_id(0)
