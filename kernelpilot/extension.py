@@ -32,8 +32,9 @@ from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, tool
 BINDING_FILE = "binding.cpp"
 MODEL_FILE = "model_new.py"
 BUILD_RESULT_MARKER = "KERNELPILOT_BUILD_RESULT "
-# -t0: nvcc runs its host and device steps on threads of their own. The cubin is byte-identical; the softmax
-# example's .cu compiles in 2.98 s instead of 3.19 s (2-core machine, nvcc 13.0, median of 4).
+# -t0: nvcc may use as many threads as it likes for its steps (its phases still run mostly one after another
+# for one architecture). The cubin is byte-identical; the softmax example's .cu compiles in 2.98 s instead
+# of 3.19 s (2-core machine, nvcc 13.0, median of 4). benchmarks/edit-loop-2026-12-03 has the profile.
 BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0")
 # The C++ sources are host glue (argument checks, a launch): -O1 compiles the softmax example's binding in
 # 5.4 s where -O3 takes 8.8 s (2-core machine, precompiled header loaded; -O0: 4.9 s). A candidate that
