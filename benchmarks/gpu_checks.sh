@@ -9,10 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
-if [ -d "$root/.whl" ] && ! python3 -c "import textual, platformdirs, git" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$root"/.whl/*.whl >/dev/null 2>&1
-fi
-export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PATH="/tmp/site/bin:$PATH"
+. "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 log="$OUT/checks.log"
 dir="$OUT/checks"   # packed into $OUT/checks.tar.gz at the end (a call returns at most 8 files)
 mkdir -p "$dir"

@@ -1,0 +1,8 @@
+# Sourced by the GPU step scripts (kb_gpu.sh, gpu_pending.sh, gpu_checks.sh) after they set $root:
+# the carried wheels (.whl/, see shared/gpu/wheelhouse.sh) installed once into /tmp/site and put on the
+# paths, and NVLink multicast left off (KINDS.md).
+export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH="/tmp/site/bin:$PATH"
+if [ -d "$root/.whl" ] && ! python3 -c "import textual, platformdirs, git" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$root"/.whl/*.whl
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
