@@ -187,6 +187,19 @@ def test_kernel_trace_rules() -> None:
     assert [(f.rule, f.severity) for f in blind] == [("profiler-unavailable", "warn")]
 
 
+def test_kernel_names_in_an_anonymous_namespace_are_named_not_lost() -> None:
+    """KernelBench level1/46's c0 calls aten.avg_pool3d, whose kernel sits in an anonymous namespace: the
+    finding must name it (it read "seen: no GPU work at all"), and an own kernel there must still count."""
+    pool = ("void at::native::(anonymous namespace)::avg_pool3d_cuda_update_output<3, float, float>("
+            "torch::headeronly::detail::GenericPackedTensorAccessor<float const, 4ul>, int, int, bool)")
+    assert ra._base_name(pool) == "avg_pool3d_cuda_update_output"
+    found = ra.kernel_findings(ra.KernelTrace(kernels=[(pool, 7)], home_stream=7), ["my_kernel"], [])
+    assert [f.rule for f in found] == ["no-custom-kernel"]
+    assert "avg_pool3d_cuda_update_output" in found[0].message and "no GPU work" not in found[0].message
+    mine = "void (anonymous namespace)::my_kernel<float>(float const*, float*, int)"
+    assert ra.kernel_findings(ra.KernelTrace(kernels=[(mine, 7)], home_stream=7), ["my_kernel"], []) == []
+
+
 def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]) -> dict:
     """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts, dur))."""
     events = [{"ph": "X", "cat": "kernel", "name": "fill_marker", "ts": 1, "dur": 1, "args": {"stream": 7}}]

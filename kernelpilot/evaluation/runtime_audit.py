@@ -165,7 +165,10 @@ def op_findings(ops: dict[str, OpUse], allowed_libraries: list[str], small_numel
 
 # ---- profiler: kernel_trace.py ------------------------------------------------------------------
 def _base_name(kernel: str) -> str:
-    name = re.sub(r"^void\s+", "", kernel.strip())
+    """A kernel's bare name from its demangled signature: "void at::native::(anonymous namespace)::
+    avg_pool3d_cuda_update_output<3, float, float>(...)" -> "avg_pool3d_cuda_update_output" (the
+    anonymous namespace's parentheses are not the parameter list)."""
+    name = re.sub(r"^void\s+", "", kernel.strip()).replace("(anonymous namespace)", "")
     name = name.split("(")[0].split("<")[0]
     return name.split("::")[-1].strip()
 
