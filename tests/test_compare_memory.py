@@ -102,3 +102,46 @@ def test_timing_samples_follow_the_time_budget() -> None:
     assert timing_settings(s, 0.08).samples_per_round == 4  # 80 ms: never below 4 a round
     assert timing_settings({**s, "time_budget_s": 0}, 0.08).samples_per_round == 20  # budget off
     assert timing_settings(s).samples_per_round == 20  # call time unknown
+
+
+def test_replay_check_tells_a_near_zero_output_from_a_stale_one() -> None:
+    """The timing phase's replay check: an output whose norm is near zero (the mean after a group norm,
+    KernelBench level 2 problem 23) has a large normalised error from rounding alone and must pass; a
+    result of other inputs (a cache) must still fail, and so must NaN where eager has none."""
+    from kernelpilot.evaluation.timed import _replay_check
+    from kernelpilot.evaluation.verify import Tolerance
+
+    tol = Tolerance(1e-4, 1e-4, 1e-5)
+    check = _replay_check("cpu", tol)
+    torch.manual_seed(0)
+    eager = torch.randn(128, dtype=torch.float64).float() * 1e-8  # means of normalised groups: rounding-level
+    cand = eager + torch.randn(128) * 1e-8
+    assert cmp.normalized_difference(cand, eager) > 0.5  # the old check failed here
+    assert check(cand, eager) == ""
+    assert check((cand, torch.ones(3)), (eager, torch.ones(3))) == ""
+    # a stale result: another input's output on a normal-sized output
+    x, y = torch.randn(4096), torch.randn(4096)
+    msg = check(2 * y, 2 * x)
+    assert "differs from eager" in msg and "outside" in msg
+    # a cached output of a near-zero problem with one element replaced by a wrong value is still caught
+    bad = cand.clone()
+    bad[7] = 1.0
+    assert "differs from eager" in check(bad, eager)
+    nan = cand.clone()
+    nan[3] = float("nan")
+    assert "NaN" in check(nan, eager)
+    # without a tolerance the check is the plain normalised one, as before
+    assert "differs from eager" in _replay_check("cpu")(cand, eager)
+
+
+def test_replay_difference_counts_outside_the_band_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    e = torch.randn(1000)
+    c = e.clone()
+    c[::100] += 1.0  # ten elements off by 1
+    whole = cmp.replay_difference(c, e, 1e-3, 1e-3)
+    monkeypatch.setattr(cmp, "CHUNK", 7)
+    err, off = cmp.replay_difference(c, e, 1e-3, 1e-3)
+    assert off == 10 == whole[1] and err == pytest.approx(whole[0], rel=1e-9)
+    e[5] = float("inf")  # non-finite eager elements are skipped, not counted
+    c[5] = 0.0
+    assert cmp.replay_difference(c, e, 1e-3, 1e-3)[1] == 10

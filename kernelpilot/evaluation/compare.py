@@ -239,20 +239,32 @@ def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[An
     return zeros, [mean(src) for src in sources]
 
 
-def normalized_difference(cand: Any, eager: Any) -> float:
-    """||cand - eager|| / ||eager|| over the elements where eager is finite (chunked); inf for NaN where
-    eager has none. The timing phase's check of a timed output against eager on the same inputs."""
+def replay_difference(cand: Any, eager: Any, atol: float = 0.0, rtol: float = 0.0) -> tuple[float, int]:
+    """(||cand - eager|| / ||eager||, the count of elements with |cand - eager| > atol + rtol*|eager|), over
+    the elements where eager is finite (chunked, one host sync); the error is inf for NaN where eager has
+    none. The timing phase's check of a timed output against eager on the same inputs: the count is what
+    tells a stale result from a near-zero output (a mean after a norm), whose normalised error is large
+    however close each element is."""
     import torch
 
     c_all, e_all = _flat(cand), _flat(eager)
-    sums = torch.zeros(3, dtype=torch.float64, device=e_all.device)  # diff^2, eager^2, NaN where eager is finite
+    # diff^2, eager^2, NaN where eager is finite, elements outside the band
+    sums = torch.zeros(4, dtype=torch.float64, device=e_all.device)
     for a, b in _chunks(e_all.numel()):
         c, e = c_all[a:b].double(), e_all[a:b].double()
         fin = torch.isfinite(e)
         d = torch.where(fin, c - e, torch.zeros_like(e))
         ef = torch.where(fin, e, torch.zeros_like(e))
-        sums += torch.stack([(d * d).sum(), (ef * ef).sum(), (torch.isnan(c) & fin).sum().double()])
-    diff_sq, norm_sq, holes = sums.tolist()  # one host sync
+        outside = fin & ~(d.abs() <= atol + rtol * ef.abs())  # NaN in cand counts as outside
+        sums += torch.stack([(d * d).sum(), (ef * ef).sum(), (torch.isnan(c) & fin).sum().double(),
+                             outside.sum().double()])
+    diff_sq, norm_sq, holes, outside_n = sums.tolist()
     if holes:
-        return float("inf")
-    return math.sqrt(diff_sq / norm_sq) if norm_sq > 0 else math.sqrt(diff_sq)
+        return float("inf"), int(outside_n)
+    return (math.sqrt(diff_sq / norm_sq) if norm_sq > 0 else math.sqrt(diff_sq)), int(outside_n)
+
+
+def normalized_difference(cand: Any, eager: Any) -> float:
+    """||cand - eager|| / ||eager|| over the elements where eager is finite (chunked); inf for NaN where
+    eager has none."""
+    return replay_difference(cand, eager)[0]
