@@ -79,7 +79,7 @@ def mixed(args: argparse.Namespace, out: Path) -> int:
         result["deaths"], result["retried"] = sorted(deaths), sorted(retried)
         runs[f"run {i}"] = result
         print(f"run {i}: {result['wall_s']} s, deaths: {sorted(deaths)}, retried: {sorted(retried)}", flush=True)
-    (out / "mixed.json").write_text(json.dumps(runs, indent=1, default=str))
+        (out / "mixed.json").write_text(json.dumps(runs, indent=1, default=str))  # after each run: a cut step keeps it
     names = list(runs)
     lines = ["| job | expected | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     bad = 0
