@@ -232,3 +232,26 @@ def test_a_chain_is_swapped_through_its_holder(tmp_path: Path) -> None:
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, grads[name], rtol=1e-4, atol=1e-6)
     assert model.layers[1].mlp.forward.kernelpilot_stats["kernel"] >= 1
+
+
+def test_an_approved_candidate_passes_the_policy_again(mlp_problem: Path, tmp_path: Path) -> None:
+    """What approval writes beside the candidate (dropin.py imports os, json, importlib ...; a CUDA
+    drop-in's _build/ holds a .so) is kernelpilot's, not the candidate's: a later session's evaluation of
+    the approved candidate is not refused for it, and the candidate cannot import it either."""
+    from kernelpilot.dropin.registration import write_registration
+    from kernelpilot.evaluation.policy import blocking, check_candidate
+
+    directory = with_candidate(mlp_problem, tmp_path)
+    candidate = directory / "candidate"
+    assert blocking(check_candidate(candidate)) == []
+    write_registration(candidate, candidate_id="c1", check=False)
+    (candidate / "_build").mkdir()
+    (candidate / "_build" / "ext.so").write_bytes(b"\x7fELF")
+    assert blocking(check_candidate(candidate)) == []
+    model = candidate / "model_new.py"
+    model.write_text("import dropin\n" + model.read_text())
+    assert [f.rule for f in blocking(check_candidate(candidate))] == ["import-dropin"]
+    loose = tmp_path / "loose"  # not an extracted problem's candidate: every file is the candidate's
+    shutil.copytree(candidate, loose)
+    assert "import-os" in {f.rule for f in blocking(check_candidate(loose))}
+

@@ -44,6 +44,14 @@ def problem_dir_of(candidate_dir: Path) -> Path | None:
     return parent if (parent / ORIGIN_FILE).is_file() and (parent / "problem.py").is_file() else None
 
 
+def generated_files(candidate_dir: Path) -> frozenset[str]:
+    """The names approval writes into the candidate directory of an extracted problem (the operator, its
+    install, the extension's ``_build/``): kernelpilot's code, not the candidate's. The static policy
+    leaves them unchecked and not importable by the candidate, so an approved candidate can be evaluated
+    again (a later session, ``kernelpilot eval``) instead of being refused for this file's imports."""
+    return frozenset({DROPIN_FILE, SWAP_FILE, "_build"}) if problem_dir_of(candidate_dir) is not None else frozenset()
+
+
 def _model_file(candidate_dir: Path) -> Path:
     own = candidate_dir / "model_new.py"
     if own.is_file():

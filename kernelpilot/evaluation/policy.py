@@ -410,9 +410,13 @@ def _check_candidate(path: Path, relaxed: list[str]) -> list[Finding]:
     if path.is_file():
         return check_python(path.read_text(encoding="utf-8", errors="replace"), str(path), relaxed)
     findings: list[Finding] = []
-    local = [p.stem for p in path.glob("*.py") if _free_module_name(p.stem)]
+    from kernelpilot.dropin.registration import generated_files
+
+    generated = generated_files(path)  # kernelpilot's drop-in beside an approved candidate: not the candidate's code
+    local = [p.stem for p in path.glob("*.py") if _free_module_name(p.stem) and p.name not in generated]
     for file in sorted(path.rglob("*")):
-        if not file.is_file() or _SKIP_DIRS & set(file.relative_to(path).parts[:-1]):
+        parts = file.relative_to(path).parts
+        if not file.is_file() or _SKIP_DIRS & set(parts[:-1]) or parts[0] in generated:
             continue
         rel = str(file.relative_to(path))
         if file.suffix == ".py":
