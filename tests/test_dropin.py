@@ -255,3 +255,21 @@ def test_an_approved_candidate_passes_the_policy_again(mlp_problem: Path, tmp_pa
     shutil.copytree(candidate, loose)
     assert "import-os" in {f.rule for f in blocking(check_candidate(loose))}
 
+
+def test_apply_under_compile_compiles_the_swapped_model_once(mlp_problem: Path, tmp_path: Path) -> None:
+    """The swap's call counts and apply's timing hooks ran inside the compiled forward: Dynamo guarded on
+    them and recompiled the whole model at every step (then ran it eagerly past its recompile limit)."""
+    import torch
+
+    from kernelpilot.dropin.apply_run import measure
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = with_candidate(mlp_problem, tmp_path / "problems")
+    assert write_registration(directory / "candidate", candidate_id="c1").training
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    dropin = directory / "candidate" / "dropin.py"
+    res = measure(SCRIPT, [], steps=4, warmup=1, dropins=[dropin], compile_root=True)
+    assert not res.error and len(res.step_ms) == 5
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2  # forward (+ the loss's, if any)
+    assert res.stats[str(dropin)]["compiled_kernel"] and res.part_ms == {}

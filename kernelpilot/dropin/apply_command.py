@@ -90,6 +90,8 @@ def apply_command(args: Any) -> int:
     header = (f"{'swap':<44} {'step ms':>9} {'spread':>7} {'change':>15} {'part fwd ms':>19} {'share':>6} "
               f"{'outputs':>8} {'grads':>8}  result")
     print(header)
+    if compile_root:
+        print("(part fwd ms and share: not measured under torch.compile, whose graph the timing hooks would break)")
     base_parts = _base_parts(script, argv, steps, dropins, compile_root)
     for label, res, dropin, verdict in rows:
         print(_row(label, res, base, base_ms, base_parts.get(str(dropin)), verdict, dropin))
@@ -117,7 +119,7 @@ def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float)
     keys = [str(dropin)] if dropin is not None else list(res.stats)
     for key in keys:
         stats = res.stats.get(key, {})
-        if not stats.get("kernel"):
+        if not stats.get("kernel") and not stats.get("compiled_kernel"):  # eager calls, or traced into the graph
             where = ", ".join("model." + p for p in res.swapped.get(key, [])) or "its module"
             return (f"no call of {where} matched the recorded shapes and dtypes ({stats.get('original', 0)} call(s) ran "
                     f"the original forward); extract it again from this run")
@@ -131,7 +133,10 @@ def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float)
 
 
 def _base_parts(script: Path, argv: list[str], steps: int, dropins: list[Path], compile_root: bool) -> dict[str, float]:
-    """Forward ms per step of each swapped module in the unmodified model (timed, nothing swapped)."""
+    """Forward ms per step of each swapped module in the unmodified model (timed, nothing swapped); none
+    under torch.compile, where the parts are not timed (``kernelpilot.dropin.apply_run``)."""
+    if compile_root:
+        return {}
     res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=dropins, compile_root=compile_root, swap=False)
     return {k: sorted(v)[len(v) // 2] for k, v in res.part_ms.items() if v}
 

@@ -5,7 +5,9 @@ forward when it does not) for ``warmup + steps`` steps. A step is the time from 
 (its root module) to the next: forward, backward and the optimizer step, or forward alone for an
 inference script. Recorded: every step's time (host clock, synchronized), the first step's model
 output and the gradients at its first optimizer step (clones, for the end-to-end comparison), the
-forward time of each swapped module per step (CUDA events or host clock around it), and how many
+forward time of each swapped module per step (CUDA events or host clock around it; not under
+``compile_root``: hooks inside the compiled forward would break its graph and, appending to a list
+Dynamo guards on, recompile it every call until Dynamo gives up and runs it eagerly), and how many
 calls of each swapped forward ran the kernel or the original.
 """
 
@@ -89,8 +91,8 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
 
                 origin = json.loads((path.parent.parent / "origin.json").read_text())
                 result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
-            for sub in result.swapped[str(path)]:
-                _time_part(model.get_submodule(sub) if sub else model, str(path))
+            for sub in result.swapped[str(path)] if not compile_root else []:  # hooks inside the compiled forward
+                _time_part(model.get_submodule(sub) if sub else model, str(path))  # would break its graph (and recompile)
         handles.append(model.register_forward_hook(lambda m, i, o: _first_output(o)))
         if compile_root:
             model.forward = torch.compile(model.forward)
@@ -155,7 +157,7 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
             for sub in result.swapped.get(str(path), []):
                 module = state["root"].get_submodule(sub) if sub else state["root"]
                 for k, v in getattr(module.__dict__.get("forward"), "kernelpilot_stats", {}).items():
-                    stats[k] += v
+                    stats[k] = stats.get(k, 0) + v
             result.stats[str(path)] = stats
     return result
 

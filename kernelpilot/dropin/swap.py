@@ -7,7 +7,10 @@ candidate as ``dropin_swap.py``: it imports torch only, never kernelpilot).
   module (``holder.py``) with the chain's calls replaced by the operator.
 
 A call whose tensor arguments do not have a recorded shape and dtype (or whose other arguments
-differ) runs the original forward; ``forward.kernelpilot_stats`` counts both.
+differ) runs the original forward; ``forward.kernelpilot_stats`` counts both in eager calls, and marks
+(``compiled_kernel`` / ``compiled_original``) which one torch.compile traced into its graph: a count
+read and written in traced code is a value Dynamo guards on, so counting there recompiled the whole
+compiled forward at every call until Dynamo gave up and ran it eagerly.
 """
 
 from __future__ import annotations
@@ -96,7 +99,15 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
 
 def _forward(module: Any, original: Any, op: Any, spec: dict[str, Any], params: list[Any], holder_forward: Any,
              holder_params: Any) -> Any:
-    stats = {"kernel": 0, "original": 0}
+    import torch
+
+    stats = {"kernel": 0, "original": 0, "compiled_kernel": 0, "compiled_original": 0}
+
+    def count(path: str) -> None:
+        if torch.compiler.is_compiling():
+            stats["compiled_" + path] = 1  # written, never read: no guard on it
+        else:
+            stats[path] += 1
 
     def kernel(*tensors: Any) -> tuple[Any, ...]:
         return _as_tuple(op(*tensors))
@@ -104,9 +115,9 @@ def _forward(module: Any, original: Any, op: Any, spec: dict[str, Any], params: 
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensor_args(args, kwargs, spec)
         if tensors is None:
-            stats["original"] += 1
+            count("original")
             return original(*args, **kwargs)
-        stats["kernel"] += 1
+        count("kernel")
         if holder_forward is None:
             outs = kernel(*tensors, *params)
         else:
