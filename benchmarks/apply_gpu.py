@@ -2,12 +2,12 @@
 
     python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)"      # all phases, or one device call each:
     # one phase per device call (each under 10 minutes), the work kept in /tmp while the machine is warm:
-    python benchmarks/apply_gpu.py --out /tmp/apply --phase prepare && cp -r /tmp/apply "$OUT/"   # then eager, compile, write
+    python benchmarks/apply_gpu.py --out /tmp/apply --phase prepare && cp -r /tmp/apply "$OUT/"   # then approve, eager, ...
     python benchmarks/apply_gpu.py --small --device cpu --out /tmp/apply-cpu   # a smoke run of the orchestration, no GPU
 
 1. writes a git repository with ``train.py``: a Llama-style causal LM of 8 layers built from its config
    with random weights (``transformers``' LlamaForCausalLM when installed, else the same architecture in
-   plain torch, below), bf16, AdamW, a short training loop;
+   plain torch: apply_templates.py), bf16, AdamW, a short training loop;
 2. ``kernelpilot hotspots --group module`` and ``--group fusion`` on it (tables saved);
 3. extracts the RMSNorm module (``--group module --extract``) and the SiLU * mul chain of the MLP
    (``--group fusion --extract``);
@@ -16,7 +16,7 @@
    through a real session workspace (which writes the drop-in operator and checks its gradients
    against float64);
 5. ``kernelpilot apply train.py`` eager and ``--compile`` (and, if the triton_op form fails under
-   torch.compile, once more with ``KERNELPILOT_DROPIN_OPAQUE=1``), then ``--write --yes``;
+   torch.compile, once more with ``KERNELPILOT_DROPIN_OPAQUE=1``: phase ``opaque``), then ``--write --yes``;
 
 everything under ``--out`` (logs, tables, problems, verdicts, the repository, ``summary.json``).
 """
@@ -94,7 +94,7 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
             "files": git(repo, "show", "--name-only", "--format=", commit), "approved_build_rc": again}
 
 
-PHASES = ("prepare", "eager", "compile", "write")
+PHASES = ("prepare", "approve", "eager", "compile", "opaque", "write")
 
 
 def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str) -> None:
@@ -112,7 +112,7 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     git(repo, "commit", "-q", "-m", "training script")
     kp = [sys.executable, "-m", "kernelpilot"]
     module_args = ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30"]
-    fusion_args = ["hotspots", "--group", "fusion", "--steps", "4", "--top", "30"]
+    fusion_args = ["hotspots", "--group", "fusion", "--steps", "4", "--top", "10"]  # on the GPU each one shown is compiled
     _, modules = sh(kp + module_args + ["train.py"], repo, logs / "hotspots_module.txt")
     _, fusion = sh(kp + fusion_args + ["train.py"], repo, logs / "hotspots_fusion.txt")
     # rows by name: rankings move between runs, and --extract TEXT searches every row, not only those shown
@@ -128,6 +128,12 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     if extracted:
         git(repo, "add", "problems")
         git(repo, "commit", "-q", "-m", "extracted problems")
+
+
+def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str) -> None:
+    """The hand-written candidate of each extracted problem: evaluated, approved (drop-in written)."""
+    problems = repo / "problems"
+    extracted = sorted(p for p in problems.iterdir() if p.is_dir()) if problems.is_dir() else []
     approvals = {}
     for problem in extracted:
         origin = json.loads((problem / "origin.json").read_text())
@@ -149,8 +155,10 @@ def main() -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "apply-evidence"))
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--phase", action="append", choices=PHASES,
-                        help="run only these phases (repeatable; default all, in order): prepare (hotspots, extract, "
-                             "candidates, approve), eager, compile, write; each stays under a 10-minute device call")
+                        help="run only these phases (repeatable; default all, in order): prepare (hotspots, extract), "
+                             "approve (candidates: eval, approve), eager, compile, opaque (compile again with "
+                             "KERNELPILOT_DROPIN_OPAQUE=1, only if a swap failed under compile), write; each stays under "
+                             "a 10-minute device call")
     parser.add_argument("--small", action="store_true", help="a tiny model (2 layers, hidden 64, vocab 256, seq 32, "
                         "batch 2): a smoke run of the orchestration, on the CPU too; no evidence of speed")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
@@ -174,14 +182,21 @@ def main() -> int:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
             prepare(repo, logs, summary, args.small, args.device)
+        elif phase == "approve":
+            approve_all(repo, logs, summary, args.device)
         elif phase == "eager":
             runs["eager"], _ = sh(kp + ["apply", "--steps", str(args.steps), "train.py"], repo, logs / "apply_eager.txt")
         elif phase == "compile":
             runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "train.py"], repo,
                                     logs / "apply_compile.txt")
-            if runs["compile"] != 0 or "the script failed with it" in text:  # the triton_op form, under torch.compile
+            # the triton_op form failed under torch.compile for some swap: the opaque phase tries the custom_op form
+            summary["compile_failed"] = runs["compile"] != 0 or "the script failed with it" in text
+        elif phase == "opaque":
+            if summary.get("compile_failed", True):
                 runs["compile_opaque"], _ = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "train.py"], repo,
                                                logs / "apply_compile_opaque.txt", env={"KERNELPILOT_DROPIN_OPAQUE": "1"})
+            else:
+                print("opaque: skipped, every swap ran under torch.compile as a triton_op", flush=True)
         elif phase == "write":
             runs["write"], _ = sh(kp + ["apply", "--steps", "3", "--write", "--yes", "train.py"], repo, logs / "apply_write.txt")
             summary["git_log"] = git(repo, "log", "--stat", "--format=%h %s")
