@@ -127,7 +127,9 @@ def starts(ev: Any) -> int:
 def first_screens(example: Path, work: Path, timeout: float) -> dict[str, Any]:
     """Two launches of the real app, each a fresh process: the first measures the baselines (and stores
     them on this machine), the second shows the card and the cached baselines."""
-    env = {**os.environ, "KERNELPILOT_DATA_DIR": str(work / "data"), "PYTHONPATH": str(ROOT)}
+    # PYTHONPATH keeps what the caller had after the checkout (the GPU machine's carried wheels in /tmp/site)
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "KERNELPILOT_DATA_DIR": str(work / "data"), "PYTHONPATH": path}
     out: dict[str, Any] = {}
     for launch, until in (("first", "baselines"), ("second", "cached")):
         stamp = work / f"screen-{example.name}-{launch}.json"
