@@ -24,10 +24,7 @@ from pathlib import Path
 
 from kernelpilot.dropin.template import CUSTOM_OP, TEMPLATE, TRITON_OP
 from kernelpilot.errors import KernelpilotError
-
-ORIGIN_FILE = "origin.json"
-DROPIN_FILE = "dropin.py"
-SWAP_FILE = "dropin_swap.py"
+from kernelpilot.extracted import DROPIN_FILE, ORIGIN_FILE, SWAP_FILE, problem_dir_of  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -36,20 +33,6 @@ class Registration:
     op: str
     gradient: str  # what the check said
     training: bool
-
-
-def problem_dir_of(candidate_dir: Path) -> Path | None:
-    """The extracted problem directory a candidate belongs to (``<problem dir>/candidate``), if any."""
-    parent = candidate_dir.parent
-    return parent if (parent / ORIGIN_FILE).is_file() and (parent / "problem.py").is_file() else None
-
-
-def generated_files(candidate_dir: Path) -> frozenset[str]:
-    """The names approval writes into the candidate directory of an extracted problem (the operator, its
-    install, the extension's ``_build/``): kernelpilot's code, not the candidate's. The static policy
-    leaves them unchecked and not importable by the candidate, so an approved candidate can be evaluated
-    again (a later session, ``kernelpilot eval``) instead of being refused for this file's imports."""
-    return frozenset({DROPIN_FILE, SWAP_FILE, "_build"}) if problem_dir_of(candidate_dir) is not None else frozenset()
 
 
 def _model_file(candidate_dir: Path) -> Path:

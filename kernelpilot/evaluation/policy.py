@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.native_scan import check_native
+from kernelpilot.extracted import generated_files
 from kernelpilot.evaluation.policy_rules import _MODULE_REASONS, ALLOWED_MODULES, DENIED_SUBMODULES, RULES, TRITON_NAMES
 from kernelpilot.verdict import Finding
 
@@ -410,8 +411,6 @@ def _check_candidate(path: Path, relaxed: list[str]) -> list[Finding]:
     if path.is_file():
         return check_python(path.read_text(encoding="utf-8", errors="replace"), str(path), relaxed)
     findings: list[Finding] = []
-    from kernelpilot.dropin.registration import generated_files
-
     generated = generated_files(path)  # kernelpilot's drop-in beside an approved candidate: not the candidate's code
     local = [p.stem for p in path.glob("*.py") if _free_module_name(p.stem) and p.name not in generated]
     for file in sorted(path.rglob("*")):

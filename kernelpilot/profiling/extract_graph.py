@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.extracted import ORIGIN_FILE
 from kernelpilot.profiling.fusion import Chain
 from kernelpilot.profiling.module_table import ModuleGroup
 from kernelpilot.profiling.program import Program, full_name, param_maker, tensor_maker
 from kernelpilot.profiling.trace import ModuleCall, Trace, vids_in
 
-ORIGIN_FILE = "origin.json"
 HOLDER_FILE = "holder.py"
 WEIGHTS_FILE = "weights.pt"
 
