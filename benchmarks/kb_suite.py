@@ -97,6 +97,44 @@ def run_call(args: argparse.Namespace) -> int:
     return 0
 
 
+SLOT_PHASES = ("timing", "gpu_wait", "verify", "worker_start", "import", "build_warmup", "audit", "worker_wait")
+
+
+def time_profile(db: Path, wall: float) -> list[str]:
+    """Where the suite's wall time went, from every verdict's phases (seconds summed per level): the GPU
+    slot (one candidate at a time on the one GPU) and its parts, the builds ahead of it, and the baseline
+    service's per-problem work (its torch.compile compiling beside the slot, its timing under the GPU lock)."""
+    con = sqlite3.connect(db)
+    per: dict[str, dict[str, float]] = {}
+    for level, verdict in con.execute("SELECT level, verdict FROM verdicts"):
+        ph = (json.loads(verdict) if verdict else {}).get("phases") or {}
+        row = per.setdefault(f"level {level}", {"verdicts": 0.0})
+        row["verdicts"] += 1
+        for k in ("suite_slot", "suite_build", *SLOT_PHASES):
+            row[k] = row.get(k, 0.0) + float(ph.get(k) or 0.0)
+    base = {"problems": 0.0, "seconds": 0.0, "compile_s": 0.0}
+    for (data,) in con.execute("SELECT data FROM baselines"):
+        d = json.loads(data)
+        base["problems"] += 1
+        base["seconds"] += float(d.get("seconds") or 0.0)
+        base["compile_s"] += float(d.get("compile_s") or 0.0)
+    con.close()
+    per["all"] = {k: sum(r.get(k, 0.0) for r in per.values()) for k in ("verdicts", "suite_slot", "suite_build", *SLOT_PHASES)}
+    cols = ("verdicts", "suite_slot", *SLOT_PHASES, "suite_build")
+    lines = ["## Where the time went (seconds, summed over the verdicts' phases)", "",
+             "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for name, r in per.items():
+        lines.append(f"| {name} | " + " | ".join(f"{r.get(c, 0.0):.0f}" for c in cols) + " |")
+    slot = per["all"]["suite_slot"]
+    lines += ["", f"- The GPU slot (one candidate at a time) was busy {slot:.0f} s of {wall:.0f} s of wall "
+              f"({100 * slot / wall if wall else 0:.0f}%): the slot is the bottleneck; builds ({per['all']['suite_build']:.0f} s "
+              "summed over every core) run ahead of it.",
+              f"- `gpu_wait`: the slot waiting for the GPU lock while the baseline service timed a problem's eager "
+              f"and torch.compile baselines (exclusive). The service's work: {base['problems']:.0f} problems, "
+              f"{base['seconds']:.0f} s, of which {base['compile_s']:.0f} s torch.compile compiling (off the lock)."]
+    return lines
+
+
 def evidence(args: argparse.Namespace) -> int:
     run, out = args.run.resolve(), args.evidence.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +161,7 @@ def evidence(args: argparse.Namespace) -> int:
     t.append(f"| all | {wall:.0f} | | {len(rows)} | |")
     t += ["", f"{len(rows)} verdicts in {wall:.0f} s of suite wall time: {60 * len(rows) / wall if wall else 0:.1f} "
           "candidates per minute, build included."]
+    t += ["", *time_profile(run / "results.sqlite", wall)]
     (out / "throughput.md").write_text("\n".join(t) + "\n")
     commit = (args.kernelbench / "COMMIT").read_text().strip() if (args.kernelbench / "COMMIT").is_file() else "unknown"
     (out / "versions.md").write_text(

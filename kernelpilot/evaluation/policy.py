@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.native_scan import check_native
-from kernelpilot.extracted import generated_files
 from kernelpilot.evaluation.policy_rules import _MODULE_REASONS, ALLOWED_MODULES, DENIED_SUBMODULES, RULES, TRITON_NAMES
+from kernelpilot.extracted import generated_files
 from kernelpilot.verdict import Finding
 
 __all__ = ["ALLOWED_MODULES", "RULES", "blocking", "check_candidate", "check_native", "check_python", "is_relaxed",
