@@ -130,7 +130,8 @@ def time_profile(db: Path, wall: float) -> list[str]:
               f"({100 * slot / wall if wall else 0:.0f}%): the slot is the bottleneck; builds ({per['all']['suite_build']:.0f} s "
               "summed over every core) run ahead of it.",
               f"- `gpu_wait`: the slot waiting for the GPU lock while the baseline service timed a problem's eager "
-              f"and torch.compile baselines (exclusive). The service's work: {base['problems']:.0f} problems, "
+              f"and torch.compile baselines (exclusive); it overlaps the timing phase where the slot waited there for the "
+              f"exclusive lock. The service's work: {base['problems']:.0f} problems, "
               f"{base['seconds']:.0f} s, of which {base['compile_s']:.0f} s torch.compile compiling (off the lock)."]
     return lines
 
