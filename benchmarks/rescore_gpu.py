@@ -5,7 +5,11 @@ kernelbench-v0.1 and the default rules, within a time budget; every corpus verdi
 tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT.
 
 Runs are resumable: call it again with the same --work and it continues each run where it stopped
-(`kernelpilot suite --resume`), corpus first, then the folder, in rules order.
+(`kernelpilot suite --resume`; a complete run is not started again), in the order of --plan (PLAN: the corpus
+and KernelBench's kernels under kernelbench, then under the default rules, then the folder under kernelbench,
+then the rest). Each suite stops at the deadline (SIGINT; SIGKILL GRACE_S later) and the summary is rewritten
+after every run, so a call cut at its limit keeps what it finished. On CPU, `--mode build --limit 3` smokes the
+orchestration (no GPU; statuses then differ from the expected ones).
 
   python benchmarks/rescore_gpu.py --kernelbench .kb --out "$OUT" --budget 540
 """
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,31 +29,82 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ("kernelbench", "kernelbench-v0.1", "kernelpilot")
 HARNESS_FAILURES = ("timeout", "runtime_error")
+GRACE_S = 25.0  # kept back from the budget for a suite to stop at the deadline (SIGINT, then SIGKILL)
+# the order the runs go in, most useful first: each call of --budget seconds completes what it can of them and
+# a later call with the same --work goes on (a complete run is not started again)
+PLAN = ("corpus-kernelbench", "kb-kernelbench", "corpus-kernelpilot", "kb-kernelpilot", "folder-kernelbench",
+        "corpus-kernelbench-v0.1", "kb-kernelbench-v0.1", "folder-kernelpilot", "folder-kernelbench-v0.1")
 
 
 def _problems(levels_root: Path, manifest: dict) -> list[str]:
     return sorted({str(levels_root / f"{e['problem']}.py") for e in manifest["files"]})
 
 
+def _planned_and_done(run: Path) -> tuple[int, int]:
+    import sqlite3
+
+    con = sqlite3.connect(run / "results.sqlite")
+    try:
+        return (con.execute("SELECT COUNT(*) FROM jobs").fetchone()[0], con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+    finally:
+        con.close()
+
+
+def _checkpoint(run: Path) -> None:
+    """Fold SQLite's write-ahead log into results.sqlite (a killed suite leaves its last verdicts there), so the
+    work folder can be carried to the next call as it is."""
+    import sqlite3
+
+    if (run / "results.sqlite").is_file():
+        con = sqlite3.connect(run / "results.sqlite")
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            con.close()
+
+
+def _default_sigint() -> None:  # in the child: a shell's background job inherits SIGINT ignored
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
-              deadline: float) -> str:
+              deadline: float, mode: str = "benchmark", limit: int | None = None) -> str:
     run = work / name
-    left = deadline - time.monotonic()
+    if (run / "results.sqlite").is_file():
+        planned, done = _planned_and_done(run)
+        if done >= planned:
+            return f"complete ({done} of {planned})"
+    left = deadline - time.monotonic() - GRACE_S
     if left < 30:
         return "skipped: no time left"
     if (run / "results.sqlite").is_file():
         cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--jsonl"]
     else:
         cmd = [sys.executable, "-m", "kernelpilot", "suite", *problems, "--solutions", str(solutions), "--rules", rules, "--out", str(run),
-               "--kernelbench-checkout", str(checkout), "--jsonl"]
+               "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl"]
+    if limit is not None:
+        cmd += ["--limit", str(limit)]
+    note = ""
     with (work / f"{name}.log").open("a") as log:
+        # its own process group: at the deadline SIGINT (the suite stores what finished and exits), and where it
+        # is still waiting on a build after GRACE_S, SIGKILL for it and its workers (every verdict is already stored)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_default_sigint)
         try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             rc = proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
-            proc.send_signal(2)  # SIGINT: the suite stores what finished and exits
-            rc = proc.wait()
-    return f"rc {rc}"
+            os.killpg(proc.pid, signal.SIGINT)
+            note = ", interrupted at the deadline"
+            try:
+                rc = proc.wait(timeout=GRACE_S - 5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
+                note += ", killed after the grace"
+    _checkpoint(run)
+    if (run / "results.sqlite").is_file():
+        planned, done = _planned_and_done(run)
+        note += f", {done} of {planned} verdicts"
+    return f"rc {rc}{note}"
 
 
 def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
@@ -105,7 +162,7 @@ def compare_kb(run: Path, rules: str, expected: dict[str, list[str]]) -> dict:
         con.close()
     unexpected = [k for k, r in rows.items() if rules == "kernelpilot" and r["ours"] not in expected.get(k, ["ok"])]
     failures = [k for k, r in rows.items() if r["ours"] in HARNESS_FAILURES and "crash" not in k and "hang" not in k]
-    return {"verdicts": len(rows), "rows": rows, "unexpected": sorted(unexpected), "harness_failures": sorted(failures)}
+    return {"verdicts": len(rows), "planned": len(expected), "rows": rows, "unexpected": sorted(unexpected), "harness_failures": sorted(failures)}
 
 
 def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
@@ -135,6 +192,27 @@ def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
             "unexpected": off, "generations": len(manifest["files"])}
 
 
+def write_summary(out: Path, summary: dict, final: bool = False) -> None:
+    """rescore-summary.json and .md under OUT, written after every run (a call killed at its limit keeps them)."""
+    (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    lines = ["# Re-scoring evidence", ""]
+    for rules, c in summary["corpus"].items():
+        lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
+                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} timeouts or runtime errors")
+        lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
+    for rules, c in summary["kb"].items():
+        lines.append(f"- KernelBench's examples and adversarial kernels under {rules}: {c['verdicts']} of {c['planned']} verdicts, "
+                     f"{len(c['harness_failures'])} timeouts or runtime errors"
+                     + (f", ours not as expected under our rules: {', '.join(c['unexpected'])}" if c["unexpected"] else ""))
+        lines += [f"  - {job}: ours {row['ours']}, KernelBench {row['kernelbench']}" for job, row in sorted(c["rows"].items())]
+    for rules, c in summary["folder"].items():
+        lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
+                     f"with both scores, {len(c['unexpected'])} unexpected")
+    (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
+    if final:
+        print("\n".join(lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kernelbench", required=True, help="a KernelBench checkout (root: src/kernelbench, KernelBench/level1..)")
@@ -143,7 +221,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=540.0, help="seconds this call may spend in suites")
     p.add_argument("--only", choices=("corpus", "kb", "folder"), help="score only the corpus, KernelBench's own "
                    "examples and adversarial kernels, or the folder")
+    p.add_argument("--plan", type=lambda t: t.split(","), default=list(PLAN),
+                   help=f"the runs, in order, comma-separated (default: {','.join(PLAN)})")
+    p.add_argument("--folder-problems", type=int, default=60, help="kb_generations.py --problems: the wrapper patterns "
+                   "for this many problems, smallest first (read when the folder is first written)")
+    p.add_argument("--folder-fallbacks", type=int, default=20, help="kb_generations.py --fallbacks")
+    p.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark",
+                   help="how far each suite evaluates (build: no GPU, a CPU smoke of the orchestration)")
+    p.add_argument("--limit", type=int, help="each suite call runs at most N pending jobs (a smoke; the rest stay "
+                   "for the next call)")
     args = p.parse_args(argv)
+    unknown = [n for n in args.plan if n not in PLAN]
+    if unknown:
+        p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(PLAN)})")
     deadline = time.monotonic() + args.budget
     checkout = Path(args.kernelbench).resolve()
     levels_root = checkout / "KernelBench" if (checkout / "KernelBench" / "level1").is_dir() else checkout
@@ -153,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     gen = work / "generations"
     if not (gen / "expected.json").is_file():
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(checkout),
-                        "--out", str(gen), "--corpus", str(work / "corpus")], check=True)
+                        "--out", str(gen), "--corpus", str(work / "corpus"), "--problems", str(args.folder_problems),
+                        "--fallbacks", str(args.folder_fallbacks)], check=True)
     corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
     folder_manifest = json.loads((gen / "expected.json").read_text())
     summary: dict = {"calls": [], "corpus": {}, "folder": {}}
@@ -162,8 +253,8 @@ def main(argv: list[str] | None = None) -> int:
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
     summary["kb"] = {}
-    plan = [("corpus", r) for r in RULES] + [("kb", r) for r in RULES] + [("folder", r) for r in RULES]
-    for what, rules in plan:
+    for name in args.plan:
+        what, rules = name.split("-", 1)
         if args.only and what != args.only:
             continue
         if what == "kb":
@@ -171,8 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
             problems = _problems(levels_root, manifest)
-        name = f"{what}-{rules}"
-        summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline)})
+        summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode, args.limit)})
         run = work / name
         if not (run / "results.sqlite").is_file():
             continue
@@ -185,25 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copyfile(run / f, dest / f)
         if what == "kb":
             summary["kb"][rules] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
-            continue
-        compare = compare_corpus if what == "corpus" else compare_folder
-        summary[what][rules] = compare(run, rules, manifest)
-    (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    lines = ["# Re-scoring evidence", ""]
-    for rules, c in summary["corpus"].items():
-        lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
-                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} timeouts or runtime errors")
-        lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
-    for rules, c in summary["kb"].items():
-        lines.append(f"- KernelBench's examples and adversarial kernels under {rules}: {c['verdicts']} verdicts, "
-                     f"{len(c['harness_failures'])} timeouts or runtime errors"
-                     + (f", ours not as expected under our rules: {', '.join(c['unexpected'])}" if c["unexpected"] else ""))
-        lines += [f"  - {job}: ours {row['ours']}, KernelBench {row['kernelbench']}" for job, row in sorted(c["rows"].items())]
-    for rules, c in summary["folder"].items():
-        lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
-                     f"with both scores, {len(c['unexpected'])} unexpected")
-    (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        else:
+            summary[what][rules] = (compare_corpus if what == "corpus" else compare_folder)(run, rules, manifest)
+        write_summary(out, summary)
+    write_summary(out, summary, final=True)
     return 0
 
 
