@@ -152,3 +152,27 @@ def test_failed_step_keeps_its_output() -> None:
     assert len(failed) == 1
     assert failed[0].source == str(ROOT / "kernel.cu")
     assert "undefined_offset" in failed[0].output
+
+
+def test_gold_multiple_definition_names_both_files() -> None:
+    """GNU gold (the linker kernelpilot uses when the machine has it) says where a symbol was first defined
+    on the next line; the diagnostic names both sources as it does for BFD ld."""
+    text = ("/usr/bin/ld.gold: error: duplicate_launcher.cuda.o: multiple definition of 'kp_scale_launch'\n"
+            "/usr/bin/ld.gold: kernel.cuda.o: previous definition here\n"
+            "collect2: error: ld returned 1 exit status\n")
+    (d,) = [d for d in parse_diagnostics(text) if d.tool == "ld"]
+    assert d.severity == "error" and d.file == "duplicate_launcher.cu"
+    assert d.message.startswith("multiple definition of kp_scale_launch (also defined in kernel.cu)")
+
+
+def test_the_extension_links_with_gold_when_the_machine_has_it(tmp_path: Path) -> None:
+    from kernelpilot.extension import GOLD_FLAGS, linker_flags
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    assert linker_flags({"PATH": str(bin_dir)}) == []
+    gold = bin_dir / "ld.gold"
+    gold.write_text("#!/bin/sh\n")
+    gold.chmod(0o755)
+    assert linker_flags({"PATH": str(bin_dir)}) == list(GOLD_FLAGS)
+    assert linker_flags({"PATH": str(bin_dir), "KERNELPILOT_LINKER": "default"}) == []

@@ -86,6 +86,22 @@ def relative_to(path: str, root: Path | None) -> str:
         return path
 
 
+_GOLD_PREVIOUS_RE = re.compile(r"^(?:\S*ld\.gold: )(?P<obj>[^\s:]+\.o): previous definition here")
+
+
+def _join_gold_definitions(lines: list[str]) -> list[str]:
+    """GNU gold says where a symbol was first defined on the line after "multiple definition of"; BFD ld
+    says it on the same line ("...; kernel.cuda.o:a.cpp:(.text+0x0): first defined here"). Fold gold's
+    line into the one before it, so the same rule names both objects."""
+    out: list[str] = []
+    for line in lines:
+        if (m := _GOLD_PREVIOUS_RE.match(line.strip())) and out and _LD_MULTI_RE.search(out[-1]):
+            out[-1] = f"{out[-1]}; {m['obj']}: first defined here"
+            continue
+        out.append(line)
+    return out
+
+
 def parse_diagnostics(text: str, *, root: Path | None = None) -> list[Diagnostic]:
     """Every error/warning/note the build tools printed, in order, without duplicates."""
     out: list[Diagnostic] = []
@@ -99,7 +115,7 @@ def parse_diagnostics(text: str, *, root: Path | None = None) -> list[Diagnostic
             seen.add(key)
             out.append(d)
 
-    for raw in text.splitlines():
+    for raw in _join_gold_definitions(text.splitlines()):
         line = raw.rstrip()
         if not line:
             continue
