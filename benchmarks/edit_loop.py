@@ -2,6 +2,7 @@
 
     python benchmarks/edit_loop.py --out OUT                 # GPU: all eight examples, about 9 minutes
     python benchmarks/edit_loop.py --out OUT --resume        # a call cut short: the examples left
+    python benchmarks/edit_loop.py --out OUT --screens-only --results R.json   # only the first screens, into R's rows
     python benchmarks/edit_loop.py --out OUT --device cpu --small --examples softmax   # CPU smoke
 
 Per example, with one Evaluator and its standby builder as the pairing UI makes them (the example's
@@ -147,6 +148,31 @@ def first_screens(example: Path, work: Path, timeout: float) -> dict[str, Any]:
     return out
 
 
+def screen_fields(example: Path, work: Path, timeout: float) -> dict[str, Any]:
+    """``first_screen`` (both launches) and the figures taken from it: ``card_s``, ``baselines_s``, ``baselines_cached_s``."""
+    screens = first_screens(example, work, timeout)
+    first, second = screens.get("first", {}), screens.get("second", {})
+    return {"first_screen": screens, "card_s": second.get("card"),
+            "baselines_s": None if first.get("baselines_error") else first.get("baselines"),
+            "baselines_cached_s": second.get("cached")}
+
+
+def screens_only(names: list[str], rows: list[dict[str, Any]], args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The first screens alone, for every example named: written into its row (a row of its own when the
+    results have none yet); the edit figures already there are kept."""
+    by_name = {r["example"]: r for r in rows}
+    for name in names:
+        t0 = time.monotonic()
+        row = by_name.get(name)
+        if row is None:
+            row = by_name[name] = {"example": name, "device": args.device, "edits": [], "phases": {}}
+            rows.append(row)
+        row.update(screen_fields(copy_example(name, work, args.small), work, args.screen_timeout))
+        print(f"{name}: card {row['card_s']} s, baselines {row['baselines_s']} s, cached baselines "
+              f"{row['baselines_cached_s']} s ({time.monotonic() - t0:.1f} s)", flush=True)
+    return rows
+
+
 def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> dict[str, Any]:
     from kernelpilot.config import load_config
     from kernelpilot.evaluation import EvalSettings, Evaluator
@@ -195,12 +221,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
     if args.profile:
         row["nvcc"] = nvcc_profile(Path(cold["build_dir"]), work / f"nvcc-{name}")
     if not args.no_screen:
-        screens = first_screens(example, work, args.screen_timeout)
-        row["first_screen"] = screens
-        row["card_s"] = screens.get("second", {}).get("card")
-        first = screens.get("first", {})
-        row["baselines_s"] = None if first.get("baselines_error") else first.get("baselines")
-        row["baselines_cached_s"] = screens.get("second", {}).get("cached")
+        row.update(screen_fields(example, work, args.screen_timeout))
     row["example_s"] = round(time.monotonic() - t_example, 1)
     return row
 
@@ -217,10 +238,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-screen", action="store_true", help="skip the first-screen launches")
     p.add_argument("--screen-timeout", type=float, default=90.0)
     p.add_argument("--resume", action="store_true", help="keep the examples results.json already has")
+    p.add_argument("--screens-only", action="store_true", help="only the first-screen launches of every example "
+                   "named, written into the rows of results.json (or of --results), the edit figures kept")
+    p.add_argument("--results", type=Path, help="with --screens-only: the results.json to complete (default: today's)")
     args = p.parse_args(argv)
     folder = args.out / f"edit-loop-{dt.date.today().isoformat()}"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "results.json"
+    if args.screens_only:
+        source = args.results or path
+        rows = json.loads(source.read_text()) if source.is_file() else []
+        work = Path(tempfile.mkdtemp(prefix="kp-edit-loop-"))
+        rows = screens_only([n for n in args.examples.split(",") if n], rows, args, work)
+        path.write_text(json.dumps(rows, indent=1))
+        write_markdown(rows, folder / "results.md")
+        print(table(rows))
+        return 0
     rows: list[dict[str, Any]] = json.loads(path.read_text()) if args.resume and path.is_file() else []
     done = {r["example"] for r in rows}
     names = [n for n in args.examples.split(",") if n and n not in done]
