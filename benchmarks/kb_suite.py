@@ -112,12 +112,13 @@ def time_profile(db: Path, wall: float) -> list[str]:
         row["verdicts"] += 1
         for k in ("suite_slot", "suite_build", *SLOT_PHASES):
             row[k] = row.get(k, 0.0) + float(ph.get(k) or 0.0)
-    base = {"problems": 0.0, "seconds": 0.0, "compile_s": 0.0}
+    base = {"problems": 0.0, "seconds": 0.0, "compile_s": 0.0, "exclusive_s": 0.0}
     for (data,) in con.execute("SELECT data FROM baselines"):
         d = json.loads(data)
         base["problems"] += 1
         base["seconds"] += float(d.get("seconds") or 0.0)
         base["compile_s"] += float(d.get("compile_s") or 0.0)
+        base["exclusive_s"] += float(d.get("exclusive_s") or 0.0)  # recorded from 2026-12-03 (session 5) on
     con.close()
     per["all"] = {k: sum(r.get(k, 0.0) for r in per.values()) for k in ("verdicts", "suite_slot", "suite_build", *SLOT_PHASES)}
     cols = ("verdicts", "suite_slot", *SLOT_PHASES, "suite_build")
@@ -132,7 +133,9 @@ def time_profile(db: Path, wall: float) -> list[str]:
               f"- `gpu_wait`: the slot waiting for the GPU lock while the baseline service timed a problem's eager "
               f"and torch.compile baselines (exclusive); it overlaps the timing phase where the slot waited there for the "
               f"exclusive lock. The service's work: {base['problems']:.0f} problems, "
-              f"{base['seconds']:.0f} s, of which {base['compile_s']:.0f} s torch.compile compiling (off the lock)."]
+              f"{base['seconds']:.0f} s, of which {base['compile_s']:.0f} s torch.compile compiling (off the lock)"
+              + (f" and {base['exclusive_s']:.0f} s holding the GPU exclusively." if base["exclusive_s"] else
+                 "; how long it held the GPU exclusively was not recorded by this run's version.")]
     return lines
 
 

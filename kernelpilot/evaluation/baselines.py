@@ -41,6 +41,9 @@ class Baselines:
     cuda: str = ""
     compile_s: float = 0.0  # torch.compile's own compile time (off the GPU slot)
     compiled_missing: str = ""  # why there is no torch.compile time ("" when there is one)
+    # seconds this measurement held the GPU exclusively (a suite's GPU slot waits meanwhile): the timing, or
+    # all of it for a problem too large to share the GPU's memory (``exclusive``); 0.0 in records before 2026-12-03
+    exclusive_s: float = 0.0
 
     def identity(self) -> dict[str, Any]:
         return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),
@@ -71,8 +74,14 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from kernelpilot.evaluation import gpu_lock
 
     if msg.get("exclusive"):
+        import time
+
+        t0 = time.monotonic()
         with gpu_lock.current().exclusive():
-            return _measure(worker, msg)
+            result = _measure(worker, msg)
+        if result.get("ok"):
+            result["baselines"]["exclusive_s"] = round(time.monotonic() - t0, 3)
+        return result
     return _measure(worker, msg)
 
 
@@ -119,7 +128,9 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     with lock.shared():
         pool, refill = engine.input_pool(state, s, device)
     with lock.exclusive():  # a timing: nothing else on this GPU meanwhile
+        held = time.monotonic()
         run = tm.measure(impls, pool, refill, engine.timing_settings(s, state.reference_s), worker.pristine, device)
+        out.exclusive_s = round(time.monotonic() - held, 3)
     del pool, refill
     out.notes += run.notes
     out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")
