@@ -53,6 +53,11 @@ def test_fusion_finds_rmsnorm_and_silu_mul_with_escapes(traced) -> None:  # type
     assert any(e.by == "saved for backward" for e in silu.escapes)  # silu's output is kept for mul's backward
     assert silu.fused_bytes < silu.unfused_bytes
     assert any(c.kind() == "matmul+epilogue" for c in chains)
+    from kernelpilot.profiling.fusion import fusion_table
+
+    table = fusion_table(chains, step_ms=10.0, clock="host clock (CPU run)")
+    # every escaping intermediate is described by its dtype and shape, never by an internal value id
+    assert "an intermediate (T[2, 7, 64]:float32) is saved for backward" in table and "(value " not in table
 
 
 def _run_problem(directory: Path) -> str:

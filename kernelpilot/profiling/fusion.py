@@ -59,6 +59,7 @@ def _tagged_pointwise(name: str, overload: str) -> bool:
 class Escape:
     vid: int
     by: str  # "saved for backward" | "used by aten::mm (layers.0.mlp)" | "returned by the model"
+    shape: str = ""  # what it looks like (dtype and shape), from a call that reads it; "" when none was seen
 
 
 @dataclass
@@ -182,14 +183,17 @@ def _measure(trace: Trace, ops: list[OpRecord], consumers: dict[int, list[int]])
             continue
         outside = [i for i in consumers.get(vid, []) if i not in indexes and i > op.index]
         forward_users = [i for i in outside if trace.ops[i].phase == "forward"]
+        shape = _seen_shape(vid, [*ops, *(trace.ops[i] for i in outside)])
+        if not shape and op.out_bytes:  # read by nothing recorded (autograd keeps it): its producer's size
+            shape = f"{op.out_bytes / max(1, sum(1 for x in op.outputs if x is not None)):,.0f} bytes"
         if forward_users:
             user = trace.ops[forward_users[0]]
             where = f" ({user.stack[-1]})" if user.stack and user.stack[-1] else ""
-            chain.escapes.append(Escape(vid, f"used by {user.name}{where}"))
+            chain.escapes.append(Escape(vid, f"used by {user.name}{where}", shape))
         elif vid in trace.saved:
-            chain.escapes.append(Escape(vid, "saved for backward"))
+            chain.escapes.append(Escape(vid, "saved for backward", shape))
         elif vid in trace.root_outputs:
-            chain.escapes.append(Escape(vid, "returned by the model"))
+            chain.escapes.append(Escape(vid, "returned by the model", shape))
         else:
             continue
         chain.outputs.append(vid)
@@ -252,9 +256,15 @@ def fusion_table(chains: list[Chain], *, step_ms: float, clock: str, top: int = 
     return "\n".join(lines)
 
 
-def _value_shape(chain: Chain, vid: int) -> str:
-    for o in chain.ops:
+def _seen_shape(vid: int, calls: Any) -> str:
+    """The value's dtype and shape as the first of ``calls`` that reads it recorded it ("" if none does)."""
+    for o in calls:
         for r in o.tensor_inputs():
             if r.vid == vid:
                 return r.spec.key()
-    return f"value {vid}"
+    return ""
+
+
+def _value_shape(chain: Chain, vid: int) -> str:
+    shape = next((e.shape for e in chain.escapes if e.vid == vid and e.shape), "") or _seen_shape(vid, chain.ops)
+    return shape or "its shape was not recorded"
