@@ -91,8 +91,9 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
 
                 origin = json.loads((path.parent.parent / "origin.json").read_text())
                 result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
-            for sub in result.swapped[str(path)] if not compile_root else []:  # hooks inside the compiled forward
-                _time_part(model.get_submodule(sub) if sub else model, str(path))  # would break its graph (and recompile)
+            if not compile_root:  # hooks inside the compiled forward would break its graph (and recompile it)
+                for sub in result.swapped[str(path)]:
+                    _time_part(model.get_submodule(sub) if sub else model, str(path))
         handles.append(model.register_forward_hook(lambda m, i, o: _first_output(o)))
         if compile_root:
             model.forward = torch.compile(model.forward)

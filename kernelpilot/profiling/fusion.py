@@ -59,7 +59,7 @@ def _tagged_pointwise(name: str, overload: str) -> bool:
 class Escape:
     vid: int
     by: str  # "saved for backward" | "used by aten::mm (layers.0.mlp)" | "returned by the model"
-    shape: str = ""  # what it looks like (dtype and shape), from a call that reads it; "" when none was seen
+    shape: str = ""  # dtype and shape as a call that reads it recorded them, else its bytes
 
 
 @dataclass
@@ -183,25 +183,26 @@ def _measure(trace: Trace, ops: list[OpRecord], consumers: dict[int, list[int]])
             continue
         outside = [i for i in consumers.get(vid, []) if i not in indexes and i > op.index]
         forward_users = [i for i in outside if trace.ops[i].phase == "forward"]
-        shape = _seen_shape(vid, [*ops, *(trace.ops[i] for i in outside)])
-        if not shape and op.out_bytes:  # read by nothing recorded (autograd keeps it): its producer's size
-            shape = f"{op.out_bytes / max(1, sum(1 for x in op.outputs if x is not None)):,.0f} bytes"
         if forward_users:
             user = trace.ops[forward_users[0]]
-            where = f" ({user.stack[-1]})" if user.stack and user.stack[-1] else ""
-            chain.escapes.append(Escape(vid, f"used by {user.name}{where}", shape))
+            by = f"used by {user.name}" + (f" ({user.stack[-1]})" if user.stack and user.stack[-1] else "")
         elif vid in trace.saved:
-            chain.escapes.append(Escape(vid, "saved for backward", shape))
+            by = "saved for backward"
         elif vid in trace.root_outputs:
-            chain.escapes.append(Escape(vid, "returned by the model", shape))
+            by = "returned by the model"
         else:
             continue
+        # its dtype and shape as a call that reads it recorded them; read by nothing recorded (autograd keeps
+        # it): its producer's bytes
+        shape = _seen_shape(vid, [*ops, *(trace.ops[i] for i in outside)]) or (
+            f"{_output_bytes(op):,} bytes" if op.out_bytes else "its shape was not recorded")
+        chain.escapes.append(Escape(vid, by, shape))
         chain.outputs.append(vid)
     out_bytes = {v: 0 for v in chain.outputs}
     for o in ops:
         for v in o.outputs:
             if v in out_bytes:
-                out_bytes[v] = o.out_bytes // max(1, sum(1 for x in o.outputs if x is not None))
+                out_bytes[v] = _output_bytes(o)
     input_bytes = {}
     for o in ops:
         for r in o.tensor_inputs():
@@ -252,7 +253,7 @@ def fusion_table(chains: list[Chain], *, step_ms: float, clock: str, top: int = 
         lines.append(f"{i:>3}  {c.ms:8.3f}  {share:6.1f}  {count:>4}  {_fmt_bytes(c.unfused_bytes):>9}  "
                      f"{_fmt_bytes(c.fused_bytes):>9}  {c.kind()} / {c.compiled or 'not checked'} / {holder}: {c.label()}")
         for e in c.escapes:
-            lines.append(f"{'':>44}  ! an intermediate ({_value_shape(c, e.vid)}) is {e.by}: a fused kernel must still write it")
+            lines.append(f"{'':>44}  ! an intermediate ({e.shape}) is {e.by}: a fused kernel must still write it")
     return "\n".join(lines)
 
 
@@ -265,6 +266,6 @@ def _seen_shape(vid: int, calls: Any) -> str:
     return ""
 
 
-def _value_shape(chain: Chain, vid: int) -> str:
-    shape = next((e.shape for e in chain.escapes if e.vid == vid and e.shape), "") or _seen_shape(vid, chain.ops)
-    return shape or "its shape was not recorded"
+def _output_bytes(op: OpRecord) -> int:
+    """Bytes of each tensor of the call's result (its output bytes shared among them)."""
+    return op.out_bytes // max(1, sum(1 for x in op.outputs if x is not None))
