@@ -98,6 +98,7 @@ def run_call(args: argparse.Namespace) -> int:
 
 
 SLOT_PHASES = ("timing", "gpu_wait", "verify", "worker_start", "import", "build_warmup", "audit", "worker_wait")
+SUMMED = ("suite_slot", "suite_build", *SLOT_PHASES)  # the phases summed per level
 
 
 def time_profile(db: Path, wall: float) -> list[str]:
@@ -110,7 +111,7 @@ def time_profile(db: Path, wall: float) -> list[str]:
         ph = (json.loads(verdict) if verdict else {}).get("phases") or {}
         row = per.setdefault(f"level {level}", {"verdicts": 0.0})
         row["verdicts"] += 1
-        for k in ("suite_slot", "suite_build", *SLOT_PHASES):
+        for k in SUMMED:
             row[k] = row.get(k, 0.0) + float(ph.get(k) or 0.0)
     base = {"problems": 0.0, "seconds": 0.0, "compile_s": 0.0, "exclusive_s": 0.0}
     for (data,) in con.execute("SELECT data FROM baselines"):
@@ -120,7 +121,7 @@ def time_profile(db: Path, wall: float) -> list[str]:
         base["compile_s"] += float(d.get("compile_s") or 0.0)
         base["exclusive_s"] += float(d.get("exclusive_s") or 0.0)  # recorded from 2026-12-03 (session 5) on
     con.close()
-    per["all"] = {k: sum(r.get(k, 0.0) for r in per.values()) for k in ("verdicts", "suite_slot", "suite_build", *SLOT_PHASES)}
+    per["all"] = {k: sum(r.get(k, 0.0) for r in per.values()) for k in ("verdicts", *SUMMED)}
     cols = ("verdicts", "suite_slot", *SLOT_PHASES, "suite_build")
     lines = ["## Where the time went (seconds, summed over the verdicts' phases)", "",
              "| | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
