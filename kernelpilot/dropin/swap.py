@@ -21,17 +21,37 @@ from types import SimpleNamespace
 from typing import Any
 
 
+_MISSING = object()
+
+
+def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], key: str) -> Any:
+    """The argument at a recorded key: ``"0"`` positional, ``"name"`` keyword, ``"name.1"`` (or
+    ``"name.key"``) an item of a tuple, list or dict argument."""
+    head, *rest = key.split(".")
+    value: Any = args[int(head)] if head.isdigit() and int(head) < len(args) else kwargs.get(head, _MISSING)
+    for part in rest:
+        if isinstance(value, dict):
+            value = value.get(part, _MISSING)
+        elif isinstance(value, (tuple, list)) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
 def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any], spec: dict[str, Any]) -> list[Any] | None:
     import torch
 
     out = []
     for key in spec["arguments"]:
-        value = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
+        value = _argument(args, kwargs, key)
         if not isinstance(value, torch.Tensor):
             return None
         out.append(value)
     for key, literal in spec.get("literals", {}).items():
-        value = args[int(key)] if key.isdigit() and int(key) < len(args) else kwargs.get(key)
+        value = _argument(args, kwargs, key)
+        if value is _MISSING:
+            value = None  # an argument left at its default of None was recorded as None
         if value != literal:
             return None
     shapes = [list(t.shape) for t in out]
@@ -76,6 +96,9 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
         raise ValueError(f"{problem_dir}/origin.json names no module or chain; this kernel was not extracted from a model.")
     if kind == "module" and origin.get("externals"):
         raise ValueError(f"model.{origin['path']} reads tensors that are neither its arguments nor its parameters; "
+                         f"it cannot be swapped.")
+    if kind == "chain" and "holder" not in origin:
+        raise ValueError(origin.get("holder_error") or f"{problem_dir}/origin.json records no module holding the chain; "
                          f"it cannot be swapped.")
     spec = origin if kind == "module" else origin["holder"]
     holder_forward = None

@@ -118,8 +118,11 @@ def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
     }
     holder_source = ""
     if holder_call is not None:
-        holder_source, holder_origin = _holder_source(trace, holder_call, chain, program)
-        origin["holder"] = holder_origin
+        try:
+            holder_source, holder_origin = _holder_source(trace, holder_call, chain, program)
+            origin["holder"] = holder_origin
+        except KernelpilotError as exc:  # the chain is still a problem to pair on; only its swap is impossible
+            origin["holder_error"] = str(exc)
     escapes = "".join(f"\n  - an intermediate is {e.by} (returned as well)" for e in chain.escapes)
     doc = (f"A chain of {len(chain.compute_ops())} calls in model{'.' + chain.holder if chain.holder else ''} as `{script}` "
            f"ran it ({chain.repeats} time(s) a step): {chain.label()}.\n"
@@ -163,12 +166,16 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
     placeholder = "__KERNEL_ARGS__"
     holder_lines = holder.render(self_name="P", replace={chain.ops[-1].index: (chain.outputs, f"kernel({placeholder})")})
     # the kernel's arguments: the chain's inputs (as the holder names them), then its parameters
-    names = [holder.names.get(v) or holder.value(v, "P") for v in chain_program.inputs]
-    names += [f"P.{attr}" for attr in chain_program.params]
-    holder_lines = [line.replace(placeholder, ", ".join(names)) for line in holder_lines]
     if holder.externals:
         raise KernelpilotError(f"model.{call.path} reads tensors that are neither its arguments nor its parameters; "
                                f"the chain cannot be swapped into it.")
+    try:
+        names = [holder.names.get(v) or holder.value(v, "P") for v in chain_program.inputs]
+    except KeyError:
+        raise KernelpilotError(f"the chain reads a tensor that model.{call.path or '<root>'} neither receives, holds nor "
+                               f"makes (a global or a closure); the chain cannot be swapped into it.") from None
+    names += [f"P.{attr}" for attr in chain_program.params]
+    holder_lines = [line.replace(placeholder, ", ".join(names)) for line in holder_lines]
     index = {vid: i for i, vid in enumerate(holder.outputs)}
     args = ", ".join(f"x{i}" for i in range(len(call.inputs)))
     source = (f'"""The forward of model.{call.path or "<root>"} ({call.cls}) as recorded, with the chain '

@@ -67,6 +67,8 @@ def grouped_command(args: Any) -> int:
         ex.origin["step_ms"] = step_ms
         directory = write_extracted(ex, Path(getattr(args, "out", None) or "problems"), extract, weights=weights)
         print(f"wrote {directory}/problem.py (checked: it loads and runs): run `kernelpilot {directory}` to pair on it")
+        if ex.origin.get("holder_error"):
+            print(f"note: `kernelpilot apply` cannot swap an approved kernel of it into the model: {ex.origin['holder_error']}")
     return 0
 
 

@@ -87,6 +87,16 @@ class ModuleCall:
         return ", ".join(f"{k}={r.spec.key()}" if not k.isdigit() else r.spec.key() for k, r in self.inputs)
 
 
+def _holds_tensor(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_tensor(v) for v in value.values())
+    return isinstance(value, (tuple, list)) and any(_holds_tensor(v) for v in value)
+
+
 def nbytes_of(t: Any) -> int:
     n = 1
     for size, stride in zip(t.shape, t.stride()):
@@ -201,14 +211,25 @@ class Trace:
                           grad=torch.is_grad_enabled())
         items = [(str(i), a) for i, a in enumerate(args)] + list(kwargs.items())
         for key, value in items:
-            if isinstance(value, torch.Tensor):
-                call.inputs.append((key, self.ref(value)))
-            elif value is None or isinstance(value, (bool, int, float, str)):
-                call.literals[key] = value
-            else:
-                call.literals[key] = f"<{type(value).__name__}>"
+            self._argument(call, key, value)
         self._stack.append(call)
         self.calls.append(call)
+
+    def _argument(self, call: ModuleCall, key: str, value: Any) -> None:
+        """One argument of a module call: a tensor is an input; a tuple, list or dict holding tensors (the
+        ``position_embeddings=(cos, sin)`` of a decoder layer) gives one input per tensor, keyed by its place
+        (``position_embeddings.0``); anything else is a literal."""
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            call.inputs.append((key, self.ref(value)))
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            call.literals[key] = value
+        elif isinstance(value, (tuple, list, dict)) and _holds_tensor(value):
+            for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+                self._argument(call, f"{key}.{k}", v)
+        else:
+            call.literals[key] = f"<{type(value).__name__}>"
 
     def _post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         self._flush_nodes()
