@@ -41,11 +41,16 @@ def check(dropin: Path) -> dict[str, Any]:
     model = problem.Model(*problem.get_init_inputs()).to(device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
     params = [getattr(model, name).detach() for name in module.PARAMS]
-    leaves = [t.clone().requires_grad_(t.is_floating_point()) for t in [*inputs, *params]]
-    out = module.op(*leaves)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    cotangents = [torch.randn_like(o) for o in outs]
-    torch.autograd.backward([o for o in outs], cotangents)
+    paths = [("", module.op)] + ([("eager path: ", module.call)] if hasattr(module, "call") else [])
+    runs = []
+    cotangents: list[Any] = []
+    for label, fn in paths:  # the operator, and the direct path `install` uses in eager: each checked
+        leaves = [t.clone().requires_grad_(t.is_floating_point()) for t in [*inputs, *params]]
+        out = fn(*leaves)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        cotangents = cotangents or [torch.randn_like(o) for o in outs]
+        torch.autograd.backward([o for o in outs], cotangents)
+        runs.append((label, outs, leaves))
 
     ref_model = problem.Model(*problem.get_init_inputs()).to(device).double()
     ref_leaves = [t.detach().double().requires_grad_() if t.is_floating_point() else t for t in [*inputs, *params]]
@@ -56,22 +61,26 @@ def check(dropin: Path) -> dict[str, Any]:
     torch.autograd.backward(list(ref_outs), [c.double() for c in cotangents])
     errors: dict[str, float] = {}
     failures = []
-    for i, (o, r) in enumerate(zip(outs, ref_outs)):
-        errors[f"output {i}"] = _normalized(o.detach(), r.detach())
-        if errors[f"output {i}"] > BOUNDS.get(str(o.dtype), 1e-4):
-            failures.append(f"output {i}")
-    for name, leaf, ref in zip(names, leaves, ref_leaves):
-        if not leaf.is_floating_point():
-            continue
-        if leaf.grad is None or ref.grad is None:
-            if (leaf.grad is None) != (ref.grad is None):
-                failures.append(f"{name} (gradient {'missing' if leaf.grad is None else 'unexpected'})")
-            continue
-        errors[name] = _normalized(leaf.grad, ref.grad)
-        if errors[name] > BOUNDS.get(str(leaf.dtype), 1e-4):
-            failures.append(name)
+    for label, outs, leaves in runs:
+        for i, (o, r) in enumerate(zip(outs, ref_outs)):
+            key = f"{label}output {i}"
+            errors[key] = _normalized(o.detach(), r.detach())
+            if errors[key] > BOUNDS.get(str(o.dtype), 1e-4):
+                failures.append(key)
+        for name, leaf, ref in zip(names, leaves, ref_leaves):
+            if not leaf.is_floating_point():
+                continue
+            key = label + name
+            if leaf.grad is None or ref.grad is None:
+                if (leaf.grad is None) != (ref.grad is None):
+                    failures.append(f"{key} (gradient {'missing' if leaf.grad is None else 'unexpected'})")
+                continue
+            errors[key] = _normalized(leaf.grad, ref.grad)
+            if errors[key] > BOUNDS.get(str(leaf.dtype), 1e-4):
+                failures.append(key)
     worst = max(errors.values(), default=0.0)
-    summary = (f"passed on {device}: outputs and {sum(1 for k in errors if not k.startswith('output'))} gradients, "
+    grads = sum(1 for k in errors if not k.startswith(("output", "eager")))
+    summary = (f"passed on {device}: outputs and {grads} gradients{' (operator and eager path)' if len(runs) > 1 else ''}, "
                f"worst normalized error {worst:.2e} against float64" if not failures else
                f"failed on {device} for {', '.join(failures)} (worst normalized error {worst:.2e})")
     return {"ok": not failures, "summary": summary, "errors": errors}

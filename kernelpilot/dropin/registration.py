@@ -59,6 +59,15 @@ def _forward_shape(problem: Path) -> tuple[list[str], int]:
     raise KernelpilotError(f"{problem} has no Model.forward; it is not an extracted problem.")
 
 
+def _has_own_backward(model_file: Path) -> bool:
+    """Whether the candidate's ``ModelNew`` defines ``backward(self, grads, *inputs)``: the drop-in then uses it
+    (checked against float64 like any backward) instead of recomputing the reference under torch.func.vjp."""
+    for node in ast.walk(ast.parse(model_file.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return any(isinstance(item, ast.FunctionDef) and item.name == "backward" for item in node.body)
+    return False
+
+
 def op_name(problem_dir: Path) -> str:
     return "kernelpilot::" + re.sub(r"\W", "_", "p_" + problem_dir.name)
 
@@ -79,15 +88,17 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
     if origin.get("kind") == "chain":
         where = f"the chain {origin.get('chain', '')} in {where}"
     rel = os.path.relpath(problem_dir / "problem.py", candidate_dir)
-    backward = ("the reference's own (torch.func.vjp of the problem's Model, as an opaque operator of its own), "
-                f"checked against float64: {gradient}." if gradient is not None else f"none: {refusal}")
+    own = _has_own_backward(model_file)
+    how = ("the candidate's own (ModelNew.backward, as an opaque operator of its own)" if own else
+           "the reference's own (torch.func.vjp of the problem's Model, as an opaque operator of its own)")
+    backward = f"{how}, checked against float64: {gradient}." if gradient is not None else f"none: {refusal}"
     values = {
         "WHERE": where, "PROBLEM_REL": rel, "OP": op_name(problem_dir), "CANDIDATE": candidate_id,
         "TRITON_NOTE": " and triton" if triton else "",
         "KIND_NOTE": ("torch.library.triton_op, its Triton kernels wrapped with wrap_triton (KERNELPILOT_DROPIN_OPAQUE=1 "
                       "makes it an opaque custom_op)") if triton else "an opaque torch.library.custom_op",
         "BACKWARD_NOTE": backward, "PROBLEM_FROM_HERE": repr(rel), "INPUTS": str(len(inputs)), "PARAMS": repr(params),
-        "OUTPUTS": str(outputs), "TRITON": str(triton), "GRADIENT_CHECK": repr(gradient), "REFUSAL": repr(refusal),
+        "OUTPUTS": str(outputs), "TRITON": str(triton), "OWN_BACKWARD": str(own), "GRADIENT_CHECK": repr(gradient), "REFUSAL": repr(refusal),
         "MODEL_FILE": repr(model_file.name), "OP_DEFINITION": definition,
     }
     text = TEMPLATE

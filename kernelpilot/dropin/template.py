@@ -13,6 +13,8 @@ kernelpilot: a CUDA candidate's extension is built on the first start into _buil
 - `torch.ops.@@OP@@(inputs..., parameters...)` runs the kernel: @@KIND_NOTE@@, with a fake
   (meta) implementation that runs the problem's reference on fake tensors, so torch.compile and
   torch.export see one operator and no graph break.
+  `call(...)` is what `install` swaps in: `op` under torch.compile / torch.export, the same forward and
+  backward called directly (no dispatcher) in eager.
 - Backward: @@BACKWARD_NOTE@@
 - `install(model)` puts it into your model: kernelpilot apply writes that call for you.
 """
@@ -36,6 +38,7 @@ INPUTS = @@INPUTS@@  # forward inputs of the problem, then its parameters and bu
 PARAMS = @@PARAMS@@
 OUTPUTS = @@OUTPUTS@@
 TRITON = @@TRITON@@
+OWN_BACKWARD = @@OWN_BACKWARD@@  # the candidate's ModelNew.backward, else the reference's vjp
 ORIGIN = json.loads((PROBLEM.parent / "origin.json").read_text()) if (PROBLEM.parent / "origin.json").is_file() else {}
 GRADIENT_CHECK = @@GRADIENT_CHECK@@  # None: not checked, training use stops with REFUSAL
 REFUSAL = @@REFUSAL@@
@@ -97,6 +100,19 @@ def _model(kind: str, device: Any) -> Any:
     return _models[key]
 
 
+def _bind(model: Any, ps: tuple[Any, ...]) -> Any:
+    """This call's parameters and buffers into our own ``ModelNew`` instance, by PARAMS name (a dict
+    assignment each: torch.func's reparametrization costs tens of microseconds a call)."""
+    for name, value in zip(PARAMS, ps):
+        owner, _, leaf = name.rpartition(".")
+        module = model.get_submodule(owner) if owner else model
+        if leaf in module._buffers:
+            module._buffers[leaf] = value
+        else:
+            module._parameters[leaf] = value
+    return model
+
+
 def _call(kind: str, tensors: tuple[Any, ...], device: Any = None) -> tuple[Any, ...]:
     xs, ps = tensors[:INPUTS], tensors[INPUTS:]
     device = device or (xs[0].device if xs else ps[0].device)
@@ -117,23 +133,33 @@ def _fake(*tensors: Any) -> Any:
     return outs[0] if OUTPUTS == 1 else outs
 
 
+_REBOUND: dict[Any, Any] = {}
+
+
+def _rebound(forward: Any) -> Any:
+    """``forward`` over the candidate's globals with every Triton kernel wrapped (made once: a model's step
+    calls it many times)."""
+    if forward not in _REBOUND:
+        from torch.library import wrap_triton
+
+        names = dict(vars(_candidate_module))
+        for key, value in list(names.items()):
+            if type(value).__name__ in ("JITFunction", "Autotuner", "Heuristics"):
+                names[key] = wrap_triton(value)
+        for key, value in list(names.items()):
+            if isinstance(value, types.FunctionType) and value.__module__ == _candidate_module.__name__:
+                names[key] = types.FunctionType(value.__code__, names, value.__name__, value.__defaults__, value.__closure__)
+        _REBOUND[forward] = types.FunctionType(forward.__code__, names, forward.__name__, forward.__defaults__,
+                                               forward.__closure__)
+    return _REBOUND[forward]
+
+
 def _wrapped_forward(tensors: tuple[Any, ...]) -> Any:
     """ModelNew.forward with every Triton kernel it launches wrapped (torch.library.wrap_triton)."""
-    from torch.library import wrap_triton
-
-    names = dict(vars(_candidate_module))
-    for key, value in list(names.items()):
-        if type(value).__name__ in ("JITFunction", "Autotuner", "Heuristics"):
-            names[key] = wrap_triton(value)
-    for key, value in list(names.items()):
-        if isinstance(value, types.FunctionType) and value.__module__ == _candidate_module.__name__:
-            names[key] = types.FunctionType(value.__code__, names, value.__name__, value.__defaults__, value.__closure__)
     model = _model("kernel", tensors[0].device)
-    forward = type(model).forward
-    rebound = types.FunctionType(forward.__code__, names, forward.__name__, forward.__defaults__, forward.__closure__)
+    rebound = _rebound(type(model).forward)
     xs, ps = tensors[:INPUTS], tensors[INPUTS:]
-    with torch.nn.utils.stateless._reparametrize_module(model, dict(zip(PARAMS, ps)), strict=False):
-        out = rebound(model, *xs)
+    out = rebound(_bind(model, ps), *xs)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     outs = tuple(o.clone() if o._base is not None else o for o in outs)
     return outs[0] if OUTPUTS == 1 else outs
@@ -142,9 +168,39 @@ def _wrapped_forward(tensors: tuple[Any, ...]) -> Any:
 @@OP_DEFINITION@@
 
 
+def _own_backward(grads: list[torch.Tensor], tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The candidate's ``ModelNew.backward(grads, *inputs)``: its parameters are this call's (PARAMS); it
+    returns the inputs' gradients (a sequence, one per forward input, None for none) and the parameters'
+    (a dict by PARAMS name)."""
+    model = _model("kernel", tensors[0].device)
+    xs, ps = tensors[:INPUTS], tensors[INPUTS:]
+    got = _bind(model, ps).backward(tuple(grads), *xs)
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[1], dict)):
+        raise TypeError("ModelNew.backward must return (input gradients, {parameter name: gradient})")
+    given = [*got[0], *[got[1].get(name) for name in PARAMS]]
+    if len(got[0]) != INPUTS:
+        raise TypeError(f"ModelNew.backward returned {len(got[0])} input gradients for {INPUTS} inputs")
+    out = []
+    for t, g, name in zip(tensors, given, [f"input {i}" for i in range(INPUTS)] + list(PARAMS)):
+        if g is None or not t.is_floating_point():
+            out.append(t.new_zeros(t.shape) if t.is_floating_point() else t.new_empty(0, dtype=torch.float32))
+            continue
+        if tuple(g.shape) != tuple(t.shape):
+            raise TypeError(f"ModelNew.backward: the gradient of {name} has shape {tuple(g.shape)}, not {tuple(t.shape)}")
+        out.append(g.to(t.dtype).contiguous())
+    return out
+
+
 @torch.library.custom_op(OP + "_backward", mutates_args=())
 def backward_op(grads: list[torch.Tensor], tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The reference's own backward (torch.func.vjp of the problem's Model) for the kernel's inputs."""
+    return _backward_impl(grads, tensors)
+
+
+def _backward_impl(grads: list[torch.Tensor], tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The candidate's own backward (OWN_BACKWARD), else the reference's (torch.func.vjp of the problem's
+    Model), for the kernel's inputs."""
+    if OWN_BACKWARD:
+        return _own_backward(grads, tensors)
     floats = [i for i, t in enumerate(tensors) if t.is_floating_point()]
     _model("reference", tensors[0].device)  # built outside the transform
 
@@ -174,16 +230,44 @@ def _setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
     ctx.out_meta = [(o.shape, o.dtype, o.device) for o in outs]
 
 
-def _backward(ctx: Any, *grads: Any) -> Any:
+def _backward(ctx: Any, *grads: Any, run: Any = None) -> Any:
     if GRADIENT_CHECK is None:
         raise RuntimeError(REFUSAL)
     tensors = list(ctx.saved_tensors)
     grads = [g if g is not None else torch.zeros(s, dtype=d, device=dev) for g, (s, d, dev) in zip(grads, ctx.out_meta)]
-    got = backward_op([g.contiguous() for g in grads], tensors)
+    got = (run or backward_op)([g.contiguous() for g in grads], tensors)
     return tuple(g if t.is_floating_point() else None for g, t in zip(got, tensors))
 
 
 op.register_autograd(_backward, setup_context=_setup)
+
+
+class _Eager(torch.autograd.Function):
+    """`op`'s eager path: the same forward and backward, called directly instead of through the
+    dispatcher (the operator and its backward operator cost tens of microseconds a call each in Python)."""
+
+    @staticmethod
+    def forward(ctx: Any, *tensors: Any) -> Any:
+        if TRITON:
+            model = _bind(_model("kernel", tensors[0].device), tensors[INPUTS:])
+            out = model(*tensors[:INPUTS])  # the candidate's own launches: nothing to trace here
+            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+            outs = tuple(o.clone() if o._base is not None or any(o is t for t in tensors) else o for o in outs)
+        else:
+            outs = _call("kernel", tensors)
+        _setup(ctx, tensors, outs)
+        return outs[0] if OUTPUTS == 1 else outs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        return _backward(ctx, *grads, run=_backward_impl)
+
+
+def call(*tensors: Any) -> Any:
+    """`op` under torch.compile / torch.export (one operator in the graph), the direct path in eager."""
+    if torch.compiler.is_compiling():
+        return op(*tensors)
+    return _Eager.apply(*tensors)
 
 
 def install(model: Any, paths: list[str] | None = None) -> list[str]:
@@ -194,7 +278,7 @@ def install(model: Any, paths: list[str] | None = None) -> list[str]:
         raise RuntimeError(f"{HERE / 'dropin_swap.py'} is missing; approve the candidate again to rewrite it.")
     swap = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(swap)
-    return swap.install(model, op, ORIGIN, PARAMS, PROBLEM.parent, paths)
+    return swap.install(model, call, ORIGIN, PARAMS, PROBLEM.parent, paths)
 '''
 
 CUSTOM_OP = '''@torch.library.custom_op(OP, mutates_args=())
