@@ -8,7 +8,9 @@ median step time and its spread (10th to 90th percentile), the change against th
 the swapped modules' forward time per step (and their share of the step), and the worst normalized
 difference of the first step's output and of the gradients at the first optimizer step against the
 unmodified run. A swap passes when it ran the kernel, the script did not fail and both differences
-are within ``max(4 x yardstick, floor)`` (floor: 1e-5 for float32 results, 1e-2 for half types).
+are within ``max(4 x yardstick, floor, 2 x sensitivity)`` (floor: 1e-5 for float32 results, 1e-2 for half
+types; sensitivity: the difference one more run makes with the swapped modules' outputs moved by up to one
+ulp, ``_bound``).
 Nothing in your files changes unless ``--write`` (``kernelpilot.dropin.apply_write``).
 """
 
@@ -43,6 +45,34 @@ def _floor(result: RunResult) -> float:
 
     dtypes = {str(t.dtype).removeprefix("torch.") for t in flat_tensors(result.output)}
     return max((FLOOR.get(d, 1e-5) for d in dtypes), default=1e-5)
+
+
+def _swap_paths(dropin: Path) -> list[str]:
+    """The module paths a drop-in replaces (for a chain: the modules holding it)."""
+    origin = json.loads((dropin.parent.parent / "origin.json").read_text())
+    return list(origin.get("paths") or [origin.get("path", "")])
+
+
+def _paths_label(dropin: Path) -> str:
+    paths = _swap_paths(dropin)
+    return "model" + (f".{paths[0]}" if paths and paths[0] else "") + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+
+
+def _bound(script: Path, argv: list[str], base: RunResult, bound: float, dropins: list[Path],
+           compile_root: bool) -> tuple[float, str]:
+    """The bound for swapping ``dropins``: the run-to-run yardstick and dtype floor (``bound``), or twice what
+    moving the swapped modules' outputs by up to one ulp changes end to end, whichever is larger. In half
+    precision a deep model amplifies rounding: a kernel that rounds differently, and no worse, than the
+    original moves the result by about that much; the swap's own verdict (against float64) is where its
+    accuracy is checked, this run only that the model still computes the same thing."""
+    paths = list(dict.fromkeys(p for d in dropins for p in _swap_paths(d)))
+    res = measure(script, argv, steps=1, warmup=0, dropins=[], compile_root=compile_root, perturb=paths)
+    if res.error:
+        return bound, f"not measured ({res.error}); bound {bound:.1e}"
+    out = difference(res.output, base.output)
+    grad = grad_difference(res.grads, base.grads) or 0.0
+    mine = max(bound, 2 * out, 2 * grad)
+    return mine, f"outputs {out:.1e}, gradients {grad:.1e}; bound {mine:.1e}"
 
 
 def _label(dropin: Path, result: RunResult) -> str:
@@ -81,9 +111,12 @@ def apply_command(args: Any) -> int:
           f"outputs {yard_out:.1e}, gradients {_fmt(yard_grad)}; bound {bound:.1e}")
     rows = []
     passed: list[Path] = []
+    bounds: dict[Path, float] = {}
     for dropin in dropins:
+        bounds[dropin], said = _bound(script, argv, base, bound, [dropin], compile_root)
+        print(f"one-ulp sensitivity of {_paths_label(dropin)}: {said}")
         res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=[dropin], compile_root=compile_root)
-        verdict = _verdict(res, base, dropin, bound)
+        verdict = _verdict(res, base, dropin, bounds[dropin])
         rows.append((_label(dropin, res), res, dropin, verdict))
         if verdict == "ok":
             passed.append(dropin)
@@ -96,9 +129,11 @@ def apply_command(args: Any) -> int:
     for label, res, dropin, verdict in rows:
         print(_row(label, res, base, base_ms, base_parts.get(str(dropin)), verdict, dropin))
     if len(passed) > 1:
+        all_bound, said = _bound(script, argv, base, bound, passed, compile_root)
+        print(f"one-ulp sensitivity of all {len(passed)} passing swaps: {said}")
         all_res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=passed, compile_root=compile_root)
         print(_row(f"all {len(passed)} passing swaps", all_res, base, base_ms, None,
-                   _verdict(all_res, base, None, bound), None))
+                   _verdict(all_res, base, None, all_bound), None))
     failed = [r for r in rows if r[3] != "ok"]
     for label, _, _, verdict in failed:
         print(f"left out: {label}: {verdict}")

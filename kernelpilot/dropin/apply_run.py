@@ -71,8 +71,11 @@ def _sync() -> None:
 
 
 def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
-            seed: int = 0, swap: bool = True) -> RunResult:
-    """One run; ``swap=False`` installs nothing and only times the modules the drop-ins would replace."""
+            seed: int = 0, swap: bool = True, perturb: list[str] | None = None) -> RunResult:
+    """One run; ``swap=False`` installs nothing and only times the modules the drop-ins would replace;
+    ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
+    the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
+    worse, could change end to end."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -94,6 +97,9 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
             if not compile_root:  # hooks inside the compiled forward would break its graph (and recompile it)
                 for sub in result.swapped[str(path)]:
                     _time_part(model.get_submodule(sub) if sub else model, str(path))
+        for sub in perturb or []:
+            handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
+                lambda m, i, o: perturbed(o, state)))
         handles.append(model.register_forward_hook(lambda m, i, o: _first_output(o)))
         if compile_root:
             model.forward = torch.compile(model.forward)
@@ -161,6 +167,32 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
                     stats[k] = stats.get(k, 0) + v
             result.stats[str(path)] = stats
     return result
+
+
+def perturbed(value: Any, state: dict[str, Any]) -> Any:
+    """``value`` with each floating tensor's elements moved one ulp up, one down, or left, at random (a third
+    each; the ulp is the spacing of the element's binade, 0 for zeros). A generator of its own (seeded)
+    leaves the script's random draws alone."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if not value.is_floating_point():
+            return value
+        gens = state.setdefault("generators", {})
+        if value.device not in gens:
+            gens[value.device] = torch.Generator(device=value.device).manual_seed(20261203)
+        wide = value.double() if value.dtype == torch.float64 else value.float()
+        mantissa, exponent = torch.frexp(wide)  # wide = mantissa * 2**exponent, |mantissa| in [0.5, 1)
+        ulp = torch.where(wide == 0, torch.zeros_like(wide), torch.ldexp(torch.full_like(wide, torch.finfo(value.dtype).eps / 2), exponent))
+        step = torch.randint(-1, 2, value.shape, generator=gens[value.device], device=value.device).to(wide.dtype)
+        return (wide + step * ulp).to(value.dtype)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(perturbed(v, state) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(perturbed(v, state) for v in value)
+    if type(value) is dict:
+        return {k: perturbed(v, state) for k, v in value.items()}
+    return value
 
 
 def flat_tensors(value: Any) -> list[Any]:

@@ -1,0 +1,201 @@
+"""Drop-ins on real model code: a candidate's own backward (used, checked against float64 on both the
+operator and the eager path), tensors nested in a module's arguments (a decoder layer's
+``position_embeddings=(cos, sin)``), the one-ulp perturbation behind `kernelpilot apply`'s bound, and a chain
+whose holder cannot be replayed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from test_dropin import DATA, SCRIPT, extract_mlp, load
+
+ROTARY = '''"""A model whose submodule takes tensors inside a tuple keyword argument."""
+import torch
+import torch.nn as nn
+
+
+class Rotary(nn.Module):
+    def forward(self, x, position_embeddings=None, scale=1.0):
+        cos, sin = position_embeddings
+        return (x * cos + x.flip(-1) * sin) * scale
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.rot = Rotary()
+
+    def forward(self, x):
+        angles = torch.arange(8.0)
+        return self.rot(self.lin(x), position_embeddings=(angles.cos(), angles.sin()), scale=2.0)
+
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        loss = model(torch.randn(2, 8)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.fixture(scope="module")
+def mlp_problem(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract_mlp(tmp_path_factory.mktemp("problems"))
+
+
+def own_backward_candidate(problem: Path, tmp: Path, dx_scale: str) -> Path:
+    directory = tmp / problem.name
+    shutil.copytree(problem, directory)
+    (directory / "candidate").mkdir()
+    text = (DATA / "dropin" / "mlp_own_backward.py").read_text().replace("DX_SCALE = 1.0", f"DX_SCALE = {dx_scale}")
+    (directory / "candidate" / "model_new.py").write_text(text)
+    return directory
+
+
+def test_the_candidates_own_backward_is_used_and_checked(mlp_problem: Path, tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = own_backward_candidate(mlp_problem, tmp_path, "1.0")
+    reg = write_registration(directory / "candidate", candidate_id="c1")
+    assert reg.training and "(operator and eager path)" in reg.gradient, reg.gradient
+    text = (directory / "candidate" / "dropin.py").read_text()
+    assert "OWN_BACKWARD = True" in text and "the candidate's own (ModelNew.backward" in text
+    dropin = load(directory / "candidate" / "dropin.py")
+    calls = dropin._candidate_module.BACKWARD_CALLS  # type: ignore[attr-defined]
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 32, requires_grad=True)
+    params = [(0.1 * torch.randn(s)).requires_grad_() for s in ((64, 32), (64, 32), (32, 64))]
+    reference = load(directory / "problem.py").Model()  # type: ignore[attr-defined]
+    ref_params = dict(zip(dropin.PARAMS, params))  # type: ignore[attr-defined]
+    expected = torch.autograd.grad(torch.func.functional_call(reference, ref_params, (x,)).sum(), [x, *params])
+    for path in (dropin.op, dropin.call):  # type: ignore[attr-defined]
+        before = len(calls)
+        got = torch.autograd.grad(path(x, *params).sum(), [x, *params])
+        assert len(calls) == before + 1  # the candidate's backward ran, not the reference's vjp
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_wrong_own_backward_fails_the_check(mlp_problem: Path, tmp_path: Path) -> None:
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = own_backward_candidate(mlp_problem, tmp_path, "1.01")
+    reg = write_registration(directory / "candidate", candidate_id="c2")
+    assert not reg.training
+    assert "input 0" in reg.gradient and "eager path: input 0" in reg.gradient and "parameter" not in reg.gradient
+
+
+def test_tensors_inside_a_tuple_argument_are_inputs_of_the_extracted_module(tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.swap import _tensor_args
+    from kernelpilot.profiling.grouped import grouped_command
+
+    script = tmp_path / "rotary.py"
+    script.write_text(ROTARY)
+    args = SimpleNamespace(script=str(script), script_args=[], steps=3, top=10, extract="(Rotary)",
+                           out=str(tmp_path / "problems"), group="module", depth=3, weights=False, compile_check=False)
+    assert grouped_command(args) == 0  # write_extracted loads and runs the problem
+    (problem,) = [d for d in (tmp_path / "problems").iterdir() if d.is_dir()]
+    origin = json.loads((problem / "origin.json").read_text())
+    assert origin["arguments"] == ["0", "position_embeddings.0", "position_embeddings.1"]
+    assert origin["literals"] == {"scale": 2.0} and not origin.get("externals")
+    x, cos, sin = torch.randn(2, 8), torch.randn(8), torch.randn(8)
+    assert _tensor_args((x,), {"position_embeddings": (cos, sin), "scale": 2.0}, origin) == [x, cos, sin]
+    assert _tensor_args((x,), {"position_embeddings": (cos, sin), "scale": 3.0}, origin) is None  # another literal
+    assert _tensor_args((x,), {"position_embeddings": (cos,), "scale": 2.0}, origin) is None  # a missing item
+
+
+def test_perturbed_moves_each_element_by_at_most_one_ulp() -> None:
+    import torch
+
+    from kernelpilot.dropin.apply_run import perturbed
+
+    torch.manual_seed(0)
+    x = torch.randn(20000).to(torch.bfloat16)
+    ids = torch.arange(5)
+    rng = torch.get_rng_state()
+    y, same_ids = perturbed((x, ids), {})
+    assert torch.equal(torch.get_rng_state(), rng)  # the script's own random draws are left alone
+    assert same_ids is ids and y.dtype == torch.bfloat16
+    eps = torch.finfo(torch.bfloat16).eps
+    step = (y.float() - x.float()).abs()
+    assert bool((step <= eps * x.float().abs() * 1.0001).all())
+    assert 0.5 < float((step > 0).float().mean()) < 0.8  # about two thirds move
+    y2, _ = perturbed((x, ids), {})
+    assert torch.equal(y2, y)  # seeded alike, two runs perturb alike
+
+
+def test_a_chain_whose_holder_cannot_be_replayed_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from kernelpilot.dropin.swap import install
+
+    reason = "model.layers.0 reads tensors that are neither its arguments nor its parameters; the chain cannot be swapped into it."
+    origin = {"kind": "chain", "path": "layers.0", "holder_error": reason}
+    with pytest.raises(ValueError, match="neither its arguments nor its parameters"):
+        install(object(), None, origin, [], tmp_path)
+
+
+GLOBAL_TENSOR = '''"""A module whose forward reads a module-level tensor (neither an argument nor a parameter)."""
+import torch
+import torch.nn as nn
+
+OFFSET = torch.linspace(0, 1, 8)
+
+
+class Shift(nn.Module):
+    def forward(self, x):
+        return (x * OFFSET).exp() + 1.0
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.shift = Shift()
+
+    def forward(self, x):
+        return self.shift(self.lin(x))
+
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    for _ in range(4):
+        model(torch.randn(2, 8)).sum().backward()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_chain_its_holder_cannot_replay_is_shown_and_extracted_with_a_note(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from kernelpilot.profiling.grouped import grouped_command
+
+    script = tmp_path / "shift.py"
+    script.write_text(GLOBAL_TENSOR)
+    args = SimpleNamespace(script=str(script), script_args=[], steps=3, top=10, extract="model.shift:",
+                           out=str(tmp_path / "problems"), group="fusion", depth=3, weights=False, compile_check=False)
+    assert grouped_command(args) == 0  # the table and the problem, not an error for the whole command
+    out = capsys.readouterr().out
+    assert "model.shift" in out and "cannot swap an approved kernel of it" in out
+    (problem,) = [d for d in (tmp_path / "problems").iterdir() if d.is_dir()]
+    origin = json.loads((problem / "origin.json").read_text())
+    assert "holder" not in origin and "cannot be swapped into it" in origin["holder_error"]
