@@ -131,7 +131,9 @@ if __name__ == "__main__":
     main()
 '''
 
-RMSNORM = '''"""Fused RMSNorm (one program per row, the row in registers), rounding as the model does: x*rstd to bf16, then * weight."""
+RMSNORM = '''"""Fused RMSNorm, forward and backward (one program per row forward; a block of rows per program backward,
+the weight's gradient summed per block, then over blocks), rounding where the model rounds: x*rstd to bf16,
+then * weight; backward as autograd rounds the reference's steps."""
 
 import torch
 import torch.nn as nn
@@ -151,6 +153,26 @@ def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * n_cols + cols, (w * y).to(tl.bfloat16), mask=mask)
 
 
+@triton.jit
+def rmsnorm_backward_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_ptr, n_rows, n_cols, eps, ROWS: tl.constexpr,
+                            BLOCK: tl.constexpr):
+    block = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK], dtype=tl.float32)
+    for row in range(block * ROWS, tl.minimum(block * ROWS + ROWS, n_rows)):
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        n = (x * rstd).to(tl.bfloat16).to(tl.float32)
+        dw += (dy * n).to(tl.bfloat16).to(tl.float32)
+        dn = (dy * w).to(tl.bfloat16).to(tl.float32)
+        dx = dn * rstd - x * (rstd * rstd * rstd) * (tl.sum(dn * x, axis=0) / n_cols)
+        tl.store(dx_ptr + row * n_cols + cols, dx.to(tl.bfloat16), mask=mask)
+    tl.store(dw_ptr + block * n_cols + cols, dw, mask=mask)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -162,9 +184,21 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         rmsnorm_kernel[(x.numel() // n,)](x, self.@@W@@, out, n, @@EPS@@, BLOCK=triton.next_power_of_2(n), num_warps=8)
         return out
+
+    def backward(self, grads, x0):
+        n = x0.shape[-1]
+        x, dy = x0.contiguous(), grads[0].contiguous()
+        rows, per = x.numel() // n, 16
+        blocks = triton.cdiv(rows, per)
+        dx = torch.empty_like(x)
+        dw = torch.empty((blocks, n), device=x.device, dtype=torch.float32)
+        rmsnorm_backward_kernel[(blocks,)](x, self.@@W@@, dy, dx, dw, rows, n, @@EPS@@, ROWS=per,
+                                           BLOCK=triton.next_power_of_2(n), num_warps=8)
+        return (dx,), {"@@W@@": dw.sum(0).to(x.dtype)}
 '''
 
-SILU_MUL = '''"""Fused SiLU(gate) * up, also returning SiLU(gate) (autograd keeps it); bf16 rounding as eager does."""
+SILU_MUL = '''"""Fused SiLU(gate) * up, also returning SiLU(gate) (autograd keeps it), forward and backward in one kernel
+each; bf16 rounding as eager does."""
 
 import torch
 import torch.nn as nn
@@ -183,6 +217,21 @@ def silu_mul_kernel(g_ptr, u_ptr, out_ptr, s_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, (s.to(tl.float32) * u).to(tl.bfloat16), mask=mask)
 
 
+@triton.jit
+def silu_mul_backward_kernel(g_ptr, u_ptr, dout_ptr, ds_ptr, dg_ptr, du_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dout = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    ds = tl.load(ds_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    sig = 1.0 / (1.0 + tl.exp(-g))
+    s = (g * sig).to(tl.bfloat16).to(tl.float32)
+    tl.store(du_ptr + offs, (dout * s).to(tl.bfloat16), mask=mask)
+    dsum = ((dout * u).to(tl.bfloat16).to(tl.float32) + ds).to(tl.bfloat16).to(tl.float32)
+    tl.store(dg_ptr + offs, (dsum * sig * (1.0 + g * (1.0 - sig))).to(tl.bfloat16), mask=mask)
+
+
 class ModelNew(nn.Module):
     def forward(self, x0, x1):
         g, u = x0.contiguous(), x1.contiguous()
@@ -190,6 +239,14 @@ class ModelNew(nn.Module):
         n = g.numel()
         silu_mul_kernel[(triton.cdiv(n, 4096),)](g, u, out, s, n, BLOCK=4096, num_warps=8)
         return out, s
+
+    def backward(self, grads, x0, x1):
+        g, u = x0.contiguous(), x1.contiguous()
+        dout, ds = grads[0].contiguous(), grads[1].contiguous()
+        dg, du = torch.empty_like(g), torch.empty_like(u)
+        n = g.numel()
+        silu_mul_backward_kernel[(triton.cdiv(n, 4096),)](g, u, dout, ds, dg, du, n, BLOCK=4096, num_warps=8)
+        return (dg, du), {}
 '''
 
 
