@@ -12,21 +12,11 @@ operator's dispatch, the parameter rebinding). Prints one table; ``--json FILE``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _host_us(fn: Callable[[], Any], n: int = 200) -> float:
@@ -66,7 +56,9 @@ PROFILE = False
 def measure(dropin_file: Path) -> dict[str, float]:
     import torch
 
-    d = _load(dropin_file, "kp_overhead_" + dropin_file.parent.parent.name)
+    from kernelpilot.dropin.apply_run import load_dropin
+
+    d = load_dropin(dropin_file)
     d.GRADIENT_CHECK = d.GRADIENT_CHECK or "measuring"
     problem = d._problem
     torch.manual_seed(0)

@@ -37,11 +37,13 @@ def mlp_problem(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return extract_mlp(tmp_path_factory.mktemp("problems"))
 
 
-def with_candidate(problem: Path, tmp: Path, scale: str = "1.0") -> Path:
+def with_candidate(problem: Path, tmp: Path, scale: str = "1.0", source: str = "mlp_candidate.py",
+                   knob: str = "SCALE") -> Path:
+    """A copy of ``problem`` with tests/data/dropin/``source`` as its candidate, ``knob = scale`` in it."""
     directory = tmp / problem.name
     shutil.copytree(problem, directory)
     (directory / "candidate").mkdir()
-    text = (DATA / "dropin" / "mlp_candidate.py").read_text().replace("SCALE = 1.0", f"SCALE = {scale}")
+    text = (DATA / "dropin" / source).read_text().replace(f"{knob} = 1.0", f"{knob} = {scale}")
     (directory / "candidate" / "model_new.py").write_text(text)
     return directory
 

@@ -6,13 +6,12 @@ whose holder cannot be replayed."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from test_dropin import DATA, SCRIPT, extract_mlp, load
+from test_dropin import extract_mlp, load, with_candidate
 
 ROTARY = '''"""A model whose submodule takes tensors inside a tuple keyword argument."""
 import torch
@@ -58,12 +57,7 @@ def mlp_problem(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def own_backward_candidate(problem: Path, tmp: Path, dx_scale: str) -> Path:
-    directory = tmp / problem.name
-    shutil.copytree(problem, directory)
-    (directory / "candidate").mkdir()
-    text = (DATA / "dropin" / "mlp_own_backward.py").read_text().replace("DX_SCALE = 1.0", f"DX_SCALE = {dx_scale}")
-    (directory / "candidate" / "model_new.py").write_text(text)
-    return directory
+    return with_candidate(problem, tmp, dx_scale, source="mlp_own_backward.py", knob="DX_SCALE")
 
 
 def test_the_candidates_own_backward_is_used_and_checked(mlp_problem: Path, tmp_path: Path) -> None:
