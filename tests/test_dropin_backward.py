@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_dropin import extract_mlp, load, with_candidate
+from test_dropin import SCRIPT, extract_mlp, load, with_candidate
 
 ROTARY = '''"""A model whose submodule takes tensors inside a tuple keyword argument."""
 import torch
@@ -193,3 +193,19 @@ def test_a_chain_its_holder_cannot_replay_is_shown_and_extracted_with_a_note(tmp
     (problem,) = [d for d in (tmp_path / "problems").iterdir() if d.is_dir()]
     origin = json.loads((problem / "origin.json").read_text())
     assert "holder" not in origin and "cannot be swapped into it" in origin["holder_error"]
+
+
+def test_the_profiler_times_each_traced_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiler's ranges (op_timer, the default on a GPU) time the same calls the trace records, none
+    of its own counted as the model's; on the CPU they time host ranges."""
+    from kernelpilot.profiling.trace import record_script
+
+    monkeypatch.setenv("KERNELPILOT_OP_TIMER", "host")
+    host, _ = record_script(SCRIPT, [], 2)
+    monkeypatch.setenv("KERNELPILOT_OP_TIMER", "profiler")
+    prof, _ = record_script(SCRIPT, [], 2)
+    assert prof.timing == "profiler" and host.timing == "host"
+    assert [o.name for o in prof.ops] == [o.name for o in host.ops]  # no profiler op among the model's
+    assert not any(o.name.startswith("profiler::") for o in prof.ops)
+    timed = [o for o in prof.ops if o.ms > 0]
+    assert len(timed) > 0.9 * len(prof.ops)

@@ -120,6 +120,8 @@ class Trace:
         self.alias: dict[int, int] = {}  # view value -> value it views
         self.root_outputs: set[int] = set()
         self.device = "cpu"
+        self.timer: Any = None  # op_timer.ProfilerTimer when the profiler times the calls
+        self.timing = "host"  # how the calls were timed: profiler, events or host (op_timer.choice)
         self.step = -1
         self._vids: Any = WeakIdKeyDictionary()
         self._next = 0
@@ -264,7 +266,12 @@ class Trace:
         spec_args = [self.spec(a) for a in args]
         spec_kwargs = {k: self.spec(v) for k, v in kwargs.items()}
         on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in _flat([*args, *kwargs.values()]))
-        if on_gpu:
+        if self.timer is not None:  # the profiler's device records (op_timer): no host wait counted
+            with self.timer.range(len(self.ops)):
+                out = func(*args, **kwargs)
+            ms = 0.0
+            on_gpu = False
+        elif on_gpu:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             out = func(*args, **kwargs)
@@ -315,6 +322,10 @@ class Trace:
         for index, start, end in self._pending:
             self.ops[index].ms = start.elapsed_time(end)
         self._pending.clear()
+        if self.timer is not None and self.ops:
+            for index, ms in self.timer.times_ms().items():
+                if index < len(self.ops):
+                    self.ops[index].ms = ms
 
     # ---- queries ---------------------------------------------------------------------------------
     def consumers(self) -> dict[int, list[int]]:
@@ -366,10 +377,17 @@ def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]
 
     from kernelpilot.profiling.script_run import run_script
 
+    from kernelpilot.profiling.op_timer import ProfilerTimer, choice
+
     trace = Trace()
+    how = choice(torch.cuda.is_available())
+    trace.timer = ProfilerTimer(torch.cuda.is_available()) if how == "profiler" else None
+    trace.timing = how
 
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+            if func.namespace == "profiler":  # the profiler's own ranges are not the model's calls
+                return func(*args, **(kwargs or {}))
             return trace.call(func, args, kwargs or {})
 
     def on_step(i: int) -> None:
@@ -381,7 +399,8 @@ def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]
             yield
 
     try:
-        run = run_script(script, argv, steps=steps, context=context(), on_root=trace.attach, on_step=on_step)
+        with trace.timer if trace.timer is not None else contextlib.nullcontext():
+            run = run_script(script, argv, steps=steps, context=context(), on_root=trace.attach, on_step=on_step)
     finally:
         trace.detach_hooks()
         trace.collect()
