@@ -53,9 +53,9 @@ def _swap_paths(dropin: Path) -> list[str]:
     return list(origin.get("paths") or [origin.get("path", "")])
 
 
-def _paths_label(dropin: Path) -> str:
-    paths = _swap_paths(dropin)
-    return "model" + (f".{paths[0]}" if paths and paths[0] else "") + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+def _where(paths: list[str]) -> str:
+    """``model.<first path> (+n)``, or ``model`` for the root."""
+    return ("model." + paths[0] if paths and paths[0] else "model") + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
 
 
 def _bound(script: Path, argv: list[str], base: RunResult, bound: float, dropins: list[Path],
@@ -76,11 +76,9 @@ def _bound(script: Path, argv: list[str], base: RunResult, bound: float, dropins
 
 
 def _label(dropin: Path, result: RunResult) -> str:
-    paths = result.swapped.get(str(dropin)) or []
     origin = json.loads((dropin.parent.parent / "origin.json").read_text())
     what = "chain " + str(origin.get("chain")) + " in " if origin.get("kind") == "chain" else ""
-    shown = "model." + paths[0] if paths and paths[0] else "model"
-    return f"{what}{shown}" + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+    return what + _where(result.swapped.get(str(dropin)) or [])
 
 
 def apply_command(args: Any) -> int:
@@ -114,7 +112,7 @@ def apply_command(args: Any) -> int:
     bounds: dict[Path, float] = {}
     for dropin in dropins:
         bounds[dropin], said = _bound(script, argv, base, bound, [dropin], compile_root)
-        print(f"one-ulp sensitivity of {_paths_label(dropin)}: {said}")
+        print(f"one-ulp sensitivity of {_where(_swap_paths(dropin))}: {said}")
         res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=[dropin], compile_root=compile_root)
         verdict = _verdict(res, base, dropin, bounds[dropin])
         rows.append((_label(dropin, res), res, dropin, verdict))

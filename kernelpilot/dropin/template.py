@@ -116,7 +116,10 @@ def _bind(model: Any, ps: tuple[Any, ...]) -> Any:
 def _call(kind: str, tensors: tuple[Any, ...], device: Any = None) -> tuple[Any, ...]:
     xs, ps = tensors[:INPUTS], tensors[INPUTS:]
     device = device or (xs[0].device if xs else ps[0].device)
-    out = torch.func.functional_call(_model(kind, device), dict(zip(PARAMS, ps)), tuple(xs), strict=False)
+    if kind == "kernel":  # our own instance: the call's parameters bound by assignment
+        out = _bind(_model(kind, device), ps)(*xs)
+    else:  # the reference, also on fake tensors and under torch.func.vjp
+        out = torch.func.functional_call(_model(kind, device), dict(zip(PARAMS, ps)), tuple(xs), strict=False)
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     return tuple(o.clone() if o._base is not None or any(o is t for t in tensors) else o for o in outs)
 
@@ -248,13 +251,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, *tensors: Any) -> Any:
-        if TRITON:
-            model = _bind(_model("kernel", tensors[0].device), tensors[INPUTS:])
-            out = model(*tensors[:INPUTS])  # the candidate's own launches: nothing to trace here
-            outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-            outs = tuple(o.clone() if o._base is not None or any(o is t for t in tensors) else o for o in outs)
-        else:
-            outs = _call("kernel", tensors)
+        outs = _call("kernel", tensors)  # a Triton candidate's own launches: nothing to trace here
         _setup(ctx, tensors, outs)
         return outs[0] if OUTPUTS == 1 else outs
 
