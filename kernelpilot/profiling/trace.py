@@ -265,13 +265,13 @@ class Trace:
             phase, stack = "other", ()
         spec_args = [self.spec(a) for a in args]
         spec_kwargs = {k: self.spec(v) for k, v in kwargs.items()}
-        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in _flat([*args, *kwargs.values()]))
+        events = self.timing == "events" and any(isinstance(a, torch.Tensor) and a.is_cuda
+                                                 for a in _flat([*args, *kwargs.values()]))
         if self.timer is not None:  # the profiler's device records (op_timer): no host wait counted
             with self.timer.range(len(self.ops)):
                 out = func(*args, **kwargs)
             ms = 0.0
-            on_gpu = False
-        elif on_gpu:
+        elif events:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             out = func(*args, **kwargs)
@@ -304,7 +304,7 @@ class Trace:
                     if o is not None and o != base:
                         self.alias[o] = base
         self.ops.append(record)
-        if on_gpu:
+        if events:
             self._pending.append((record.index, start, end))
         return out
 
