@@ -9,8 +9,8 @@
    with random weights (``transformers``' LlamaForCausalLM when installed, else the same architecture in
    plain torch: apply_templates.py), bf16, AdamW, a short training loop;
 2. ``kernelpilot hotspots --group module`` and ``--group fusion`` on it (tables saved);
-3. extracts the RMSNorm module (``--group module --extract``) and the SiLU * mul chain of the MLP
-   (``--group fusion --extract``);
+3. extracts the RMSNorm module (``--group module --extract``), the SiLU * mul chain of the MLP and the
+   residual add + RMSNorm chain of the decoder layer (``--group fusion --extract``);
 4. writes a hand-written Triton candidate for each (fused RMSNorm; fused SiLU * mul that also returns
    the SiLU output backward keeps), evaluates each with ``kernelpilot eval --json`` and approves it
    through a real session workspace (which writes the drop-in operator and checks its gradients
@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from apply_templates import RMSNORM, SILU_MUL, train_source
+from apply_templates import ADD_RMSNORM, RMSNORM, SILU_MUL, train_source
 
 def sh(cmd: list[str], cwd: Path, log: Path, timeout: float = 1800, env: dict[str, str] | None = None) -> tuple[int, str]:
     start = time.time()
@@ -97,13 +97,13 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
 PHASES = ("prepare", "approve", "eager", "compile", "opaque", "write")
 
 
-def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str) -> None:
+def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str, batch: int | None) -> None:
     worktrees = Path(os.environ["KERNELPILOT_DATA_DIR"]) / "worktrees"
     for old in (repo, worktrees if repo.parent in worktrees.parents else None):  # a repeated prepare starts over
         if old is not None and old.exists():
             shutil.rmtree(old)
     repo.mkdir()
-    (repo / "train.py").write_text(train_source(small, device))
+    (repo / "train.py").write_text(train_source(small, device, batch))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "kernelpilot evidence")
     git(repo, "config", "user.email", "evidence@localhost")
@@ -113,6 +113,7 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     kp = [sys.executable, "-m", "kernelpilot"]
     module_args = ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30"]
     fusion_args = ["hotspots", "--group", "fusion", "--steps", "4", "--top", "10"]  # on the GPU each one shown is compiled
+    extract_args = fusion_args[:-1] + ["3"]  # the table is saved once; an extraction searches every row anyway
     _, modules = sh(kp + module_args + ["train.py"], repo, logs / "hotspots_module.txt")
     _, fusion = sh(kp + fusion_args + ["train.py"], repo, logs / "hotspots_fusion.txt")
     # rows by name: rankings move between runs, and --extract TEXT searches every row, not only those shown
@@ -121,8 +122,11 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     rcs = summary["extract_rc"] = {}
     rcs["module"], _ = sh(kp + module_args + ["--extract", "RMSNorm)", "--weights", "--out", "problems", "train.py"], repo,
                           logs / "extract_module.txt")
-    rcs["chain"], _ = sh(kp + fusion_args + ["--extract", ": silu -> mul", "--out", "problems", "train.py"], repo,
+    rcs["chain"], _ = sh(kp + extract_args + ["--extract", ": silu -> mul", "--out", "problems", "train.py"], repo,
                          logs / "extract_chain.txt")
+    # the largest chain: the residual add and RMSNorm after attention (held by the decoder layer)
+    rcs["add_norm"], _ = sh(kp + extract_args + ["--extract", ": add -> _to_copy -> pow -> mean", "--out", "problems",
+                                                "train.py"], repo, logs / "extract_add_norm.txt")
     extracted = sorted(p for p in problems.iterdir() if p.is_dir()) if problems.is_dir() else []
     summary["extracted"] = [p.name for p in extracted]
     if extracted:
@@ -137,10 +141,11 @@ def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str)
     approvals = {}
     for problem in extracted:
         origin = json.loads((problem / "origin.json").read_text())
-        if origin["kind"] == "module":
+        n = origin["shapes"][0][0][-1]
+        if origin["kind"] == "module" or str(origin.get("chain", "")).startswith("add -> _to_copy -> pow"):
             (attr,) = origin["params"]
-            n = origin["shapes"][0][0][-1]
-            source = RMSNORM.replace("@@W@@", attr).replace("@@N@@", str(n)).replace("@@EPS@@", "1e-5")
+            template = RMSNORM if origin["kind"] == "module" else ADD_RMSNORM
+            source = template.replace("@@W@@", attr).replace("@@N@@", str(n)).replace("@@EPS@@", "1e-5")
         else:
             source = SILU_MUL
         try:
@@ -161,6 +166,8 @@ def main() -> int:
                              "a 10-minute device call")
     parser.add_argument("--small", action="store_true", help="a tiny model (2 layers, hidden 64, vocab 256, seq 32, "
                         "batch 2): a smoke run of the orchestration, on the CPU too; no evidence of speed")
+    parser.add_argument("--batch", type=int, help="sequences per step (default 4 full size, 2 --small); at 4 x 1024 "
+                        "tokens the H200's eager step is partly host-bound (benchmarks/apply-2026-12-03), 16 keeps it busy")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
                         "candidates run under TRITON_INTERPRET=1")
     args = parser.parse_args()
@@ -181,7 +188,7 @@ def main() -> int:
     for phase in args.phase or PHASES:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
-            prepare(repo, logs, summary, args.small, args.device)
+            prepare(repo, logs, summary, args.small, args.device, args.batch)
         elif phase == "approve":
             approve_all(repo, logs, summary, args.device)
         elif phase == "eager":

@@ -104,22 +104,23 @@ class PlainLlama(nn.Module):
 
 
 def build():
+    """The model, what it is, and the keyword arguments of its call in a training step."""
     try:
-        return hf_model(), "transformers LlamaForCausalLM"
+        return hf_model(), "transformers LlamaForCausalLM", {"use_cache": False}  # training needs no KV cache
     except ImportError:
-        return PlainLlama(), "plain-torch Llama (transformers is not installed)"
+        return PlainLlama(), "plain-torch Llama (transformers is not installed)", {}
 
 
 def main():
     torch.manual_seed(0)
-    model, kind = build()
+    model, kind, call_kwargs = build()
     model = model.to("cuda", torch.bfloat16)
     print(f"model: {kind}, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.randint(0, VOCAB, (64, BATCH, SEQ + 1), device="cuda")
     for step in range(10_000):
         tokens = data[step % 64]
-        out = model(tokens[:, :-1])
+        out = model(tokens[:, :-1], **call_kwargs)
         logits = out.logits if hasattr(out, "logits") else out
         loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -197,8 +198,8 @@ class ModelNew(nn.Module):
         return (dx,), {"@@W@@": dw.sum(0).to(x.dtype)}
 '''
 
-SILU_MUL = '''"""Fused SiLU(gate) * up, also returning SiLU(gate) (autograd keeps it), forward and backward in one kernel
-each; bf16 rounding as eager does."""
+SILU_MUL = '''"""Fused SiLU(gate) * up, forward and backward in one kernel each (the backward recomputes SiLU from the
+gate rather than saving it); bf16 rounding as eager does."""
 
 import torch
 import torch.nn as nn
@@ -207,46 +208,117 @@ import triton.language as tl
 
 
 @triton.jit
-def silu_mul_kernel(g_ptr, u_ptr, out_ptr, s_ptr, n, BLOCK: tl.constexpr):
+def silu_mul_kernel(g_ptr, u_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    s = (g / (1.0 + tl.exp(-g))).to(tl.bfloat16)
-    tl.store(s_ptr + offs, s, mask=mask)
-    tl.store(out_ptr + offs, (s.to(tl.float32) * u).to(tl.bfloat16), mask=mask)
+    s = (g / (1.0 + tl.exp(-g))).to(tl.bfloat16).to(tl.float32)
+    tl.store(out_ptr + offs, (s * u).to(tl.bfloat16), mask=mask)
 
 
 @triton.jit
-def silu_mul_backward_kernel(g_ptr, u_ptr, dout_ptr, ds_ptr, dg_ptr, du_ptr, n, BLOCK: tl.constexpr):
+def silu_mul_backward_kernel(g_ptr, u_ptr, dout_ptr, dg_ptr, du_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     dout = tl.load(dout_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    ds = tl.load(ds_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     sig = 1.0 / (1.0 + tl.exp(-g))
     s = (g * sig).to(tl.bfloat16).to(tl.float32)
     tl.store(du_ptr + offs, (dout * s).to(tl.bfloat16), mask=mask)
-    dsum = ((dout * u).to(tl.bfloat16).to(tl.float32) + ds).to(tl.bfloat16).to(tl.float32)
-    tl.store(dg_ptr + offs, (dsum * sig * (1.0 + g * (1.0 - sig))).to(tl.bfloat16), mask=mask)
+    ds = (dout * u).to(tl.bfloat16).to(tl.float32)
+    tl.store(dg_ptr + offs, (ds * sig * (1.0 + g * (1.0 - sig))).to(tl.bfloat16), mask=mask)
 
 
 class ModelNew(nn.Module):
     def forward(self, x0, x1):
         g, u = x0.contiguous(), x1.contiguous()
-        out, s = torch.empty_like(g), torch.empty_like(g)
+        out = torch.empty_like(g)
         n = g.numel()
-        silu_mul_kernel[(triton.cdiv(n, 4096),)](g, u, out, s, n, BLOCK=4096, num_warps=8)
-        return out, s
+        silu_mul_kernel[(triton.cdiv(n, 4096),)](g, u, out, n, BLOCK=4096, num_warps=8)
+        return out
 
     def backward(self, grads, x0, x1):
-        g, u = x0.contiguous(), x1.contiguous()
-        dout, ds = grads[0].contiguous(), grads[1].contiguous()
+        g, u, dout = x0.contiguous(), x1.contiguous(), grads[0].contiguous()
         dg, du = torch.empty_like(g), torch.empty_like(u)
         n = g.numel()
-        silu_mul_backward_kernel[(triton.cdiv(n, 4096),)](g, u, dout, ds, dg, du, n, BLOCK=4096, num_warps=8)
+        silu_mul_backward_kernel[(triton.cdiv(n, 4096),)](g, u, dout, dg, du, n, BLOCK=4096, num_warps=8)
         return (dg, du), {}
+'''
+
+ADD_RMSNORM = '''"""Fused residual add and RMSNorm: s = x0 + x1 (bf16), y = w * bf16(s * rstd(s)); returns (y, s). Forward one
+program per row; backward a block of rows per program (the weight's gradient summed per block, then over
+blocks), the gradient of s from the norm and from s's later use (grads[1]) added in bf16 as autograd does."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_rmsnorm_kernel(a_ptr, b_ptr, w_ptr, y_ptr, s_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    a = tl.load(a_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    s = (a + b).to(tl.bfloat16)
+    tl.store(s_ptr + row * n_cols + cols, s, mask=mask)
+    x = s.to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    n = (x * rstd).to(tl.bfloat16).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n_cols + cols, (w * n).to(tl.bfloat16), mask=mask)
+
+
+@triton.jit
+def add_rmsnorm_backward_kernel(s_ptr, w_ptr, dy_ptr, ds_ptr, dx_ptr, dw_ptr, n_rows, n_cols, eps, ROWS: tl.constexpr,
+                                BLOCK: tl.constexpr):
+    block = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros([BLOCK], dtype=tl.float32)
+    for row in range(block * ROWS, tl.minimum(block * ROWS + ROWS, n_rows)):
+        x = tl.load(s_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        ds = tl.load(ds_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        n = (x * rstd).to(tl.bfloat16).to(tl.float32)
+        dw += (dy * n).to(tl.bfloat16).to(tl.float32)
+        dn = (dy * w).to(tl.bfloat16).to(tl.float32)
+        dx = dn * rstd - x * (rstd * rstd * rstd) * (tl.sum(dn * x, axis=0) / n_cols)
+        dx = (dx.to(tl.bfloat16).to(tl.float32) + ds).to(tl.bfloat16)
+        tl.store(dx_ptr + row * n_cols + cols, dx, mask=mask)
+    tl.store(dw_ptr + block * n_cols + cols, dw, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.@@W@@ = nn.Parameter(torch.ones(@@N@@, dtype=torch.bfloat16))
+
+    def forward(self, x0, x1):
+        n = x0.shape[-1]
+        a, b = x0.contiguous(), x1.contiguous()
+        y, s = torch.empty_like(a), torch.empty_like(a)
+        add_rmsnorm_kernel[(a.numel() // n,)](a, b, self.@@W@@, y, s, n, @@EPS@@, BLOCK=triton.next_power_of_2(n),
+                                              num_warps=8)
+        return y, s
+
+    def backward(self, grads, x0, x1):
+        n = x0.shape[-1]
+        s = (x0 + x1).contiguous()  # recomputed (bf16, as the forward rounds it), not saved
+        dy, ds = grads[0].contiguous(), grads[1].contiguous()
+        rows, per = s.numel() // n, 16
+        blocks = triton.cdiv(rows, per)
+        dx = torch.empty_like(s)
+        dw = torch.empty((blocks, n), device=s.device, dtype=torch.float32)
+        add_rmsnorm_backward_kernel[(blocks,)](s, self.@@W@@, dy, ds, dx, dw, rows, n, @@EPS@@, ROWS=per,
+                                               BLOCK=triton.next_power_of_2(n), num_warps=8)
+        return (dx, dx), {"@@W@@": dw.sum(0).to(s.dtype)}
 '''
 
 
@@ -255,9 +327,12 @@ FULL = (8, 2048, 5632, 16, 32000, 1024, 4)
 SMALL = (2, 64, 176, 4, 256, 32, 2)
 
 
-def train_source(small: bool = False, device: str = "cuda") -> str:
-    """``train.py``: the default (full size, cuda) is the script the GPU evidence was planned with, unchanged."""
+def train_source(small: bool = False, device: str = "cuda", batch: int | None = None) -> str:
+    """``train.py``: the default (full size, cuda, batch 4) is the script session 6's GPU evidence ran;
+    ``batch`` changes only the number of sequences of 1024 tokens per step."""
     sizes = SMALL if small else FULL
+    if batch is not None:
+        sizes = (*sizes[:-1], batch)
     text = TRAIN.replace(", ".join(map(str, FULL)), ", ".join(map(str, sizes)), 1)
     if small:
         text = text.replace("of 8 layers", f"of {sizes[0]} layers", 1)

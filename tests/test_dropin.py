@@ -5,6 +5,7 @@ hook in a real git repository, `kernelpilot apply` and its --write commit."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +165,9 @@ def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, cap
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("model.layers.0.mlp (+1)"))
     assert row.rstrip().endswith("ok") and "yardstick" in out and "nothing was changed" in out
+    # the step times come from runs without timing hooks; the parts from runs of their own, before -> after
+    assert re.search(r" (within|faster|slower) +\d+\.\d{3} -> \d+\.\d{3} ", row), row
+    assert "as it is, again after the swaps" in out and re.search(r"^as it is +\d", out, re.M)
     assert git(repo, "status", "--porcelain") == ""
     args.write = True
     before = git(repo, "rev-parse", "HEAD")
@@ -212,7 +216,7 @@ def test_a_chain_is_swapped_through_its_holder(tmp_path: Path) -> None:
     (directory / "candidate").mkdir()
     (directory / "candidate" / "model_new.py").write_text(
         "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass ModelNew(nn.Module):\n"
-        "    def forward(self, x0, x1):\n        s = F.silu(x0)\n        return s * x1, s\n")
+        "    def forward(self, x0, x1):\n        return F.silu(x0) * x1\n")  # SiLU's output: autograd's, not returned
     assert write_registration(directory / "candidate", candidate_id="c1").training
     dropin = load(directory / "candidate" / "dropin.py")
     sys.path.insert(0, str(SCRIPT.parent))

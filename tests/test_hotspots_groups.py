@@ -113,8 +113,10 @@ def test_extract_chain_with_holder(tmp_path: Path, capsys: pytest.CaptureFixture
     assert origin["kind"] == "chain" and origin["ops"] == ["aten::silu.default", "aten::mul.Tensor"]
     assert origin["holder"]["class"] == "MLP" and origin["paths"] == ["layers.0.mlp", "layers.1.mlp"]
     assert "kernel(" in (directory / "holder.py").read_text()
-    # two outputs: the product, and silu's output that backward keeps
-    assert _run_problem(directory).strip() == "[(2, 7, 64), (2, 7, 64)]"
+    # one output: the product; silu's output, which autograd alone keeps, is not one (the drop-in's backward,
+    # its own or the reference's vjp, needs none of autograd's saved values)
+    assert _run_problem(directory).strip() == "[(2, 7, 64)]"
+    assert "autograd's: a kernel with a backward of its own need not write it" in (directory / "problem.py").read_text()
 
 
 def test_extract_by_name_or_number_and_a_clear_miss(tmp_path: Path) -> None:

@@ -3,9 +3,14 @@ script's model, measured end to end.
 
 Runs (each the script's first ``warmup + steps`` steps, seeded alike): the script as it is; the same
 once more with another seed-identical run, whose difference from the first is the *yardstick*; one run
-per approved kernel swapped in alone; one run with every kernel that passed. Reported per run: the
-median step time and its spread (10th to 90th percentile), the change against the script as it is,
-the swapped modules' forward time per step (and their share of the step), and the worst normalized
+per approved kernel swapped in alone; one run with every kernel that passed and does not replace modules
+inside or around another's (the most gaining kept: ``_disjoint``); the script as it is once
+more at the end (its step times pooled with the first run's, so a drift of the GPU's clocks during the
+runs is in the baseline's spread, and the drift is printed). Reported per run: the median step time and
+its spread (10th to 90th percentile), the change against the script as it is and whether it is beyond
+both spreads, the swapped modules' forward time per step before and after (timed in separate, shorter
+runs: the timing hooks cost host time, so no step time is taken from a run that has them) with their
+share of the step, and the worst normalized
 difference of the first step's output and of the gradients at the first optimizer step against the
 unmodified run. A swap passes when it ran the kernel, the script did not fail and both differences
 are within ``max(4 x yardstick, floor, 2 x sensitivity)`` (floor: 1e-5 for float32 results, 1e-2 for half
@@ -77,7 +82,11 @@ def _bound(script: Path, argv: list[str], base: RunResult, bound: float, dropins
 
 def _label(dropin: Path, result: RunResult) -> str:
     origin = json.loads((dropin.parent.parent / "origin.json").read_text())
-    what = "chain " + str(origin.get("chain")) + " in " if origin.get("kind") == "chain" else ""
+    what = ""
+    if origin.get("kind") == "chain":
+        calls = str(origin.get("chain")).split(" -> ")
+        short = " -> ".join(calls) if len(calls) <= 3 else f"{calls[0]} -> .. -> {calls[-1]} ({len(calls)} calls)"
+        what = f"chain {short} in "
     return what + _where(result.swapped.get(str(dropin)) or [])
 
 
@@ -104,8 +113,8 @@ def apply_command(args: Any) -> int:
     yard_out = difference(again.output, base.output)
     yard_grad = grad_difference(again.grads, base.grads)
     bound = max(4 * yard_out, 4 * (yard_grad or 0.0), _floor(base))
-    base_ms, base_spread = base.median(WARMUP)
-    print(f"as it is: step {base_ms:.3f} ms median (spread {base_spread:.3f} ms); yardstick (two seeded runs): "
+    first_ms, first_spread = base.median(WARMUP)
+    print(f"as it is: step {first_ms:.3f} ms median (spread {first_spread:.3f} ms); yardstick (two seeded runs): "
           f"outputs {yard_out:.1e}, gradients {_fmt(yard_grad)}; bound {bound:.1e}")
     rows = []
     passed: list[Path] = []
@@ -118,20 +127,36 @@ def apply_command(args: Any) -> int:
         rows.append((_label(dropin, res), res, dropin, verdict))
         if verdict == "ok":
             passed.append(dropin)
-    header = (f"{'swap':<44} {'step ms':>9} {'spread':>7} {'change':>15} {'part fwd ms':>19} {'share':>6} "
-              f"{'outputs':>8} {'grads':>8}  result")
-    print(header)
+    all_row = None
+    together, apart = _disjoint(passed, {d: r for _, r, d, _ in rows}, first_ms)
+    for dropin, other in apart:
+        print(f"not combined: {_label(dropin, rows_of(rows, dropin))} replaces modules inside (or around) what "
+              f"{_label(other, rows_of(rows, other))} replaces (the disjoint swaps kept gain the most together)")
+    if len(together) > 1:
+        all_bound, said = _bound(script, argv, base, bound, together, compile_root)
+        print(f"one-ulp sensitivity of the {len(together)} passing swaps together: {said}")
+        all_res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=together, compile_root=compile_root)
+        all_row = (f"{len(together)} passing swaps together", all_res, _verdict(all_res, base, None, all_bound))
+    closing = measure(script, argv, steps=steps, warmup=WARMUP, dropins=[], compile_root=compile_root)
+    if not closing.error:
+        end_ms, _ = closing.median(WARMUP)
+        print(f"as it is, again after the swaps: step {end_ms:.3f} ms median (drift {end_ms - first_ms:+.3f} ms); "
+              f"the baseline below pools both runs")
+        base.step_ms = base.step_ms[WARMUP:] + closing.step_ms[WARMUP:]
+        base_ms, base_spread = base.median(0)
+    else:
+        base_ms, base_spread = first_ms, first_spread
+        base.step_ms = base.step_ms[WARMUP:]
+    parts = _parts(script, argv, steps, dropins, compile_root)
+    print(f"{'swap':<44} {'step ms':>9} {'spread':>7} {'change':>15} {'vs spread':>9} {'part fwd ms':>19} "
+          f"{'share':>6} {'outputs':>8} {'grads':>8}  result")
+    print(f"{'as it is':<44} {base_ms:9.3f} {base_spread:7.3f} {'':>15} {'':>9} {'':>19} {'':>6} {'':>8} {'':>8}")
     if compile_root:
         print("(part fwd ms and share: not measured under torch.compile, whose graph the timing hooks would break)")
-    base_parts = _base_parts(script, argv, steps, dropins, compile_root)
     for label, res, dropin, verdict in rows:
-        print(_row(label, res, base, base_ms, base_parts.get(str(dropin)), verdict, dropin))
-    if len(passed) > 1:
-        all_bound, said = _bound(script, argv, base, bound, passed, compile_root)
-        print(f"one-ulp sensitivity of all {len(passed)} passing swaps: {said}")
-        all_res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=passed, compile_root=compile_root)
-        print(_row(f"all {len(passed)} passing swaps", all_res, base, base_ms, None,
-                   _verdict(all_res, base, None, all_bound), None))
+        print(_row(label, res, base, base_ms, base_spread, parts.get(str(dropin)), verdict))
+    if all_row is not None:
+        print(_row(all_row[0], all_row[1], base, base_ms, base_spread, None, all_row[2]))
     failed = [r for r in rows if r[3] != "ok"]
     for label, _, _, verdict in failed:
         print(f"left out: {label}: {verdict}")
@@ -165,32 +190,82 @@ def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float)
     return "ok"
 
 
-def _base_parts(script: Path, argv: list[str], steps: int, dropins: list[Path], compile_root: bool) -> dict[str, float]:
-    """Forward ms per step of each swapped module in the unmodified model (timed, nothing swapped); none
-    under torch.compile, where the parts are not timed (``kernelpilot.dropin.apply_run``)."""
+def _parts(script: Path, argv: list[str], steps: int, dropins: list[Path],
+           compile_root: bool) -> dict[str, tuple[float | None, float | None]]:
+    """Forward ms per step (median) of each swapped module before (nothing swapped) and after (that drop-in
+    alone swapped in), each from a run of its own with timing hooks, at most 10 steps; none under
+    torch.compile, where the parts are not timed (``kernelpilot.dropin.apply_run``)."""
     if compile_root:
         return {}
-    res = measure(script, argv, steps=steps, warmup=WARMUP, dropins=dropins, compile_root=compile_root, swap=False)
-    return {k: sorted(v)[len(v) // 2] for k, v in res.part_ms.items() if v}
+    n = min(steps, 10)
+    before = measure(script, argv, steps=n, warmup=WARMUP, dropins=dropins, swap=False, time_parts=True)
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for dropin in dropins:
+        after = measure(script, argv, steps=n, warmup=WARMUP, dropins=[dropin], time_parts=True)
+        out[str(dropin)] = (_mid(before.part_ms.get(str(dropin))), _mid(after.part_ms.get(str(dropin))))
+    return out
 
 
-def _row(label: str, res: RunResult, base: RunResult, base_ms: float, before_ms: float | None, verdict: str,
-         dropin: Path | None) -> str:
+def rows_of(rows: list[tuple[str, RunResult, Path, str]], dropin: Path) -> RunResult:
+    return next(r for _, r, d, _ in rows if d == dropin)
+
+
+def _overlap(a: list[str], b: list[str]) -> bool:
+    """Whether two swaps replace forwards of one subtree of modules (a path equal to, inside or around the other):
+    the outer one's forward (a module's kernel, or a holder's recorded forward) never calls the inner one."""
+    return any(x == y or x == "" or y == "" or y.startswith(x + ".") or x.startswith(y + ".") for x in a for y in b)
+
+
+def _disjoint(passed: list[Path], results: dict[Path, RunResult],
+              base_ms: float) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The passing swaps to run together: of the sets whose swaps replace disjoint modules, the one whose
+    measured gains add up to the most (every set when there are at most 12 swaps, else the most gaining first);
+    and each one left out, with a swap of the set it overlaps."""
+    gain = {d: base_ms - results[d].median(WARMUP)[0] for d in passed}
+    paths = {d: _swap_paths(d) for d in passed}
+    ordered = sorted(passed, key=lambda d: -gain[d])
+    best: list[Path] = []
+    if len(ordered) <= 12:
+        best_gain = float("-inf")
+        for mask in range(1, 1 << len(ordered)):
+            chosen = [d for i, d in enumerate(ordered) if mask >> i & 1]
+            if any(_overlap(paths[a], paths[b]) for i, a in enumerate(chosen) for b in chosen[i + 1:]):
+                continue
+            total = sum(gain[d] for d in chosen)
+            if total > best_gain:
+                best, best_gain = chosen, total
+    else:
+        for dropin in ordered:
+            if not any(_overlap(paths[dropin], paths[t]) for t in best):
+                best.append(dropin)
+    apart = [(d, next(t for t in best if _overlap(paths[d], paths[t]))) for d in ordered if d not in best]
+    return [d for d in passed if d in best], apart
+
+
+def _mid(values: list[float] | None) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
+def _beyond(change: float, base_spread: float, spread: float) -> str:
+    """``faster`` or ``slower`` when the change is larger than both spreads, else ``within``."""
+    if abs(change) <= max(base_spread, spread):
+        return "within"
+    return "faster" if change < 0 else "slower"
+
+
+def _row(label: str, res: RunResult, base: RunResult, base_ms: float, base_spread: float,
+         part_ms: tuple[float | None, float | None] | None, verdict: str) -> str:
     if res.error or not res.step_ms:
-        return f"{label:<44} {'-':>9} {'-':>7} {'-':>15} {'-':>19} {'-':>6} {'-':>8} {'-':>8}  {verdict}"
+        return f"{label:<44} {'-':>9} {'-':>7} {'-':>15} {'-':>9} {'-':>19} {'-':>6} {'-':>8} {'-':>8}  {verdict}"
     ms, spread = res.median(WARMUP)
     change = f"{ms - base_ms:+.3f} ({100 * (ms - base_ms) / base_ms:+.1f}%)" if base_ms else "-"
-    part = "-"
-    share = "-"
-    if dropin is not None and res.part_ms.get(str(dropin)):
-        after = sorted(res.part_ms[str(dropin)])[len(res.part_ms[str(dropin)]) // 2]
-        part = f"{before_ms:.3f} -> {after:.3f}" if before_ms is not None else f"{after:.3f}"
-        if before_ms is not None and base_ms:
-            share = f"{100 * before_ms / base_ms:.1f}%"
+    before_ms, after_ms = part_ms or (None, None)
+    part = " -> ".join("-" if v is None else f"{v:.3f}" for v in (before_ms, after_ms)) if part_ms else "-"
+    share = f"{100 * before_ms / base_ms:.1f}%" if before_ms is not None and base_ms else "-"
     out = difference(res.output, base.output)
     grad = grad_difference(res.grads, base.grads)
-    return (f"{label:<44} {ms:9.3f} {spread:7.3f} {change:>15} {part:>19} {share:>6} {out:8.1e} {_fmt(grad):>8}  "
-            f"{verdict}")
+    return (f"{label:<44} {ms:9.3f} {spread:7.3f} {change:>15} {_beyond(ms - base_ms, base_spread, spread):>9} "
+            f"{part:>19} {share:>6} {out:8.1e} {_fmt(grad):>8}  {verdict}")
 
 
 def _fmt(value: float | None) -> str:

@@ -5,7 +5,7 @@ forward when it does not) for ``warmup + steps`` steps. A step is the time from 
 (its root module) to the next: forward, backward and the optimizer step, or forward alone for an
 inference script. Recorded: every step's time (host clock, synchronized), the first step's model
 output and the gradients at its first optimizer step (clones, for the end-to-end comparison), the
-forward time of each swapped module per step (CUDA events or host clock around it; not under
+forward time of each swapped module per step when ``time_parts`` (CUDA events or host clock around it; not under
 ``compile_root``: hooks inside the compiled forward would break its graph and, appending to a list
 Dynamo guards on, recompile it every call until Dynamo gives up and runs it eagerly), and how many
 calls of each swapped forward ran the kernel or the original.
@@ -71,8 +71,10 @@ def _sync() -> None:
 
 
 def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
-            seed: int = 0, swap: bool = True, perturb: list[str] | None = None) -> RunResult:
-    """One run; ``swap=False`` installs nothing and only times the modules the drop-ins would replace;
+            seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False) -> RunResult:
+    """One run; ``swap=False`` installs nothing. ``time_parts`` times the forward of each module the drop-ins
+    replace (or would) with CUDA events around it (host clock on the CPU): the hooks cost host time, so a
+    run whose step times are compared is never one that times its parts;
     ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
     the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
     worse, could change end to end."""
@@ -94,7 +96,7 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
 
                 origin = json.loads((path.parent.parent / "origin.json").read_text())
                 result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
-            if not compile_root:  # hooks inside the compiled forward would break its graph (and recompile it)
+            if time_parts and not compile_root:  # hooks inside a compiled forward would break its graph
                 for sub in result.swapped[str(path)]:
                     _time_part(model.get_submodule(sub) if sub else model, str(path))
         for sub in perturb or []:

@@ -97,6 +97,10 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
     if kind == "module" and origin.get("externals"):
         raise ValueError(f"model.{origin['path']} reads tensors that are neither its arguments nor its parameters; "
                          f"it cannot be swapped.")
+    if kind == "module" and origin.get("objects"):
+        objects = ", ".join(f"{k}=<{v}>" for k, v in origin["objects"].items())
+        raise ValueError(f"model.{origin['path']} is called with {objects}, which a swapped forward would neither read "
+                         f"nor update; it cannot be swapped.")
     if kind == "chain" and "holder" not in origin:
         raise ValueError(origin.get("holder_error") or f"{problem_dir}/origin.json records no module holding the chain; "
                          f"it cannot be swapped.")

@@ -190,7 +190,13 @@ def _own_backward(grads: list[torch.Tensor], tensors: list[torch.Tensor]) -> lis
             continue
         if tuple(g.shape) != tuple(t.shape):
             raise TypeError(f"ModelNew.backward: the gradient of {name} has shape {tuple(g.shape)}, not {tuple(t.shape)}")
-        out.append(g.to(t.dtype).contiguous())
+        g = g.to(t.dtype).contiguous()
+        # one tensor for two inputs (an add's backward), or a gradient that is an input or a grad given in:
+        # an operator's outputs may alias neither each other nor its inputs
+        if any(g.untyped_storage().data_ptr() == o.untyped_storage().data_ptr() for o in [*out, *grads, *tensors]
+               if o.numel() and g.numel()):
+            g = g.clone()
+        out.append(g)
     return out
 
 

@@ -74,6 +74,9 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
     if program.externals:
         external_note = (f"\nIt reads {len(program.externals)} tensor(s) that are neither its arguments nor its parameters "
                          f"(forward inputs e0..); `kernelpilot apply` cannot swap it in.")
+    if call.objects:
+        external_note += (f"\nIt is called with {_objects(call)}, which its recorded forward neither reads nor updates; "
+                          f"`kernelpilot apply` cannot swap it in{_objects_hint(call)}.")
     extra: list[list[list[int]]] = []
     for other in all_groups:
         if other is group or other.cls != group.cls or other.param_signature != group.param_signature:
@@ -92,6 +95,7 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
         "output": _structure_json(call.output, index),
         "params": program.param_names, "buffers": [a for a, n in program.param_names.items() if _is_buffer(trace, full_name(program.scope, n))],
         "externals": len(program.externals), "autograd": call.grad and _has_backward(trace, call.path),
+        **({"objects": dict(call.objects)} if call.objects else {}),
     }
     where = f"model.{call.path}" if call.path else "model"
     merged = f", and {group.count - 1} more of its kind ({group.label()})" if group.count > 1 else ""
@@ -101,13 +105,17 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
 
 
 def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
-    program = Program(trace, chain.ops, [v for v in chain.inputs if v not in trace.params], chain.outputs,
-                      scope=chain.holder)
+    # outputs: the result and the intermediates later calls read; those autograd only saves for backward are
+    # not: the drop-in's backward (the candidate's own, or the reference's through vjp) needs none of them
+    saved_only = {e.vid for e in chain.escapes if e.by == "saved for backward"}
+    program = Program(trace, chain.ops, [v for v in chain.inputs if v not in trace.params],
+                      [v for v in chain.outputs if v not in saved_only], scope=chain.holder)
     body = program.render()
     extra: list[list[list[int]]] = []
     holder_call = _holder_call(trace, chain)
     origin: dict[str, Any] = {
-        "kind": "chain", "script": script, "path": chain.holder, "paths": [chain.holder, *(c.holder for c in chain.similar)], "class": holder_call.cls if holder_call else "",
+        "kind": "chain", "script": script, "path": chain.holder, "class": holder_call.cls if holder_call else "",
+        **_chain_paths(trace, chain, holder_call.cls if holder_call else ""),
         "chain": chain.label(), "ops": [f"{o.name}.{o.overload}" for o in chain.compute_ops()],
         "params": program.param_names,
         "buffers": [a for a, n in program.param_names.items() if _is_buffer(trace, full_name(program.scope, n))],
@@ -123,12 +131,39 @@ def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
             origin["holder"] = holder_origin
         except KernelpilotError as exc:  # the chain is still a problem to pair on; only its swap is impossible
             origin["holder_error"] = str(exc)
-    escapes = "".join(f"\n  - an intermediate is {e.by} (returned as well)" for e in chain.escapes)
+    escapes = "".join(f"\n  - an intermediate is {e.by} " + ("(autograd's: a kernel with a backward of its own need not "
+                      "write it)" if e.vid in saved_only else "(returned as well)") for e in chain.escapes)
     doc = (f"A chain of {len(chain.compute_ops())} calls in model{'.' + chain.holder if chain.holder else ''} as `{script}` "
            f"ran it ({chain.repeats} time(s) a step): {chain.label()}.\n"
            f"Unfused it moves {chain.unfused_bytes} bytes; one fused kernel must move {chain.fused_bytes}.{escapes}")
     name = "chain_" + "_".join(o.name.split("::")[-1] for o in chain.compute_ops())[:60]
     return Extracted(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"), doc, program, body, origin, extra, holder_source)
+
+
+def _objects(call: ModuleCall) -> str:
+    return ", ".join(f"{k}=<{v}>" for k, v in call.objects.items())
+
+
+def _objects_hint(call: ModuleCall) -> str:
+    """What to do about an object argument we know: a transformers KV cache in a training step."""
+    if any("Cache" in v for v in call.objects.values()):
+        return " (a KV cache in a training step: call the model with use_cache=False, as training needs no cache)"
+    return ""
+
+
+def _chain_paths(trace: Trace, chain: Chain, cls: str) -> dict[str, list[str]]:
+    """Where the chain's kernel can be swapped in: each module holding one of its occurrences, once, when it is
+    of the first holder's class (its recorded forward is the one replayed); the other holders, named."""
+    paths: list[str] = []
+    others: list[str] = []
+    for c in [chain, *chain.similar]:
+        call = _holder_call(trace, c)
+        where = c.holder if call is not None and call.cls == cls else f"{c.holder} ({call.cls if call else '?'})"
+        (paths if where == c.holder else others).append(where)
+    out = {"paths": list(dict.fromkeys(paths))}
+    if others:
+        out["other_holders"] = list(dict.fromkeys(others))
+    return out
 
 
 def _spec_of(trace: Trace, chain: Chain, vid: int) -> Any:
@@ -164,11 +199,15 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
     holder = Program(trace, ops, [r.vid for _, r in call.inputs], list(dict.fromkeys(vids_in(call.output))),
                      scope=call.path)
     placeholder = "__KERNEL_ARGS__"
-    holder_lines = holder.render(self_name="P", replace={chain.ops[-1].index: (chain.outputs, f"kernel({placeholder})")})
+    holder_lines = holder.render(self_name="P", replace={chain.ops[-1].index: (chain_program.outputs,
+                                                                             f"kernel({placeholder})")})
     # the kernel's arguments: the chain's inputs (as the holder names them), then its parameters
+    if call.objects:
+        raise KernelpilotError(f"model.{call.path} is called with {_objects(call)}: its recorded forward would neither "
+                               f"read nor update it; the chain cannot be swapped into it{_objects_hint(call)}.")
     if holder.externals:
-        raise KernelpilotError(f"model.{call.path} reads tensors that are neither its arguments nor its parameters; "
-                               f"the chain cannot be swapped into it.")
+        raise KernelpilotError(f"model.{call.path} reads tensors that are neither its arguments nor its parameters "
+                               f"({'; '.join(holder.external_readers[:3])}); the chain cannot be swapped into it.")
     try:
         names = [holder.names.get(v) or holder.value(v, "P") for v in chain_program.inputs]
     except KeyError:
@@ -184,7 +223,8 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
               + "".join(f"    {line}\n" for line in holder_lines) + f"    return {holder.returns()}\n")
     origin = {"path": call.path, "class": call.cls, "arguments": [k for k, _ in call.inputs], "literals": call.literals,
               "shapes": [[list(r.spec.shape) for _, r in call.inputs]], "dtypes": [r.spec.dtype for _, r in call.inputs],
-              "output": _structure_json(call.output, index), "params": holder.param_names}
+              "output": _structure_json(call.output, index),
+              "params": {**holder.param_names, **chain_program.param_names}}  # the kernel's are passed as P.<attr>
     return source, origin
 
 

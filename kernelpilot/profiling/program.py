@@ -39,6 +39,7 @@ class Program:
     outputs: list[int]
     names: dict[int, str] = field(default_factory=dict)
     externals: list[TensorRef] = field(default_factory=list)  # extra forward inputs, in order
+    external_readers: list[str] = field(default_factory=list)  # per external, the first call that read it
     params: dict[str, TensorRef] = field(default_factory=dict)  # attribute -> parameter/buffer read
     param_names: dict[str, str] = field(default_factory=dict)  # attribute -> dotted name under the root
     lines: list[str] = field(default_factory=list)
@@ -94,6 +95,10 @@ class Program:
         try:
             return self.value(ref.vid, self_name)
         except KeyError:
+            constant = self.trace.constants.get(ref.vid)
+            if constant is not None:  # torch.tensor(<Python data>) in the forward: made again, on the inputs' device
+                value, dtype = constant
+                return f"torch.tensor({value!r}, dtype={dtype}, device=__device__)"
             name = f"e{len(self.externals)}"
             self.externals.append(ref)
             self.names[ref.vid] = name
@@ -138,7 +143,13 @@ class Program:
         import torch
 
         if isinstance(v, TensorRef):
-            return self._tensor(v, self_name)
+            before = len(self.externals)
+            name = self._tensor(v, self_name)
+            if len(self.externals) > before:
+                where = op.stack[-1] if op.stack else ""
+                self.external_readers.append(f"T{list(v.spec.shape)}:{str(v.spec.dtype).removeprefix('torch.')} read by "
+                                             f"{op.name} in model{'.' + where if where else ''}")
+            return name
         if isinstance(v, list):
             return "[" + ", ".join(self._literal(x, op, self_name) for x in v) + "]"
         if isinstance(v, torch.device):

@@ -24,6 +24,8 @@ VIEW_OPS = {
     "aten::unbind", "aten::chunk", "aten::split_with_sizes", "aten::view_as_real", "aten::view_as_complex",
     "aten::narrow", "aten::expand_as", "aten::view_as", "aten::unflatten", "aten::flatten", "aten::diagonal",
 }
+LIFT_OPS = {"aten::lift_fresh", "aten::lift_fresh_copy", "aten::lift"}
+MAX_CONSTANT = 1024  # elements of a lifted constant kept by value (larger ones stay externals)
 FREE_OPS = VIEW_OPS | {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty"}
 
 
@@ -80,6 +82,7 @@ class ModuleCall:
     last_op: int = -1  # one past its last op
     inputs: list[tuple[str, TensorRef]] = field(default_factory=list)  # ("0", ref) positional / ("name", ref) keyword
     literals: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments, "0" / "name"
+    objects: dict[str, str] = field(default_factory=dict)  # arguments that are objects (a KV cache ...): their type
     output: Any = None  # structure: vid (int), None, literal repr str via ("lit", repr), tuple/list/dict of those
     grad: bool = False
 
@@ -118,6 +121,7 @@ class Trace:
         self.param_specs: dict[str, TensorRef] = {}
         self.saved: set[int] = set()
         self.alias: dict[int, int] = {}  # view value -> value it views
+        self.constants: dict[int, tuple[Any, str]] = {}  # vid -> (value as lists, dtype) of lifted Python data
         self.root_outputs: set[int] = set()
         self.device = "cpu"
         self.timer: Any = None  # op_timer.ProfilerTimer when the profiler times the calls
@@ -179,6 +183,17 @@ class Trace:
             return ("lit", repr(v))
         return ("lit", f"<{type(v).__name__}>")
 
+    def _constant(self, t: Any) -> None:
+        """Keep the value of a small tensor made from Python data, so a replay can make it again."""
+        import torch
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        if isinstance(t, torch.Tensor) and t.numel() <= MAX_CONSTANT and t.device.type != "meta":
+            with _disable_current_modes():
+                value = t.tolist()
+            if not any(w in repr(value) for w in ("nan", "inf")):  # a literal Python can read back
+                self.constants[self.vid(t)] = (value, str(t.dtype))
+
     # ---- modules ---------------------------------------------------------------------------------
     def attach(self, root: Any) -> None:
         """Name the root's parameters and buffers and hook every module of its tree."""
@@ -232,6 +247,7 @@ class Trace:
                 self._argument(call, f"{key}.{k}", v)
         else:
             call.literals[key] = f"<{type(value).__name__}>"
+            call.objects[key] = type(value).__name__
 
     def _post(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
         self._flush_nodes()
@@ -263,6 +279,8 @@ class Trace:
             phase, stack = "forward", tuple(c.path for c in self._stack)
         else:
             phase, stack = "other", ()
+        if func._schema.name in LIFT_OPS:  # a tensor made from Python data (torch.tensor(...)) inside a forward
+            self._constant(args[0])
         spec_args = [self.spec(a) for a in args]
         spec_kwargs = {k: self.spec(v) for k, v in kwargs.items()}
         events = self.timing == "events" and any(isinstance(a, torch.Tensor) and a.is_cuda

@@ -1,0 +1,216 @@
+"""Chains swapped through the module holding them, on the patterns of real decoder layers: a constant made
+from Python data inside the forward (``torch.tensor([...])``), an object argument (a KV cache) that a
+recorded forward cannot update, one chain held by modules of two classes, intermediates autograd only saves
+(never outputs of the problem), and which passing swaps `kernelpilot apply` can combine."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+BLOCKS = '''"""Residual blocks whose norm scales by a constant tensor made in the forward; called with an optional cache."""
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Cache:
+    pass
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.weight = nn.Parameter(torch.rand(8) + 0.5)
+
+    def forward(self, x, cache=None):
+        s = x + self.lin(x)
+        scale = torch.tensor([2.0])
+        y = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-5) * scale
+        return self.weight * y + s
+
+
+class Tail(Block):
+    """The same computation in a module of another class."""
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(2))
+        self.proj = nn.Linear(8, 8)
+        self.tail = Tail()
+
+    def forward(self, x, cache=None):
+        h = x
+        for block in self.blocks:
+            h = block(h, cache=cache)
+        return self.tail(self.proj(h), cache=cache)
+
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    cache = Cache() if "--cache" in sys.argv else None
+    for _ in range(4):
+        loss = model(torch.randn(3, 8), cache=cache).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+CHAIN = "model.blocks.0: add -> pow -> mean -> add -> rsqrt -> mul -> mul -> mul -> add"
+
+
+def extract(tmp_path: Path, argv: list[str], text: str = CHAIN) -> tuple[Path, dict]:
+    from kernelpilot.profiling.grouped import grouped_command
+
+    script = tmp_path / "blocks.py"
+    script.write_text(BLOCKS)
+    out = tmp_path / "problems"
+    args = SimpleNamespace(script=str(script), script_args=argv, steps=3, top=20, extract=text, out=str(out),
+                           group="fusion", depth=3, weights=False, compile_check=False)
+    assert grouped_command(args) == 0  # write_extracted loads and runs the problem
+    (problem,) = [d for d in out.iterdir() if d.is_dir()]
+    return problem, json.loads((problem / "origin.json").read_text())
+
+
+def _module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_holder_making_a_constant_is_replayed_with_it(tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.dropin.swap import _as_tuple
+
+    problem, origin = extract(tmp_path, [])
+    assert "holder_error" not in origin, origin.get("holder_error")
+    holder_src = (problem / "holder.py").read_text()
+    assert "torch.tensor([2.0], dtype=torch.float32, device=" in holder_src
+    # swapped only where the holder is of the recorded class (the Tail's equal chain is named, not swapped)
+    assert origin["paths"] == ["blocks.0", "blocks.1"] and origin["class"] == "Block"
+    assert origin["other_holders"] == ["tail (Tail)"]
+    # the problem returns the result and what later calls read, never what autograd alone saves
+    prob = _module(problem / "problem.py", "kp_prob_blocks")
+    model = prob.Model()
+    outs = model(*prob.get_inputs())
+    assert isinstance(outs, torch.Tensor) or len(outs) == 1
+    # the recorded forward with the reference chain as the kernel computes what the module computes
+    blocks = _module(tmp_path / "blocks.py", "kp_blocks")
+    torch.manual_seed(1)
+    block = blocks.Block()
+    x = torch.randn(3, 8)
+    params = SimpleNamespace(**{a: block.get_parameter(n) for a, n in origin["holder"]["params"].items()})
+    chain = prob.Model()
+    chain.load_state_dict({k: block.get_parameter(v) for k, v in origin["params"].items()})
+    replay = _module(problem / "holder.py", "kp_holder_blocks").forward
+    got = replay(params, lambda *t: _as_tuple(chain(*t[: len(t) - len(origin["params"])])), x)
+    torch.testing.assert_close(got, block(x))
+
+
+def test_a_holder_called_with_an_object_is_not_swapped_and_says_why(tmp_path: Path) -> None:
+    from kernelpilot.dropin.swap import install
+
+    problem, origin = extract(tmp_path, ["--cache"])
+    assert "holder" not in origin
+    assert "is called with cache=<Cache>" in origin["holder_error"]
+    with pytest.raises(ValueError, match="cache=<Cache>"):
+        install(object(), None, origin, [], problem)
+
+
+def test_a_module_called_with_a_kv_cache_is_refused_with_the_fix(tmp_path: Path) -> None:
+    from kernelpilot.dropin.swap import install
+    from kernelpilot.profiling.extract_graph import _objects_hint
+    from kernelpilot.profiling.trace import ModuleCall
+
+    origin = {"kind": "module", "path": "layers.0", "objects": {"past_key_values": "DynamicCache"}}
+    with pytest.raises(ValueError, match="past_key_values=<DynamicCache>"):
+        install(object(), None, origin, [], tmp_path)
+    call = ModuleCall("layers.0", "LlamaDecoderLayer", 0, 0, 0)
+    call.objects["past_key_values"] = "DynamicCache"
+    assert "use_cache=False" in _objects_hint(call)
+
+
+def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
+    from kernelpilot.dropin.apply_command import _disjoint, _overlap
+    from kernelpilot.dropin.apply_run import RunResult
+
+    assert _overlap(["layers.0"], ["layers.0.mlp"]) and _overlap(["layers.1.mlp"], ["layers.1"])
+    assert _overlap([""], ["norm"]) and not _overlap(["layers.1"], ["layers.10"])
+    dropins = {}
+    for name, paths, ms in (("norm", ["layers.0.norm", "layers.1.norm", "norm"], 9.0),
+                            ("layer_chain", ["layers.0", "layers.1"], 8.0), ("head", ["head"], 9.5)):
+        d = tmp_path / name / "candidate" / "dropin.py"
+        d.parent.mkdir(parents=True)
+        (d.parent.parent / "origin.json").write_text(json.dumps({"paths": paths}))
+        dropins[name] = (d, RunResult(step_ms=[ms] * 8))
+    passed = [d for d, _ in dropins.values()]
+    together, apart = _disjoint(passed, {d: r for d, r in dropins.values()}, 10.0)
+    # the layer chain gained most; the norms inside the layers cannot run with it; the head can
+    assert together == [dropins["layer_chain"][0], dropins["head"][0]]
+    assert apart == [(dropins["norm"][0], dropins["layer_chain"][0])]
+    # two smaller swaps inside the layers that gain more together than the layer chain alone are kept instead
+    mlp = tmp_path / "mlp" / "candidate" / "dropin.py"
+    mlp.parent.mkdir(parents=True)
+    (mlp.parent.parent / "origin.json").write_text(json.dumps({"paths": ["layers.0.mlp", "layers.1.mlp"]}))
+    results = {d: r for d, r in dropins.values()} | {mlp: RunResult(step_ms=[8.5] * 8)}
+    together, apart = _disjoint([*passed, mlp], results, 10.0)  # gains: norm 1.0 + mlp 1.5 + head 0.5 > chain 2.0 + head
+    assert together == [dropins["norm"][0], dropins["head"][0], mlp]
+    assert apart == [(dropins["layer_chain"][0], mlp)]  # named by the most gaining swap it overlaps
+
+
+OWN_BACKWARD_ADD = '''import torch
+import torch.nn as nn
+
+
+def chain(a, b, scale, w):
+    s = a + b
+    return w * (s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-5) * scale) + s
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.@@W@@ = nn.Parameter(torch.ones(8))
+
+    def forward(self, x0, x1, x2):
+        return chain(x0, x1, x2, self.@@W@@)
+
+    def backward(self, grads, x0, x1, x2):
+        dy, w, scale = grads[0], self.@@W@@, x2
+        s = x0 + x1
+        r = torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-5)
+        n = s * r
+        dn = dy * w * scale
+        ds = dn * r - s * r.pow(3) * (dn * s).mean(-1, keepdim=True) + dy
+        dw = (dy * n * scale).reshape(-1, n.shape[-1]).sum(0)
+        dscale = (dy * w * n).sum().reshape(scale.shape)
+        return (ds, ds, dscale), {"@@W@@": dw}  # one tensor for both addends, as an add's backward gives
+'''
+
+
+def test_a_backward_giving_one_tensor_to_two_inputs_passes_the_check(tmp_path: Path) -> None:
+    from kernelpilot.dropin.registration import write_registration
+
+    problem, origin = extract(tmp_path, [])
+    (attr,) = origin["params"]
+    (problem / "candidate").mkdir()
+    (problem / "candidate" / "model_new.py").write_text(OWN_BACKWARD_ADD.replace("@@W@@", attr))
+    reg = write_registration(problem / "candidate", candidate_id="c1")
+    assert reg.training, reg.gradient
