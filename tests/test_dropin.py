@@ -232,6 +232,9 @@ def test_a_chain_is_swapped_through_its_holder(tmp_path: Path) -> None:
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
     assert dropin.install(model) == ["layers.0.mlp", "layers.1.mlp"]  # type: ignore[attr-defined]
+    # the swapped forward's module and the holder's are importable by name, as torch 2.11's Dynamo needs
+    assert model.layers[0].mlp.forward.__module__ in sys.modules
+    assert any(n.startswith("kp_holder_") and hasattr(m, "forward") for n, m in list(sys.modules.items()))
     got = torch.compile(model, fullgraph=True)(tokens)
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     got.sum().backward()

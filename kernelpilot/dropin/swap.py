@@ -16,6 +16,8 @@ compiled forward at every call until Dynamo gave up and ran it eagerly.
 from __future__ import annotations
 
 import importlib.util
+import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -107,9 +109,11 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
     spec = origin if kind == "module" else origin["holder"]
     holder_forward = None
     if kind == "chain":
-        loader = importlib.util.spec_from_file_location("kp_holder", problem_dir / "holder.py")
+        name = "kp_holder_" + re.sub(r"\W", "_", problem_dir.resolve().name)
+        loader = importlib.util.spec_from_file_location(name, problem_dir / "holder.py")
         assert loader is not None and loader.loader is not None
         holder = importlib.util.module_from_spec(loader)
+        sys.modules[name] = holder  # torch.compile imports a traced function's module by its name
         loader.loader.exec_module(holder)
         holder_forward = holder.forward
     swapped = []

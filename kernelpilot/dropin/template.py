@@ -276,11 +276,11 @@ def call(*tensors: Any) -> Any:
 def install(model: Any, paths: list[str] | None = None) -> list[str]:
     """Swap the kernel into ``model`` at the recorded module paths (ORIGIN["paths"]); returns what was
     swapped. A call whose arguments do not have a recorded shape and dtype runs the original forward."""
-    spec = importlib.util.spec_from_file_location("kp_swap", HERE / "dropin_swap.py")
-    if spec is None or spec.loader is None:
+    if not (HERE / "dropin_swap.py").is_file():
         raise RuntimeError(f"{HERE / 'dropin_swap.py'} is missing; approve the candidate again to rewrite it.")
-    swap = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(swap)
+    # registered in sys.modules under a name of this operator's: torch.compile imports a traced function's
+    # module by its name (torch 2.11's Dynamo failed with "No module named 'kp_swap'" otherwise)
+    swap = _load(HERE / "dropin_swap.py", "kp_swap_" + OP.replace("::", "_"))
     return swap.install(model, call, ORIGIN, PARAMS, PROBLEM.parent, paths)
 '''
 
