@@ -214,3 +214,18 @@ def test_a_backward_giving_one_tensor_to_two_inputs_passes_the_check(tmp_path: P
     (problem / "candidate" / "model_new.py").write_text(OWN_BACKWARD_ADD.replace("@@W@@", attr))
     reg = write_registration(problem / "candidate", candidate_id="c1")
     assert reg.training, reg.gradient
+
+
+def test_each_run_that_swaps_other_modules_compiles_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from kernelpilot.dropin import apply_run
+
+    resets: list[int] = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(apply_run, "_LAST_RUN", [])
+    base = ((), True, (), False, True)
+    swapped = (("problems/1/candidate/dropin.py",), True, (), False, True)
+    for config, expected in ((base, 0), (base, 0), (swapped, 1), (swapped, 1), (base, 2)):
+        apply_run._fresh_compile(config)
+        assert len(resets) == expected  # the baseline twice: its compiled code is kept; a change: compiled again
