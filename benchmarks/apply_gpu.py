@@ -1,8 +1,9 @@
 """Issue 28's GPU evidence: from a real model to a faster model, end to end, on one H200.
 
-    python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)"      # all phases, or one device call each:
-    # one phase per device call (each under 10 minutes), the work kept in /tmp while the machine is warm:
-    python benchmarks/apply_gpu.py --out /tmp/apply --phase prepare && cp -r /tmp/apply "$OUT/"   # then approve, eager, ...
+    python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)" --batch 16   # all phases, or a few per device call:
+    # the 2026-12-04 evidence: prepare + approve (400 s), eager (150 s), compile + write (190 s), each call tarring
+    # /tmp/apply (without kp-data) to $OUT so that a machine taken back can be restored from it:
+    python benchmarks/apply_gpu.py --out /tmp/apply --batch 16 --phase prepare --phase approve   # then eager, ...
     python benchmarks/apply_gpu.py --small --device cpu --out /tmp/apply-cpu   # a smoke run of the orchestration, no GPU
 
 1. writes a git repository with ``train.py``: a Llama-style causal LM of 8 layers built from its config

@@ -97,3 +97,24 @@ def test_a_compile_inside_a_call_pauses_its_deadline() -> None:
         assert sent[-1]["allow_s"] == 123.0 and sent[-1]["call"].startswith("compile: ")
         time.sleep(0.3)  # compile time is not taken from the call's allowance
     assert sent[-1]["call"] == "forward" and 4.5 < sent[-1]["allow_s"] <= 4.8
+
+
+def test_a_call_under_an_instrument_gets_its_slowdown_times_the_slowest_call() -> None:
+    """A slow candidate (a loop of many small ATen calls: 1 s plain, 7-11 s under a Python dispatch mode) is not
+    a hang when the audit records its operators; a hang is still one."""
+    import time
+
+    from kernelpilot.evaluation import watchdog
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0))
+    with dog.calls("verify", "candidate call"):
+        time.sleep(0.3)
+    with dog.calls("audit", "forward under the operator recorder", slowdown=30.0):
+        assert sent[-1]["allow_s"] >= 1.0 + 30 * 0.3
+    with dog.calls("verify", "candidate call"):  # the instrumented call is not taken as the candidate's own time
+        assert sent[-1]["allow_s"] == 1.0
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0))  # a new request forgets the old one's calls
+    with dog.calls("audit", "forward under the operator recorder", slowdown=30.0):
+        assert sent[-1]["allow_s"] == 1.0

@@ -3,8 +3,8 @@ script's model, measured end to end.
 
 Runs (each the script's first ``warmup + steps`` steps, seeded alike): the script as it is; the same
 once more with another seed-identical run, whose difference from the first is the *yardstick*; one run
-per approved kernel swapped in alone; one run with every kernel that passed and does not replace modules
-inside or around another's (the most gaining kept: ``_disjoint``); the script as it is once
+per approved kernel swapped in alone; one run with the passing kernels that replace disjoint modules (of
+those sets, the one whose gains add up to most: ``_disjoint``); the script as it is once
 more at the end (its step times pooled with the first run's, so a drift of the GPU's clocks during the
 runs is in the baseline's spread, and the drift is printed). Reported per run: the median step time and
 its spread (10th to 90th percentile), the change against the script as it is and whether it is beyond
@@ -130,8 +130,8 @@ def apply_command(args: Any) -> int:
     all_row = None
     together, apart = _disjoint(passed, {d: r for _, r, d, _ in rows}, first_ms)
     for dropin, other in apart:
-        print(f"not combined: {_label(dropin, rows_of(rows, dropin))} replaces modules inside (or around) what "
-              f"{_label(other, rows_of(rows, other))} replaces (the disjoint swaps kept gain the most together)")
+        print(f"not combined: {_label(dropin, _result_of(rows, dropin))} replaces modules inside (or around) what "
+              f"{_label(other, _result_of(rows, other))} replaces (the disjoint swaps kept gain the most together)")
     if len(together) > 1:
         all_bound, said = _bound(script, argv, base, bound, together, compile_root)
         print(f"one-ulp sensitivity of the {len(together)} passing swaps together: {said}")
@@ -206,7 +206,7 @@ def _parts(script: Path, argv: list[str], steps: int, dropins: list[Path],
     return out
 
 
-def rows_of(rows: list[tuple[str, RunResult, Path, str]], dropin: Path) -> RunResult:
+def _result_of(rows: list[tuple[str, RunResult, Path, str]], dropin: Path) -> RunResult:
     return next(r for _, r, d, _ in rows if d == dropin)
 
 

@@ -20,6 +20,11 @@ from kernelpilot.rules import get_rules
 from kernelpilot.verdict import Finding
 
 # the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
+# how many times slower a candidate's forward may run under the audit's instruments than its slowest verified
+# call: a Python dispatch mode alone made a loop of 150k small ATen calls 7x (torch 2.11) to 11x (2.14) slower
+# on our 2-core CPU machines, and the operator recorder does more per call; the profiler costs less
+RECORDER_SLOWDOWN = 30.0
+PROFILER_SLOWDOWN = 5.0
 PURE_COVERED = frozenset({"torch-compute-op", "no-custom-kernel", "library-kernel", "library-only"})
 
 
@@ -250,7 +255,7 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
     ops: dict[str, Any] | None = None
     try:
-        with watchdog.calls("audit", "forward under the operator recorder"):
+        with watchdog.calls("audit", "forward under the operator recorder", slowdown=RECORDER_SLOWDOWN):
             ops, audit_out = ra.record_ops(model, audit_inputs)
         found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)),
                                 rules=str(s.get("rules") or "kernelpilot"))
@@ -266,7 +271,7 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     if cuda:  # other tensors than record_ops saw (both alive: distinct addresses), so a cache cannot hit
         profile_inputs = vf.draw_inputs(state.module, seed + 901, "normal", device)
         try:
-            with watchdog.calls("audit", "forward under torch.profiler"):
+            with watchdog.calls("audit", "forward under torch.profiler", slowdown=PROFILER_SLOWDOWN):
                 trace = ra.profile_call(model, profile_inputs, device)
         except Exception as exc:
             if _is_cuda_error(exc):

@@ -52,11 +52,12 @@ class Watchdog:
         self._synchronize = synchronize
         self.allowance = Allowance()
         self.reference_s = 0.0
+        self.candidate_s = 0.0  # the longest one call of this request took, per call
         self._first = True
 
     def begin(self, allowance: Allowance) -> None:
         """A new request: the next candidate call is a first call again."""
-        self.allowance, self.reference_s, self._first = allowance, 0.0, True
+        self.allowance, self.reference_s, self.candidate_s, self._first = allowance, 0.0, 0.0, True
 
     def arm(self, phase: str, call: str, seconds: float) -> None:
         import time
@@ -90,13 +91,23 @@ class Watchdog:
             self.arm(phase, "harness", self.allowance.harness_s)
 
     @contextmanager
-    def calls(self, phase: str, call: str, n: int = 1) -> Iterator[None]:
+    def calls(self, phase: str, call: str, n: int = 1, slowdown: float = 0.0) -> Iterator[None]:
+        """``slowdown``: the block runs the calls under an instrument that slows each one down about that
+        many times (a Python dispatch mode: every ATen call goes through Python); they also get that many
+        times the longest call seen so far, so a slow but finishing candidate is not taken for a hang."""
+        import time
+
         allow = self.allowance.calls(n, self.reference_s, self._first)
+        if slowdown:
+            allow = max(allow, self.allowance.floor_s + n * slowdown * self.candidate_s)
         self._first = False
         self.arm(phase, call, allow)
+        start = time.monotonic()
         yield
         if self._synchronize is not None:
             self._synchronize()  # a hung kernel shows here, inside the call's own allowance
+        if not slowdown:
+            self.candidate_s = max(self.candidate_s, (time.monotonic() - start) / max(n, 1))
         self.arm(phase, "harness", self.allowance.harness_s)
 
 
@@ -119,15 +130,16 @@ def step(phase: str) -> None:
 
 
 @contextmanager
-def calls(phase: str, call: str, n: int = 1) -> Iterator[None]:
-    """Run the block (``n`` calls into candidate or baseline code) under the watchdog's deadline."""
+def calls(phase: str, call: str, n: int = 1, slowdown: float = 0.0) -> Iterator[None]:
+    """Run the block (``n`` calls into candidate or baseline code) under the watchdog's deadline
+    (``slowdown``: see ``Watchdog.calls``)."""
     from kernelpilot.evaluation import memory
 
     memory.note_call(f"{phase}: {call}")  # what the harness holds as the candidate runs (an OOM verdict says)
     if _current is None:
         yield
         return
-    with _current.calls(phase, call, n):
+    with _current.calls(phase, call, n, slowdown):
         yield
 
 
