@@ -116,7 +116,10 @@ def test_a_holder_making_a_constant_is_replayed_with_it(tmp_path: Path) -> None:
     torch.manual_seed(1)
     block = blocks.Block()
     x = torch.randn(3, 8)
-    params = SimpleNamespace(**{a: block.get_parameter(n) for a, n in origin["holder"]["params"].items()})
+    # the Block's Linear is called as a module in the replay, not inlined (a swap into it would run)
+    assert origin["holder"]["modules"] == {"m_lin": "lin"} and "P.m_lin(x0)" in holder_src
+    params = SimpleNamespace(**{a: block.get_parameter(n) for a, n in origin["holder"]["params"].items()},
+                             **{a: block.get_submodule(n) for a, n in origin["holder"]["modules"].items()})
     chain = prob.Model()
     chain.load_state_dict({k: block.get_parameter(v) for k, v in origin["params"].items()})
     replay = _module(problem / "holder.py", "kp_holder_blocks").forward
@@ -151,8 +154,16 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
     from kernelpilot.dropin.apply_command import _disjoint, _overlap
     from kernelpilot.dropin.apply_run import RunResult
 
-    assert _overlap(["layers.0"], ["layers.0.mlp"]) and _overlap(["layers.1.mlp"], ["layers.1"])
-    assert _overlap([""], ["norm"]) and not _overlap(["layers.1"], ["layers.10"])
+    def module(*paths: str) -> tuple[list[str], set[str], list[str]]:
+        return list(paths), set(), list(paths)
+
+    assert _overlap(module("layers.0"), module("layers.0.mlp")) and _overlap(module("layers.1.mlp"), module("layers.1"))
+    assert _overlap(module(""), module("norm")) and not _overlap(module("layers.1"), module("layers.10"))
+    # a chain replayed in layers.0 that calls its mlp and inlines its post-attention norm
+    chain = (["layers.0"], {"layers.0"}, ["layers.0.post_attention_layernorm"])
+    assert not _overlap(chain, module("layers.0.mlp")) and not _overlap(chain, module("layers.0.input_layernorm"))
+    assert _overlap(chain, module("layers.0.post_attention_layernorm")) and _overlap(chain, module("layers.0"))
+    assert _overlap(chain, module(""))
     dropins = {}
     for name, paths, ms in (("norm", ["layers.0.norm", "layers.1.norm", "norm"], 9.0),
                             ("layer_chain", ["layers.0", "layers.1"], 8.0), ("head", ["head"], 9.5)):
@@ -229,3 +240,28 @@ def test_each_run_that_swaps_other_modules_compiles_afresh(monkeypatch: pytest.M
     for config, expected in ((base, 0), (base, 0), (swapped, 1), (swapped, 1), (base, 2)):
         apply_run._fresh_compile(config)
         assert len(resets) == expected  # the baseline twice: its compiled code is kept; a change: compiled again
+
+
+def test_a_child_is_called_with_its_recorded_arguments_or_inlined() -> None:
+    from kernelpilot.profiling import holder_calls
+    from kernelpilot.profiling.hotspots import TensorArg
+    from kernelpilot.profiling.program import Program
+    from kernelpilot.profiling.trace import ModuleCall, TensorRef, Trace
+
+    prog = Program(Trace(), [], [], [])
+    prog.names.update({1: "v1", 2: "x1", 3: "x2"})
+    ref = lambda vid: TensorRef(vid, TensorArg((2, 8), "torch.float32"), 64)  # noqa: E731
+    attn = ModuleCall("layers.0.self_attn", "Attention", 0, 0, 0)
+    attn.inputs = [("hidden_states", ref(1)), ("position_embeddings.0", ref(2)), ("position_embeddings.1", ref(3))]
+    attn.literals = {"attention_mask": None, "use_cache": False}
+    assert holder_calls.arguments(prog, "P", attn) == ("hidden_states=v1, position_embeddings=(x1, x2), "
+                                                       "attention_mask=None, use_cache=False")
+    lost = ModuleCall("layers.0.mlp", "MLP", 0, 0, 0)
+    lost.inputs = [("0", ref(9))]  # a value the replay never named (made by a global): the child is inlined
+    with pytest.raises(holder_calls.Unnamed) as exc:
+        holder_calls.arguments(prog, "P", lost)
+    assert exc.value.path == "layers.0.mlp"
+    gap = ModuleCall("layers.0.mlp", "MLP", 0, 0, 0)
+    gap.inputs = [("1", ref(1))]  # positional 0 missing (a default left out): not written back
+    with pytest.raises(holder_calls.Unnamed):
+        holder_calls.arguments(prog, "P", gap)

@@ -130,8 +130,8 @@ def apply_command(args: Any) -> int:
     all_row = None
     together, apart = _disjoint(passed, {d: r for _, r, d, _ in rows}, first_ms)
     for dropin, other in apart:
-        print(f"not combined: {_label(dropin, _result_of(rows, dropin))} replaces modules inside (or around) what "
-              f"{_label(other, _result_of(rows, other))} replaces (the disjoint swaps kept gain the most together)")
+        print(f"not combined: {_label(dropin, _result_of(rows, dropin))} and {_label(other, _result_of(rows, other))}: "
+              f"one is installed where the other takes modules out of the run (the swaps kept gain the most together)")
     if len(together) > 1:
         all_bound, said = _bound(script, argv, base, bound, together, compile_root)
         print(f"one-ulp sensitivity of the {len(together)} passing swaps together: {said}")
@@ -210,10 +210,25 @@ def _result_of(rows: list[tuple[str, RunResult, Path, str]], dropin: Path) -> Ru
     return next(r for _, r, d, _ in rows if d == dropin)
 
 
-def _overlap(a: list[str], b: list[str]) -> bool:
-    """Whether two swaps replace forwards of one subtree of modules (a path equal to, inside or around the other):
-    the outer one's forward (a module's kernel, or a holder's recorded forward) never calls the inner one."""
-    return any(x == y or x == "" or y == "" or y.startswith(x + ".") or x.startswith(y + ".") for x in a for y in b)
+def _footprint(dropin: Path) -> tuple[list[str], set[str], list[str]]:
+    """Where a swap installs its forward, and what it takes out of the run: a module's kernel, the module's
+    whole subtree; a chain's holder replay, the holder's own forward and the children it inlines (the children
+    it calls as modules still run, swaps of their own included: ``holder_calls``)."""
+    origin = json.loads((dropin.parent.parent / "origin.json").read_text())
+    installs = _swap_paths(dropin)
+    holder = origin.get("holder") or {}
+    if origin.get("kind") != "chain" or "modules" not in holder:
+        return installs, set(), installs
+    inlined = [f"{h}.{rel}" if h else rel for h in installs for rel in holder.get("inlined", [])]
+    return installs, set(installs), inlined
+
+
+def _overlap(a: tuple[list[str], set[str], list[str]], b: tuple[list[str], set[str], list[str]]) -> bool:
+    """Whether either swap installs its forward where the other takes modules out of the run."""
+    def inside(path: str, f: tuple[list[str], set[str], list[str]]) -> bool:
+        return path in f[1] or any(s == "" or path == s or path.startswith(s + ".") for s in f[2])
+
+    return any(inside(p, b) for p in a[0]) or any(inside(p, a) for p in b[0])
 
 
 def _disjoint(passed: list[Path], results: dict[Path, RunResult],
@@ -222,7 +237,7 @@ def _disjoint(passed: list[Path], results: dict[Path, RunResult],
     measured gains add up to the most (every set when there are at most 12 swaps, else the most gaining first);
     and each one left out, with a swap of the set it overlaps."""
     gain = {d: base_ms - results[d].median(WARMUP)[0] for d in passed}
-    paths = {d: _swap_paths(d) for d in passed}
+    paths = {d: _footprint(d) for d in passed}
     ordered = sorted(passed, key=lambda d: -gain[d])
     best: list[Path] = []
     if len(ordered) <= 12:

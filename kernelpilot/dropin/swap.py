@@ -122,7 +122,8 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
         if type(module).__name__ != spec["class"]:
             raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was extracted from.")
         own = [_resolve(model, module, origin["params"][a]) for a in params]
-        holder_params = SimpleNamespace(**{a: _resolve(model, module, n) for a, n in spec.get("params", {}).items()})
+        holder_params = SimpleNamespace(**{a: _resolve(model, module, n) for a, n in spec.get("params", {}).items()},
+                                        **{a: module.get_submodule(rel) for a, rel in spec.get("modules", {}).items()})
         module.forward = _forward(module, module.forward, op, spec, own, holder_forward, holder_params)
         swapped.append(path)
     return swapped

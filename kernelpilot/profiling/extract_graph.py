@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.extracted import ORIGIN_FILE
+from kernelpilot.profiling import holder_calls
 from kernelpilot.profiling.fusion import Chain
 from kernelpilot.profiling.module_table import ModuleGroup
 from kernelpilot.profiling.program import Program, full_name, param_maker, tensor_maker
@@ -195,12 +196,20 @@ def _holder_call(trace: Trace, chain: Chain) -> ModuleCall | None:
 def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: Program) -> tuple[str, dict[str, Any]]:
     """The holder's forward with the chain's calls replaced by ``kernel(...)`` at its last call."""
     members = {o.index for o in chain.ops}
-    ops = [o for o in _forward_ops(trace, call) if o.index not in members or o.index == chain.ops[-1].index]
-    holder = Program(trace, ops, [r.vid for _, r in call.inputs], list(dict.fromkeys(vids_in(call.output))),
-                     scope=call.path)
     placeholder = "__KERNEL_ARGS__"
-    holder_lines = holder.render(self_name="P", replace={chain.ops[-1].index: (chain_program.outputs,
-                                                                             f"kernel({placeholder})")})
+    forced: set[str] = set()
+    while True:  # the children it calls as modules (holder_calls), less each one whose arguments it cannot name
+        calls = holder_calls.plan(trace, call, members, forced)
+        ops = [o for o in _forward_ops(trace, call)
+               if (o.index not in members or o.index == chain.ops[-1].index) and o.index not in calls.skip]
+        holder = Program(trace, ops, [r.vid for _, r in call.inputs], list(dict.fromkeys(vids_in(call.output))),
+                         scope=call.path)
+        try:
+            holder_lines = holder.render(self_name="P", replace={
+                **calls.replace, chain.ops[-1].index: (chain_program.outputs, f"kernel({placeholder})")})
+            break
+        except holder_calls.Unnamed as exc:
+            forced.add(exc.path)
     # the kernel's arguments: the chain's inputs (as the holder names them), then its parameters
     if call.objects:
         raise KernelpilotError(f"model.{call.path} is called with {_objects(call)}: its recorded forward would neither "
@@ -220,11 +229,13 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
     source = (f'"""The forward of model.{call.path or "<root>"} ({call.cls}) as recorded, with the chain '
               f'{chain.label()} replaced by `kernel`."""\n\nimport torch\n\n\n'
               f"def forward(P, kernel{', ' + args if args else ''}):\n"
-              + "".join(f"    {line}\n" for line in holder_lines) + f"    return {holder.returns()}\n")
+              + "".join(f"    {line}\n" for line in holder_lines) + f"    return {holder.returns()}\n"
+              + (holder_calls.TENSORS_HELPER if calls.modules else ""))
     origin = {"path": call.path, "class": call.cls, "arguments": [k for k, _ in call.inputs], "literals": call.literals,
               "shapes": [[list(r.spec.shape) for _, r in call.inputs]], "dtypes": [r.spec.dtype for _, r in call.inputs],
               "output": _structure_json(call.output, index),
-              "params": {**holder.param_names, **chain_program.param_names}}  # the kernel's are passed as P.<attr>
+              "params": {**holder.param_names, **chain_program.param_names},  # the kernel's are passed as P.<attr>
+              "modules": calls.modules, "inlined": calls.inlined}
     return source, origin
 
 

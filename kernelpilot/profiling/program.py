@@ -51,9 +51,11 @@ class Program:
         self.names[vid] = f"v{self._count}"
         return self.names[vid]
 
-    def render(self, *, self_name: str = "self", replace: dict[int, tuple[list[int], str]] | None = None) -> list[str]:
+    def render(self, *, self_name: str = "self", replace: dict[int, tuple[list[int], Any]] | None = None) -> list[str]:
         """Forward body lines. ``replace``: op index -> (value ids it should output, a call expression
-        standing for a run of ops starting there; the run's other ops are skipped by the caller)."""
+        standing for a run of ops starting there, or a function of this program and ``self_name`` that
+        writes it when the values it reads have their names; the run's other ops are skipped by the
+        caller). With no values to output, the expression is a statement."""
         self.lines = []
         for i, vid in enumerate(self.inputs):
             self.names.setdefault(vid, f"x{i}")
@@ -61,7 +63,9 @@ class Program:
         for op in self.ops:
             if replace and op.index in replace:
                 outs, expr = replace[op.index]
-                self.lines.append(f"{self._targets(outs)} = {expr}")
+                if callable(expr):
+                    expr = expr(self, self_name)
+                self.lines.append(f"{self._targets(outs)} = {expr}" if outs else expr)
                 continue
             call = self._call(op, self_name)
             if device is None and "__device__" in call:
