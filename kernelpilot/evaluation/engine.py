@@ -19,12 +19,12 @@ from kernelpilot.evaluation.timed import benchmark, input_pool, timing_settings 
 from kernelpilot.rules import get_rules
 from kernelpilot.verdict import Finding
 
-# the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
 # how many times slower a candidate's forward may run under the audit's instruments than its slowest verified
 # call: a Python dispatch mode alone made a loop of 150k small ATen calls 7x (torch 2.11) to 11x (2.14) slower
 # on our 2-core CPU machines, and the operator recorder does more per call; the profiler costs less
 RECORDER_SLOWDOWN = 30.0
 PROFILER_SLOWDOWN = 5.0
+# the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
 PURE_COVERED = frozenset({"torch-compute-op", "no-custom-kernel", "library-kernel", "library-only"})
 
 

@@ -195,6 +195,9 @@ def _holder_call(trace: Trace, chain: Chain) -> ModuleCall | None:
 
 def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: Program) -> tuple[str, dict[str, Any]]:
     """The holder's forward with the chain's calls replaced by ``kernel(...)`` at its last call."""
+    if call.objects:
+        raise KernelpilotError(f"model.{call.path} is called with {_objects(call)}: its recorded forward would neither "
+                               f"read nor update it; the chain cannot be swapped into it{_objects_hint(call)}.")
     members = {o.index for o in chain.ops}
     placeholder = "__KERNEL_ARGS__"
     forced: set[str] = set()
@@ -211,9 +214,6 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
         except holder_calls.Unnamed as exc:
             forced.add(exc.path)
     # the kernel's arguments: the chain's inputs (as the holder names them), then its parameters
-    if call.objects:
-        raise KernelpilotError(f"model.{call.path} is called with {_objects(call)}: its recorded forward would neither "
-                               f"read nor update it; the chain cannot be swapped into it{_objects_hint(call)}.")
     if holder.externals:
         raise KernelpilotError(f"model.{call.path} reads tensors that are neither its arguments nor its parameters "
                                f"({'; '.join(holder.external_readers[:3])}); the chain cannot be swapped into it.")

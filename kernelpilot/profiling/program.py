@@ -95,7 +95,7 @@ class Program:
             return f"{self_name}.{attr}"
         raise KeyError(vid)
 
-    def _tensor(self, ref: TensorRef, self_name: str) -> str:
+    def _tensor(self, ref: TensorRef, op: OpRecord, self_name: str) -> str:
         try:
             return self.value(ref.vid, self_name)
         except KeyError:
@@ -105,6 +105,9 @@ class Program:
                 return f"torch.tensor({value!r}, dtype={dtype}, device=__device__)"
             name = f"e{len(self.externals)}"
             self.externals.append(ref)
+            where = op.stack[-1] if op.stack else ""
+            self.external_readers.append(f"T{list(ref.spec.shape)}:{str(ref.spec.dtype).removeprefix('torch.')} read "
+                                         f"by {op.name} in model{'.' + where if where else ''}")
             self.names[ref.vid] = name
             return name
 
@@ -147,13 +150,7 @@ class Program:
         import torch
 
         if isinstance(v, TensorRef):
-            before = len(self.externals)
-            name = self._tensor(v, self_name)
-            if len(self.externals) > before:
-                where = op.stack[-1] if op.stack else ""
-                self.external_readers.append(f"T{list(v.spec.shape)}:{str(v.spec.dtype).removeprefix('torch.')} read by "
-                                             f"{op.name} in model{'.' + where if where else ''}")
-            return name
+            return self._tensor(v, op, self_name)
         if isinstance(v, list):
             return "[" + ", ".join(self._literal(x, op, self_name) for x in v) + "]"
         if isinstance(v, torch.device):
