@@ -319,8 +319,11 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
     from kernelpilot.evaluation import global_state as gs
     from kernelpilot.evaluation import kernelbench_harness as kb
     from kernelpilot.evaluation import watchdog
+    from kernelpilot.evaluation.kb_inputs import KernelBenchInputs
 
     harness = rules.harness
+    if getattr(state, "kb_inputs", None) is None:
+        state.kb_inputs = KernelBenchInputs(state.module, device)
     changes = default.changes(mine)
     note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
             f"candidate's global state ({'; '.join(changes)}), here too") if changes else ""
@@ -328,7 +331,7 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
     try:
         with watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
             return kb.score(state.module, module.ModelNew, harness, str(s.get("kb_precision") or "fp32"), device,
-                            measure, note)
+                            measure, note, inputs_cache=state.kb_inputs)
     except Exception as exc:
         if _is_cuda_error(exc):
             raise

@@ -20,6 +20,8 @@ commit the preset names (kernelpilot.rules), step by step:
    flagged above 10x. Not under ``no_grad``, as in KernelBench.
 
 The reference is timed here, on this GPU, in this run: never KernelBench's committed H100 baseline files.
+The input sets of steps 3 and 4 are drawn once per problem and seed (kb_inputs.py): every later candidate
+gets copies of the same values, with the generator states drawing them leaves.
 """
 
 from __future__ import annotations
@@ -92,11 +94,23 @@ def _cuda_event_times(fn: Any, args: list[Any], harness: KernelBenchHarness, dev
 
 
 def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, precision: str, device: str,
-          measure: bool, state_note: str = "") -> dict[str, Any]:
-    """KernelBench's verdict on ``new_class`` (the candidate's ModelNew) as a KernelBenchScore dict."""
+          measure: bool, state_note: str = "", inputs_cache: Any = None) -> dict[str, Any]:
+    """KernelBench's verdict on ``new_class`` (the candidate's ModelNew) as a KernelBenchScore dict.
+    ``inputs_cache`` (kb_inputs.KernelBenchInputs of this problem) serves the input sets drawn for an
+    earlier candidate: the same values and generator states as drawing them again."""
     import torch
 
     dtype = _precision(precision)
+
+    def inputs_for(seed: int) -> list[Any]:
+        def draw() -> list[Any]:
+            return [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
+
+        if inputs_cache is None:
+            _set_seed(seed)
+            return draw()
+        return inputs_cache.get(seed, dtype, harness.cast_inputs, draw, _set_seed)
+
     tol = harness.tolerance(precision)
     out: dict[str, Any] = {"preset": harness.version, "commit": harness.commit, "precision": precision,
                            "tolerance": tol, "status": "incorrect", "compiled": True, "correctness": False,
@@ -125,8 +139,7 @@ def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, prec
     passed = 0
     with torch.no_grad():
         for seed in seeds:
-            _set_seed(seed)
-            inputs = [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
+            inputs = inputs_for(seed)
             _set_seed(seed)
             ref_out = reference(*inputs)
             _sync(device)
@@ -152,8 +165,7 @@ def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, prec
     if not (measure and out["correctness"]):
         return out
     _sync(device)
-    _set_seed(harness.seed)
-    inputs = [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
+    inputs = inputs_for(harness.seed)
     new_times = _cuda_event_times(candidate, inputs, harness, device, harness.perf_trials)
     ref_times = _cuda_event_times(reference, inputs, harness, device, harness.perf_trials)
     runtime, ref_runtime = _sig3(sum(new_times) / len(new_times)), _sig3(sum(ref_times) / len(ref_times))

@@ -42,6 +42,7 @@ class ProblemState:
     input_bytes: int = 0  # one input set
     call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
     references: Any = None  # reference_cache.ReferenceCache: reference outputs per input seed, between edits
+    kb_inputs: Any = None  # kb_inputs.KernelBenchInputs: KernelBench's input sets per seed, between candidates
 
 
 def compile_failure(exc: BaseException) -> str:
@@ -187,6 +188,8 @@ class ProblemCache:
         for st in self.problems.values():
             if st.references is not None:
                 st.references.clear()  # the kept reference outputs' device memory, even if a state lingers
+            if st.kb_inputs is not None:
+                st.kb_inputs.clear()
         self.problems.clear()
         if had_compiled:
             torch._dynamo.reset()  # the compiled baseline's graphs, guards and code caches

@@ -1,0 +1,152 @@
+"""KernelBench's input sets drawn once per problem and seed (kernelpilot/evaluation/kb_inputs.py, CPU): a
+cached set is the very values and generator state a fresh draw gives, writes into a handed-out set never
+reach the next one, and what changes the draw (seed, default dtype, the problem's sizes) misses."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernelpilot.evaluation import kernelbench_harness as kb  # noqa: E402
+from kernelpilot.evaluation.kb_inputs import KernelBenchInputs  # noqa: E402
+from kernelpilot.rules import get_rules  # noqa: E402
+
+
+def _problem() -> types.ModuleType:
+    m = types.ModuleType("kbprob")
+    m.rows, m.cols = 4, 16
+
+    def get_inputs():
+        return [torch.rand(m.rows, m.cols), 3, torch.randn(m.cols)]
+
+    m.get_inputs = get_inputs
+    return m
+
+
+def _draw(m: types.ModuleType):
+    return lambda: list(m.get_inputs())
+
+
+def test_a_cached_set_is_a_fresh_draw_with_the_generator_where_drawing_leaves_it() -> None:
+    m = _problem()
+    cache = KernelBenchInputs(m, "cpu")
+    first = cache.get(7, torch.float32, True, _draw(m), kb._set_seed)
+    after_first = torch.rand(5)
+    second = cache.get(7, torch.float32, True, _draw(m), kb._set_seed)
+    after_second = torch.rand(5)
+    kb._set_seed(7)
+    fresh = m.get_inputs()
+    after_fresh = torch.rand(5)
+    assert (cache.draws, cache.hits) == (1, 1)
+    for a, b, c in zip(first, second, fresh):
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, c) and torch.equal(b, c)
+        else:
+            assert a == b == c
+    assert torch.equal(after_first, after_fresh) and torch.equal(after_second, after_fresh)
+
+
+def test_writes_into_a_handed_out_set_never_reach_the_next() -> None:
+    m = _problem()
+    cache = KernelBenchInputs(m, "cpu")
+    first = cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    keep = first[0].clone()
+    first[0].fill_(123.0)  # a candidate that writes into its input
+    second = cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    second[2].zero_()
+    third = cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    assert torch.equal(second[0], keep) and torch.equal(third[0], keep)
+    assert third[2].abs().sum() > 0
+    assert first[0] is not second[0] and second[0] is not third[0]
+
+
+def test_what_changes_the_draw_misses() -> None:
+    m = _problem()
+    cache = KernelBenchInputs(m, "cpu")
+    cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    cache.get(2, torch.float32, True, _draw(m), kb._set_seed)  # another seed
+    cache.get(1, torch.float16, True, _draw(m), kb._set_seed)  # another harness precision
+    cache.get(1, torch.float32, False, _draw(m), kb._set_seed)  # v0.1 does not cast
+    m.rows = 8  # a candidate that changes the problem's sizes
+    got = cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    assert got[0].shape == (8, 16)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # a candidate that changes the default dtype
+    try:
+        got = cache.get(1, torch.float32, True, _draw(m), kb._set_seed)
+    finally:
+        torch.set_default_dtype(old)
+    assert got[0].dtype == torch.float64
+    assert (cache.draws, cache.hits) == (6, 0)
+
+
+def test_sets_that_cannot_be_copied_faithfully_or_do_not_fit_are_drawn_every_time(monkeypatch) -> None:
+    m = _problem()
+    m.get_inputs = lambda: [torch.rand(4, 4).t(), [1, 2]]  # a transposed view and a mutable list
+    cache = KernelBenchInputs(m, "cpu")
+    for _ in range(2):
+        cache.get(3, torch.float32, True, _draw(m), kb._set_seed)
+    assert (cache.draws, cache.hits) == (2, 0) and not cache.sets
+    monkeypatch.setenv("KERNELPILOT_KB_INPUT_CACHE_BYTES", "0")
+    m2 = _problem()
+    cache2 = KernelBenchInputs(m2, "cpu")
+    for _ in range(2):
+        cache2.get(3, torch.float32, True, _draw(m2), kb._set_seed)
+    assert (cache2.draws, cache2.hits) == (2, 0)
+    cache2.clear()
+    assert cache2.host_bytes == 0
+
+
+PROBLEM = """
+import torch
+import torch.nn as nn
+
+DRAWS = []
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    DRAWS.append(1)
+    return [torch.randn(16, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+CANDIDATE = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        {body}
+"""
+
+
+def test_two_candidates_of_one_problem_share_kernelbench_draws_with_the_same_score(tmp_path: Path) -> None:
+    """Through the worker: KernelBench's 5 trials and its timing inputs are drawn for the first candidate
+    only; a second candidate, one that writes into its input, gets KernelBench's own verdict."""
+    from kernelpilot.evaluation import EvalSettings
+    from kernelpilot.evaluation.worker import Worker
+
+    (tmp_path / "p.py").write_text(PROBLEM)
+    worker = Worker("cpu")
+    verdicts = []
+    for i, body in enumerate(("return torch.clamp(x, min=0)", "x.clamp_(min=0.5)\n        return x")):
+        (tmp_path / f"c{i}.py").write_text(CANDIDATE.format(body=body))
+        settings = EvalSettings(device="cpu", confine=False, rules="kernelbench", trials=2)
+        msg = {"op": "evaluate", "problem": str(tmp_path / "p.py"), "candidate_model": str(tmp_path / f"c{i}.py"),
+               "candidate_dir": str(tmp_path), "mode": "test", "settings": settings.to_dict(), "own_kernels": [],
+               "kind": "pytorch"}
+        verdicts.append(worker.evaluate(msg)["verdict"])
+    state = next(iter(worker.problems.values()))
+    harness = get_rules("kernelbench").harness
+    assert state.kb_inputs.draws == harness.trials and state.kb_inputs.hits == harness.trials
+    assert verdicts[0]["kernelbench"]["status"] == "correct"
+    assert verdicts[1]["kernelbench"]["status"] == "incorrect"  # in place after the reference: clamp at 0.5
