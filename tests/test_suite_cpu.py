@@ -103,3 +103,26 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     assert count == 4 and len(after) == 4 and sessions == 2
     assert {k: after[k] for k in before} == before  # the finished verdicts were kept, not re-evaluated
     assert set(after.values()) and (run / "report.md").is_file()
+
+
+def test_a_free_slot_takes_the_problem_it_judged_last_first() -> None:
+    """ProblemQueue: the oldest job of the slot's last problem, else the oldest; None (stop) in order."""
+    import threading
+
+    from kernelpilot.suite.pool import ProblemQueue
+
+    a, b = Path("/p/a.py"), Path("/p/b.py")
+    q = ProblemQueue()
+    for item in [(a, 1), (b, 2), (a, 3), (b, 4), None]:
+        q.put(item)
+    assert q.get() == (a, 1)
+    assert q.get(prefer=a) == (a, 3)
+    assert q.get(prefer=a) == (b, 2)  # none of a left: the oldest
+    assert q.get(prefer=b) == (b, 4)
+    assert q.get(prefer=b) is None
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(q.get(prefer=a)))
+    t.start()
+    q.put((b, 5))  # a waiting slot wakes for any job
+    t.join(timeout=5)
+    assert got == [(b, 5)]

@@ -7,13 +7,17 @@ a candidate that built is queued for the GPU slots. Each slot owns one warm Eval
 GPU (``Evaluator(gpu=N)``, its own workdir) and serves one request at a time, so no two timed
 measurements ever share a GPU. The slot's evaluation finds the build done (a no-op ninja step).
 A hang or a crash costs its slot the watchdog time; the engine gives the slot a fresh worker.
+
+A free slot takes the oldest queued candidate of the problem it judged last, else the oldest of all
+(``ProblemQueue``): its worker holds one problem at a time (the model, its float64 copy, KernelBench's
+input sets), so candidates of one problem that build out of order are not judged between other
+problems' candidates, each switch loading the problem again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +40,30 @@ class SlotStats:
     served: int = 0
     busy_s: float = 0.0  # from the worker's own windows
     windows: list[tuple[float, float]] = field(default_factory=list)
+
+
+class ProblemQueue:
+    """A FIFO of built jobs (tuples whose first item is the problem's path; None stops a slot) from which a
+    slot takes the oldest job of the problem it ran last, else the oldest job."""
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+        self._ready = threading.Condition()
+
+    def put(self, item: Any) -> None:
+        with self._ready:
+            self._items.append(item)
+            self._ready.notify()
+
+    def get(self, prefer: Path | None = None) -> Any:
+        with self._ready:
+            while not self._items:
+                self._ready.wait()
+            if prefer is not None:
+                for i, item in enumerate(self._items):
+                    if item is not None and item[0] == prefer:
+                        return self._items.pop(i)
+            return self._items.pop(0)
 
 
 def failed_verdict(problem: Path, candidate: Path, mode: str, exc: BaseException) -> Verdict:
@@ -108,7 +136,7 @@ class LocalPool:
         self._builders = ThreadPoolExecutor(max_workers=build_workers or default_build_workers(),
                                             thread_name_prefix="kp-build")
         self._local = threading.local()
-        self._queue: queue.Queue[Any] = queue.Queue()
+        self._queue = ProblemQueue()
         self._closed = False
         self._cancelled = False
         self.baselines = list(baselines or [])
@@ -201,12 +229,14 @@ class LocalPool:
                 evaluator.start_worker()  # spawned by this thread, which outlives it: up while the first builds run
             finally:
                 launched.set()
+        last: Path | None = None
         try:
             while True:
-                item = self._queue.get()
+                item = self._queue.get(prefer=last)
                 if item is None:
                     return
                 problem, candidate, mode, settings, build_s, queued_at, future, shared = item
+                last = problem
                 if self._cancelled:
                     continue
                 taken = time.monotonic()
