@@ -52,14 +52,20 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.slow
-def test_compiles_in_init_and_forward_are_build_time_not_hangs(tmp_path: Path) -> None:
+def test_compiles_in_init_and_forward_are_build_time_not_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Confined and with the precompiled-header wrapper as CXX, as the product runs: the worker must be
+    allowed to run the wrapper (on the H200 a forward's compile failed with 'Permission denied')."""
     from kernelpilot.evaluation import EvalSettings, Evaluator
 
+    monkeypatch.setenv("KERNELPILOT_PCH", "1")
+    # outside the problem's folder (which the worker may read), as kernelpilot's cache is
+    monkeypatch.setenv("KERNELPILOT_PCH_DIR", str(tmp_path_factory.mktemp("pch")))
     (tmp_path / "problem.py").write_text(PROBLEM)
     token = uuid.uuid4().hex[:8]  # new names: no extension of an earlier run is in torch's cache
     (tmp_path / "cand.py").write_text(CANDIDATE.replace("kp_test_", f"kp_test_{token}_"))
     # allowances far below a C++ compile (tens of seconds here): without the pause this is a timeout
-    settings = EvalSettings(device="cpu", confine=False, rules="kernelbench", trials=2, call_floor_s=2.0,
+    settings = EvalSettings(device="cpu", confine=True, rules="kernelbench", trials=2, call_floor_s=2.0,
                             first_call_s=2.0, start_timeout_s=300, test_timeout_s=600, build_timeout_s=600,
                             relaxed_policy=["*"])
     with Evaluator(settings, workdir=tmp_path / "work", keep_warm=False) as ev:

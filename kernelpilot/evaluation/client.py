@@ -106,7 +106,8 @@ class WorkerClient:
             from kernelpilot.evaluation import confine
 
             self._sb = confine.WorkerSandbox(
-                writable=[self.workdir, *self.writable], readable=[Path(_package_root()), *self.readable],
+                writable=[self.workdir, *self.writable],
+                readable=[Path(_package_root()), *self.readable, *confine.compiler_read_paths(env)],
                 private_tmp=self.workdir / "private", base_env=env,
                 # a warm worker lives for many evaluations: each request has a wall-clock limit instead
                 limits=confine.ResourceLimits(cpu_s=None),

@@ -41,6 +41,7 @@ from pathlib import Path
 from kernelpilot.evaluation import _oslayer
 from kernelpilot.evaluation.confine_env import (
     ResourceLimits,
+    compiler_read_paths,
     device_paths,
     env_name_allowed,
     scrubbed_env,
@@ -49,7 +50,7 @@ from kernelpilot.evaluation.confine_env import (
 
 __all__ = [
     "Capabilities", "ConfinementError", "ResourceLimits", "WorkerSandbox", "apply_from_env", "apply_spec",
-    "detect", "device_paths", "env_name_allowed", "kill_process_group", "scrubbed_env", "toolchain_read_paths",
+    "compiler_read_paths", "detect", "device_paths", "env_name_allowed", "kill_process_group", "scrubbed_env", "toolchain_read_paths",
 ]
 
 SANDBOX_ENV = "KERNELPILOT_SANDBOX"  # JSON spec the worker reads in apply_from_env()

@@ -172,6 +172,26 @@ def _compiler_prefixes() -> list[Path]:
     return out
 
 
+def compiler_read_paths(env: Mapping[str, str]) -> list[Path]:
+    """What a worker started with environment ``env`` must read and execute to run the compilers a build
+    gives it later (the variables arrive with each request; Landlock is fixed at the start): the directory
+    of the precompiled-header wrapper (pch.py: a script in kernelpilot's cache, written here if missing, that
+    a compile inside the worker runs; without it 'Permission denied' on the H200, 2026-12-04), the directory
+    of ``$CXX`` and the install prefix of the compiler the wrapper runs."""
+    from kernelpilot.evaluation import pch
+
+    wrapper = pch.compiler_env(dict(env))
+    out: list[Path] = []
+    for name, up in ((wrapper.get("CXX"), 1), (env.get("CXX"), 1), (wrapper.get("KERNELPILOT_REAL_CXX"), 2),
+                     (env.get("KERNELPILOT_REAL_CXX"), 2)):
+        found = shutil.which(name.split()[0], path=env.get("PATH")) if name and name.split() else None
+        if found:
+            path = Path(found).resolve()
+            out.append(path.parents[up - 1])
+    home = Path.home().resolve()
+    return list(dict.fromkeys(p for p in out if p != Path("/") and not home.is_relative_to(p)))
+
+
 def _cuda_homes() -> list[Path]:
     homes = [Path(v) for k in ("CUDA_HOME", "CUDA_PATH") if (v := os.environ.get(k))]
     try:
