@@ -200,6 +200,29 @@ def test_kernel_names_in_an_anonymous_namespace_are_named_not_lost() -> None:
     assert ra.kernel_findings(ra.KernelTrace(kernels=[(mine, 7)], home_stream=7), ["my_kernel"], []) == []
 
 
+def test_own_kernels_by_whole_name_from_the_sources(tmp_path) -> None:
+    """An own kernel whose name looks like a library's (the H200 corpus: ``gelu_cudnn_kernel`` was taken for
+    cuDNN and the candidate rejected [no-custom-kernel]) counts once the sources declare it; an own kernel
+    named ``kernel`` never makes torch's ``elementwise_kernel`` the candidate's."""
+    from kernelpilot.evaluation.candidate import cuda_kernel_names, load_candidate
+
+    mine = ra.KernelTrace(kernels=[("gelu_cudnn_kernel(float const*, float*, long long)", 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(mine, [], [])] == ["no-custom-kernel", "library-kernel"]
+    assert ra.kernel_findings(mine, ["gelu_cudnn_kernel"], []) == []
+    torch_only = ra.KernelTrace(kernels=[("void at::native::vectorized_elementwise_kernel<4, F>(int, F)", 7)],
+                                home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(torch_only, ["kernel"], [])] == ["no-custom-kernel"]
+    mangled = ra.KernelTrace(kernels=[("_Z17gelu_cudnn_kernelPKfPfx", 7)], home_stream=7)
+    assert ra.kernel_findings(mangled, ["gelu_cudnn_kernel"], []) == []
+    nested = ra.KernelTrace(kernels=[("void ns::gelu_cudnn_kernel<float>(float const*)", 7)], home_stream=7)
+    assert ra.kernel_findings(nested, ["gelu_cudnn_kernel"], []) == []
+    (tmp_path / "c.py").write_text(
+        'import torch\nSRC = r"""\n__global__ void gelu_cudnn_kernel(const float* x) {}\n'
+        'template <int N> __global__ void __launch_bounds__(256) tiled(float* y) {}\n'
+        '__global__ void\nsplit_line_kernel (int n) {}\n"""\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n')
+    assert cuda_kernel_names(load_candidate(tmp_path / "c.py")) == ["gelu_cudnn_kernel", "tiled", "split_line_kernel"]
+
+
 def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]) -> dict:
     """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts, dur))."""
     events = [{"ph": "X", "cat": "kernel", "name": "fill_marker", "ts": 1, "dur": 1, "args": {"stream": 7}}]

@@ -209,7 +209,7 @@ class Evaluator(WorkerRequests):
         build_dirs: list[Path] = []
         try:
             from kernelpilot.evaluation.build import ARCH_LIST_TOOL, build_candidate, build_env
-            from kernelpilot.evaluation.candidate import triton_kernels
+            from kernelpilot.evaluation.candidate import cuda_kernel_names, triton_kernels
 
             env = self._cache_env()
             build_dir = Path(s.build_dir) if s.build_dir else None
@@ -231,6 +231,7 @@ class Evaluator(WorkerRequests):
                 return done("superseded")
             kernels += [k.kernel for k in report.kernels]
             kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
+            kernels += [k for k in cuda_kernel_names(cand_obj) if k not in kernels] if hasattr(cand_obj, "files") else []
             if not report.ok:
                 first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
                 v.error = first or report.log_tail[-2000:]

@@ -12,6 +12,7 @@ Loading is static (ast): nothing of the candidate runs here.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -173,6 +174,27 @@ def triton_kernels(candidate: Candidate) -> list[str]:
     names: list[str] = []
     for file in candidate.kernel_files if candidate.kind == "triton" else []:
         names += triton_kernel_names(_parse(file))
+    return names
+
+
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
+
+
+def cuda_kernel_names(candidate: Candidate) -> list[str]:
+    """The name of every ``__global__`` function in a candidate's files (its .cu sources, or the CUDA text a
+    single-file candidate hands ``load_inline``): its own kernels, for the audit, also when the build did
+    not list them (a library loaded from the cache, a compile in the first forward) or when a name looks
+    like a library's (``gelu_cudnn_kernel``)."""
+    names: list[str] = []
+    for file in candidate.files or [candidate.model_file]:
+        if file.suffix not in (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp"):
+            continue
+        try:
+            text = file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        names += [n for n in _GLOBAL.findall(text) if n not in names]
     return names
 
 

@@ -173,6 +173,17 @@ def _base_name(kernel: str) -> str:
     return name.split("::")[-1].strip()
 
 
+def _names_kernel(kernel: str, base: str) -> bool:
+    """Whether a recorded kernel name is ``base``: as a whole identifier of a demangled name (a template
+    argument or a namespace around it), or length-prefixed in a mangled one (``_Z11gelu_kernelPKf``). Never
+    a bare substring: an own kernel named ``kernel`` would make every torch kernel the candidate's."""
+    if not base:
+        return False
+    if re.search(rf"(?<![A-Za-z0-9_]){re.escape(base)}(?![A-Za-z0-9_])", kernel):
+        return True
+    return f"{len(base)}{base}" in kernel and kernel.startswith("_Z")
+
+
 def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_libraries: list[str],
                     rules: "str | Rules" = "kernelpilot") -> list[Finding]:
     """Kernel and stream rules. Under a KernelBench preset library kernels (what the allowed PyTorch
@@ -184,7 +195,7 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
     own_bases = {_base_name(k) for k in own_kernels if k}
     names = [k for k, _ in trace.kernels]
     # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton
-    own = [k for k in names if _base_name(k) in own_bases or any(len(b) > 3 and b in k for b in own_bases)
+    own = [k for k in names if _base_name(k) in own_bases or any(_names_kernel(k, b) for b in own_bases)
            or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
     libraries_allowed = bool({"cublas", "cudnn", "torch.matmul"} & {lib.lower() for lib in allowed_libraries})
     lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
