@@ -187,6 +187,13 @@ def test_worker_catches_a_result_cache(cpu_evaluator: Evaluator) -> None:
     assert v.status == "rejected", v.summary
     assert [f.rule for f in v.findings if f.severity == "reject"] == ["result-replay"]
     assert v.correctness is not None and v.correctness.passed  # right values: only the replay gives it away
+    # keyed on the inputs' addresses and sampled values: every fresh input misses, the same tensors hit
+    keyed = _ask(cpu_evaluator, "cached_by_address.py")
+    assert [f.rule for f in keyed.findings if f.severity == "reject"] == ["result-replay"], keyed.summary
+    assert "very same input tensors" in next(f.evidence for f in keyed.findings if f.rule == "result-replay")
+    view = _ask(cpu_evaluator, "transpose_view.py", problem=DATA / "transpose.py")  # shares the input's storage
+    assert "result-replay" not in {f.rule for f in view.findings}, view.summary
+    assert view.correctness is not None and view.correctness.passed
 
 
 def test_worker_audits_torch_ops(cpu_evaluator: Evaluator) -> None:

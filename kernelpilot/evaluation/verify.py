@@ -320,9 +320,19 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         poison_allocator(poison_bytes, device)
         with watchdog.calls("verify", "candidate call, determinism re-run"):
             again = _run(candidate, rerun_inputs, device)
-        del rerun_inputs
         if replay is not None and _shares_storage(out0, again):
             replay.append("the re-run on the same values returned the first call's output storage")
+        if replay is not None and not replay:
+            # the very same input tensors once more, the first output still alive: a result cache keyed on the
+            # inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits here
+            poison_allocator(poison_bytes, device)
+            with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
+                twice = _run(candidate, rerun_inputs, device)
+            if _shares_storage(again, twice, besides=rerun_inputs):  # not a view of an input (a reshape)
+                replay.append("a second call on the very same input tensors returned the first call's output "
+                              "storage (a result cache)")
+            del twice
+        del rerun_inputs
         same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
         corr.deterministic = same
         if not same:
@@ -356,11 +366,12 @@ def _bitwise_equal(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
-def _shares_storage(first: Any, second: Any) -> bool:
+def _shares_storage(first: Any, second: Any, besides: Any = ()) -> bool:
+    """Whether two outputs share storage, other than the storage of the tensors in ``besides``."""
     import torch
 
     def ptrs(out: Any) -> set[int]:
         return {o.untyped_storage().data_ptr() for o in flatten_outputs(out)
                 if isinstance(o, torch.Tensor) and o.numel()}
 
-    return bool(ptrs(first) & ptrs(second))
+    return bool((ptrs(first) & ptrs(second)) - ptrs(list(besides)))
