@@ -150,3 +150,31 @@ def test_two_candidates_of_one_problem_share_kernelbench_draws_with_the_same_sco
     assert state.kb_inputs.draws == harness.trials and state.kb_inputs.hits == harness.trials
     assert verdicts[0]["kernelbench"]["status"] == "correct"
     assert verdicts[1]["kernelbench"]["status"] == "incorrect"  # in place after the reference: clamp at 0.5
+
+
+def test_kernelbench_draws_pause_the_watched_block(monkeypatch) -> None:
+    """A draw on the host (10-20 s for level1/19) runs under the harness allowance with the block's deadline
+    paused: on the H200 a first candidate of level1/19 timed out in KernelBench's harness (81.7 s allowance)."""
+    from kernelpilot.evaluation import watchdog
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0, harness_s=777.0))
+    monkeypatch.setattr(watchdog, "_current", dog)
+    m = _problem()
+    seen: list[dict] = []
+    inner = m.get_inputs
+    m.get_inputs = lambda: (seen.append(dict(sent[-1])), inner())[1]
+
+    class Same(torch.nn.Module):
+        def forward(self, x, n, y):
+            return x * n
+
+    m.Model = Same
+    m.get_init_inputs = lambda: []
+    with watchdog.calls("kernelbench", "KernelBench's harness", n=4):
+        out = kb.score(m, Same, get_rules("kernelbench").harness, "fp32", "cpu", False,
+                       inputs_cache=KernelBenchInputs(m, "cpu"))
+    assert out["status"] == "correct"
+    assert seen and all(w["allow_s"] == 777.0 and "get_inputs" in w["call"] for w in seen)
+    assert any(w["call"] == "KernelBench's harness" for w in sent[sent.index(seen[0]) + 1:])  # re-armed after

@@ -103,8 +103,11 @@ def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, prec
     dtype = _precision(precision)
 
     def inputs_for(seed: int) -> list[Any]:
-        def draw() -> list[Any]:
-            return [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
+        def draw() -> list[Any]:  # harness work: the watched block's deadline pauses while it draws
+            from kernelpilot.evaluation import watchdog
+
+            with watchdog.harness_work(f"KernelBench's get_inputs() for seed {seed}"):
+                return [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
 
         if inputs_cache is None:
             _set_seed(seed)

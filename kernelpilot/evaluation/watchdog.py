@@ -69,19 +69,26 @@ class Watchdog:
         self._send({"op": protocol.WATCH, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
 
     @contextmanager
-    def compiling(self, what: str) -> Iterator[None]:
-        """A compile started from inside candidate code (load_inline in __init__ or forward): it gets the
-        build limit, and the call it interrupted keeps the allowance it had left when the compile began
-        (the deadline pauses while the compiler runs)."""
+    def paused(self, what: str, seconds: float) -> Iterator[None]:
+        """Work inside a watched call that is not the candidate's (a compile it started, the harness drawing
+        inputs): it gets ``seconds``, and the call keeps the allowance it had left when the work began."""
         import time
 
         phase, call, deadline = getattr(self, "armed", ("import", "harness", time.monotonic() + self.allowance.harness_s))
         left = max(deadline - time.monotonic(), 1.0)
-        self.arm(phase, f"compile: {what}", self.allowance.build_s)
+        self.arm(phase, what, seconds)
         try:
             yield
         finally:
             self.arm(phase, call, left)
+
+    @contextmanager
+    def compiling(self, what: str) -> Iterator[None]:
+        """A compile started from inside candidate code (load_inline in __init__ or forward): it gets the
+        build limit, and the call it interrupted keeps the allowance it had left when the compile began
+        (the deadline pauses while the compiler runs)."""
+        with self.paused(f"compile: {what}", self.allowance.build_s):
+            yield
 
     def step(self, phase: str) -> None:
         """A step of the evaluation begins: importing the candidate is its code; the rest is the harness's."""
@@ -150,6 +157,17 @@ def compiling(what: str) -> Iterator[None]:
         yield
         return
     with _current.compiling(what):
+        yield
+
+
+@contextmanager
+def harness_work(what: str) -> Iterator[None]:
+    """Run the harness's own work inside a watched block (KernelBench's harness drawing an input set on the
+    host: 10-20 s for level1/19's 1.6 G floats) under the harness allowance, the block's deadline paused."""
+    if _current is None:
+        yield
+        return
+    with _current.paused(what, _current.allowance.harness_s):
         yield
 
 
