@@ -137,7 +137,7 @@ def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
             got = d.reason if d else None
             if got != e["difference"][rules] and not (got == "timing" and e["difference"][rules] is None):
                 problems.append(f"difference {got} (expected {e['difference'][rules]})")
-        if v.status in HARNESS_FAILURES:
+        if v.status in HARNESS_FAILURES and v.status != want["status"]:  # an expected runtime_error is the candidate's
             out["harness_failures"].append({"file": e["file"], "status": v.status, "error": v.error[:300]})
         if problems:
             out["mismatches"].append({"file": e["file"], "job": r.job_key, "problems": problems, "summary": v.summary})
@@ -174,6 +174,7 @@ def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
     store.close()
     per_pattern: dict[str, dict[str, int]] = {}
     off: list[dict] = []
+    failures: list[dict] = []
     both = 0
     for r in rows:
         e = by_name.get(Path(r.candidate or "").name)
@@ -184,12 +185,42 @@ def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
         key = f"{r.status} / KernelBench {kb}"
         per_pattern.setdefault(e["pattern"], {}).setdefault(key, 0)
         per_pattern[e["pattern"]][key] += 1
+        if r.status in HARNESS_FAILURES and r.status != e["kernelpilot"]["status"]:
+            failures.append({"file": e["file"], "problem": e["problem"], "status": r.status,
+                             "error": (r.verdict.get("error") or "")[:300]})
         if rules != "kernelpilot" and (r.status != e["kernelpilot"]["status"]
                                        or (e["kernelbench"] is not None and kb != e["kernelbench"])):
             off.append({"file": e["file"], "problem": e["problem"], "pattern": e["pattern"], "ours": r.status,
                         "kernelbench": kb, "error": (r.verdict.get("error") or "")[:200]})
     return {"rules": rules, "verdicts": len(rows), "with_both_scores": both, "per_pattern": per_pattern,
-            "unexpected": off, "generations": len(manifest["files"])}
+            "unexpected": off, "harness_failures": failures, "generations": len(manifest["files"])}
+
+
+def redo_mismatches(run: Path, rules: str, manifest: dict) -> list[dict]:
+    """Take the corpus verdicts that were not as expected out of ``run`` so that ``--resume`` judges them again
+    (after a fix); each is kept, whole, in ``run/redone.jsonl`` and returned (the summary lists them)."""
+    import sqlite3
+
+    if not (run / "results.sqlite").is_file():
+        return []
+    found = compare_corpus(run, rules, manifest)
+    jobs = [m["job"] for m in found["mismatches"]]
+    if not jobs:
+        return []
+    con = sqlite3.connect(run / "results.sqlite")
+    taken = []
+    try:
+        with con, (run / "redone.jsonl").open("a") as kept:
+            for job in jobs:
+                row = con.execute("SELECT status, verdict FROM verdicts WHERE job_key = ?", (job,)).fetchone()
+                if row is None:
+                    continue
+                kept.write(json.dumps({"job": job, "status": row[0], "verdict": row[1], "redone_at": time.time()}) + "\n")
+                con.execute("DELETE FROM verdicts WHERE job_key = ?", (job,))
+                taken.append({"job": job, "earlier_status": row[0]})
+    finally:
+        con.close()
+    return taken
 
 
 def write_summary(out: Path, summary: dict, final: bool = False) -> None:
@@ -198,7 +229,7 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
     lines = ["# Re-scoring evidence", ""]
     for rules, c in summary["corpus"].items():
         lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
-                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} timeouts or runtime errors")
+                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} unexpected timeouts or runtime errors")
         lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
     for rules, c in summary["kb"].items():
         lines.append(f"- KernelBench's examples and adversarial kernels under {rules}: {c['verdicts']} of {c['planned']} verdicts, "
@@ -207,7 +238,13 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
         lines += [f"  - {job}: ours {row['ours']}, KernelBench {row['kernelbench']}" for job, row in sorted(c["rows"].items())]
     for rules, c in summary["folder"].items():
         lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
-                     f"with both scores, {len(c['unexpected'])} unexpected")
+                     f"with both scores, {len(c['unexpected'])} unexpected, {len(c['harness_failures'])} unexpected "
+                     "timeouts or runtime errors")
+        lines += [f"  - {u['file']} ({u['problem']}, {u['pattern']}): ours {u['ours']}, KernelBench {u['kernelbench']}"
+                  for u in c["unexpected"][:40]]
+    for name, taken in (summary.get("redone") or {}).items():
+        if taken:
+            lines.append(f"- {name}: judged again after fixes: " + ", ".join(f"{t['job']} (was {t['earlier_status']})" for t in taken))
     (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
     if final:
         print("\n".join(lines))
@@ -230,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="how far each suite evaluates (build: no GPU, a CPU smoke of the orchestration)")
     p.add_argument("--limit", type=int, help="each suite call runs at most N pending jobs (a smoke; the rest stay "
                    "for the next call)")
+    p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus verdicts that were not "
+                   "as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
     args = p.parse_args(argv)
     unknown = [n for n in args.plan if n not in PLAN]
     if unknown:
@@ -262,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
             problems = _problems(levels_root, manifest)
+        if args.redo_mismatches and what == "corpus":
+            summary.setdefault("redone", {})[name] = redo_mismatches(work / name, rules, manifest)
         summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode, args.limit)})
         run = work / name
         if not (run / "results.sqlite").is_file():
