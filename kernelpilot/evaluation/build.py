@@ -47,16 +47,43 @@ _ALLOWED_ENV = (
 _ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
 
 SINGLE_FILE_BUILDER = """
-import importlib.util, json, os, sys, traceback
+import importlib.util, json, os, signal, sys, traceback
 path = sys.argv[1]
 result = {"ok": False, "directory": path}
+probing = [False]  # while ModelNew is built and called on the meta device: compile, then hand back a stub
+
+class _Probe(Exception):
+    pass
+
+class _Unrunnable:
+    # what load_inline returns during the probe: the library is compiled and loaded, but none of its
+    # functions runs here (no kernel of the candidate's may touch the GPU of the build step); a call on a
+    # meta tensor gives an empty meta tensor like it, so that the forward goes on to later compiles
+    def __init__(self, name):
+        self._name = name
+    def __getattr__(self, attr):
+        def stand_in(*args, **kwargs):
+            import torch
+            for x in list(args) + list(kwargs.values()):
+                if isinstance(x, torch.Tensor) and x.is_meta:
+                    return torch.empty_like(x)
+            raise _Probe(self._name + "." + attr)
+        return stand_in
+
+def _alarm(signum, frame):
+    raise _Probe("the meta-device forward ran out of its time")
+
 try:
     import torch.utils.cpp_extension as cpp
     for fname in ("load_inline", "load"):
         original = getattr(cpp, fname)
         def verbose(*args, _original=original, **kwargs):
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
-            return _original(*args, **kwargs)
+            built = _original(*args, **kwargs)
+            if probing[0]:
+                result.setdefault("probe_compiled", []).append(str(kwargs.get("name") or (args[0] if args else "?")))
+                return _Unrunnable(str(kwargs.get("name") or "extension"))
+            return built
         setattr(cpp, fname, verbose)
     arch_before = os.environ.get("TORCH_CUDA_ARCH_LIST")
     spec = importlib.util.spec_from_file_location("kernelpilot_candidate", path)
@@ -67,21 +94,43 @@ try:
         result["arch_list"] = os.environ.get("TORCH_CUDA_ARCH_LIST") or ""
     problem = sys.argv[2] if len(sys.argv) > 2 else ""
     if problem and hasattr(module, "ModelNew"):
-        # load_inline in ModelNew.__init__ compiles here too, under the build limit: build ModelNew as the
-        # worker will (its parameters on the meta device: no memory, no GPU). What fails after that point
-        # compiles in the worker (compile_hook.py), its call's deadline paused.
+        # load_inline in ModelNew.__init__, in its first forward, in an autograd Function or a helper it calls
+        # compiles here too, under the build limit: ModelNew is built and called as the worker will, on the
+        # meta device (no memory, no GPU), every library it compiles handed back as a stub whose functions
+        # stop the call. What this cannot reach compiles in the worker (compile_hook.py), its call's
+        # deadline paused.
+        import torch
+        from kernelpilot.problem import load_problem
+        problem_module = load_problem(problem).load_module()
+        probing[0] = True
         try:
-            import torch
-            from kernelpilot.problem import load_problem
-            problem_module = load_problem(problem).load_module()
             torch.manual_seed(42)
             init = list(problem_module.get_init_inputs())
             with torch.device("meta"):
-                module.ModelNew(*init)
+                model = module.ModelNew(*init)
             result["model_built"] = True
         except BaseException as exc:
+            model = None
             result["model_built"] = False
             result["model_note"] = f"{type(exc).__name__}: {exc}".strip()[:300]
+        if model is not None:
+            try:
+                with torch.device("meta"):
+                    inputs = list(problem_module.get_inputs())
+                if all(not isinstance(x, torch.Tensor) or x.is_meta for x in inputs):
+                    signal.signal(signal.SIGALRM, _alarm)
+                    signal.alarm(int(float(os.environ.get("KERNELPILOT_FORWARD_PROBE_S", "240"))))
+                    try:
+                        with torch.no_grad(), torch.device("meta"):
+                            model(*inputs)
+                    finally:
+                        signal.alarm(0)
+                    result["forward_probe"] = "ran"
+                else:
+                    result["forward_probe"] = "skipped: get_inputs() made tensors off the meta device"
+            except BaseException as exc:
+                result["forward_probe"] = f"stopped: {type(exc).__name__}: {exc}".strip()[:200]
+        probing[0] = False
 except BaseException as exc:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
     result["error"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
@@ -245,6 +294,10 @@ def build_candidate(
         report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
             "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "
             "load_inline it calls after that point compiles in the worker, counted as build time")))
+    if result.get("probe_compiled"):
+        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
+            "compiled in the build step by building ModelNew and calling it on the meta device: "
+            + ", ".join(dict.fromkeys(str(n) for n in result["probe_compiled"])))))
     report.kernels = _kernel_resources(output, directory, candidate)
     report.log_tail = diag.tail(output)
     if candidate.kind == "single_file" and report.ok:
