@@ -81,8 +81,9 @@ try:
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
             built = _original(*args, **kwargs)
             if probing[0]:
-                result.setdefault("probe_compiled", []).append(str(kwargs.get("name") or (args[0] if args else "?")))
-                return _Unrunnable(str(kwargs.get("name") or "extension"))
+                name = str(kwargs.get("name") or (args[0] if args else "?"))
+                result.setdefault("probe_compiled", []).append(name)
+                return _Unrunnable(name)
             return built
         setattr(cpp, fname, verbose)
     arch_before = os.environ.get("TORCH_CUDA_ARCH_LIST")
@@ -96,9 +97,9 @@ try:
     if problem and hasattr(module, "ModelNew"):
         # load_inline in ModelNew.__init__, in its first forward, in an autograd Function or a helper it calls
         # compiles here too, under the build limit: ModelNew is built and called as the worker will, on the
-        # meta device (no memory, no GPU), every library it compiles handed back as a stub whose functions
-        # stop the call. What this cannot reach compiles in the worker (compile_hook.py), its call's
-        # deadline paused.
+        # meta device (no memory, no GPU), every library it compiles handed back as a stand-in (_Unrunnable)
+        # that runs none of its functions. What this cannot reach compiles in the worker (compile_hook.py),
+        # its call's deadline paused.
         import torch
         from kernelpilot.problem import load_problem
         problem_module = load_problem(problem).load_module()

@@ -143,7 +143,13 @@ def toolchain_read_paths(home: Path | None = None) -> list[Path]:
     cands += [Path(p) for p in sys.path if p]
     cands.append(Path(__file__).resolve().parents[2])  # the directory holding the kernelpilot package
     cands += _cuda_homes()
-    cands += _compiler_prefixes()
+    cands += _compiler_prefixes([os.environ.get(k, "") for k in ("CC", "CXX")] + ["cc", "c++", "gcc", "g++"])
+    return _readable(cands, home)
+
+
+def _readable(cands: list[Path], home: Path) -> list[Path]:
+    """``cands`` resolved, existing and without repeats, leaving out ``/`` and any directory that is or holds
+    the user's home."""
     out: list[Path] = []
     for p in cands:
         try:
@@ -157,19 +163,18 @@ def toolchain_read_paths(home: Path | None = None) -> list[Path]:
     return out
 
 
-def _compiler_prefixes() -> list[Path]:
+def _which(name: str | None, path: str | None = None) -> Path | None:
+    found = shutil.which(name.split()[0], path=path) if name and name.split() else None
+    return Path(found).resolve() if found else None
+
+
+def _compiler_prefixes(names: list[str | None], path: str | None = None) -> list[Path]:
     """Install prefixes of the host C/C++ compilers (torch.compile's C++ wrapper, nvcc's host compiler).
 
     A compiler outside /usr (``/opt/gcc/bin/gcc`` on our GPU machine) must be readable and executable
     with its ``lib``/``libexec``, or Inductor fails with PermissionError inside the sandbox.
     """
-    names = [os.environ.get(k, "") for k in ("CC", "CXX")] + ["cc", "c++", "gcc", "g++"]
-    out = []
-    for name in filter(None, names):
-        found = shutil.which(name.split()[0])
-        if found:
-            out.append(Path(found).resolve().parent.parent)
-    return out
+    return [found.parent.parent for name in names if (found := _which(name, path)) is not None]
 
 
 def compiler_read_paths(env: Mapping[str, str]) -> list[Path]:
@@ -181,15 +186,10 @@ def compiler_read_paths(env: Mapping[str, str]) -> list[Path]:
     from kernelpilot.evaluation import pch
 
     wrapper = pch.compiler_env(dict(env))
-    out: list[Path] = []
-    for name, up in ((wrapper.get("CXX"), 1), (env.get("CXX"), 1), (wrapper.get("KERNELPILOT_REAL_CXX"), 2),
-                     (env.get("KERNELPILOT_REAL_CXX"), 2)):
-        found = shutil.which(name.split()[0], path=env.get("PATH")) if name and name.split() else None
-        if found:
-            path = Path(found).resolve()
-            out.append(path.parents[up - 1])
-    home = Path.home().resolve()
-    return list(dict.fromkeys(p for p in out if p != Path("/") and not home.is_relative_to(p)))
+    path = env.get("PATH")
+    dirs = [found.parent for name in (wrapper.get("CXX"), env.get("CXX")) if (found := _which(name, path)) is not None]
+    real = _compiler_prefixes([wrapper.get("KERNELPILOT_REAL_CXX"), env.get("KERNELPILOT_REAL_CXX")], path)
+    return _readable(dirs + real, Path.home().resolve())
 
 
 def _cuda_homes() -> list[Path]:

@@ -322,7 +322,7 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
     from kernelpilot.evaluation.kb_inputs import KernelBenchInputs
 
     harness = rules.harness
-    if getattr(state, "kb_inputs", None) is None:
+    if state.kb_inputs is None:
         state.kb_inputs = KernelBenchInputs(state.module, device)
     changes = default.changes(mine)
     note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
