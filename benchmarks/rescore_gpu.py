@@ -2,7 +2,9 @@
 example solutions and adversarial unit-test kernels (from the checkout, benchmarks/kb_corpus.py) and a folder of
 generations from benchmarks/kb_generations.py, scored by `kernelpilot suite --solutions` under kernelbench,
 kernelbench-v0.1 and the default rules, within a time budget; every corpus verdict compared with
-tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT.
+tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT. With
+--leaderboard DIR (what benchmarks/kb_leaderboard.py wrote), the KernelBench leaderboard's published
+model-written solutions too, with their claimed speedups (`--claims`): runs leaderboard-<rules>.
 
 Runs are resumable: call it again with the same --work and it continues each run where it stopped
 (`kernelpilot suite --resume`; a complete run is not started again), in the order of --plan (PLAN: the corpus
@@ -34,6 +36,8 @@ GRACE_S = 25.0  # kept back from the budget for a suite to stop at the deadline 
 # a later call with the same --work goes on (a complete run is not started again)
 PLAN = ("corpus-kernelbench", "kb-kernelbench", "corpus-kernelpilot", "kb-kernelpilot", "folder-kernelbench",
         "corpus-kernelbench-v0.1", "kb-kernelbench-v0.1", "folder-kernelpilot", "folder-kernelbench-v0.1")
+# runs that exist only with --leaderboard (published solutions, scored with KernelBench's original harness ~ v0.1)
+LEADERBOARD_PLAN = ("leaderboard-kernelbench-v0.1", "leaderboard-kernelpilot", "leaderboard-kernelbench")
 
 
 def _problems(levels_root: Path, manifest: dict) -> list[str]:
@@ -68,7 +72,7 @@ def _default_sigint() -> None:  # in the child: a shell's background job inherit
 
 
 def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
-              deadline: float, mode: str = "benchmark", limit: int | None = None) -> str:
+              deadline: float, mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> str:  # type: ignore[assignment]
     run = work / name
     if (run / "results.sqlite").is_file():
         planned, done = _planned_and_done(run)
@@ -81,7 +85,7 @@ def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work:
         cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--jsonl"]
     else:
         cmd = [sys.executable, "-m", "kernelpilot", "suite", *problems, "--solutions", str(solutions), "--rules", rules, "--out", str(run),
-               "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl"]
+               "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl", *extra]
     if limit is not None:
         cmd += ["--limit", str(limit)]
     note = ""
@@ -196,6 +200,31 @@ def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
             "unexpected": off, "harness_failures": failures, "generations": len(manifest["files"])}
 
 
+def compare_leaderboard(run: Path, rules: str, manifest: dict) -> dict:
+    """No expected statuses here (published solutions): both scores counted, and every timeout or runtime error
+    listed with its error, to be read one by one (the candidate's, or ours?)."""
+    from kernelpilot.suite.store import Store
+
+    by_name = {e["generation"]: e for e in manifest["generations"]}
+    store = Store(run)
+    rows = store.rows()
+    store.close()
+    pairs: dict[str, int] = {}
+    errors: list[dict] = []
+    for r in rows:
+        e = by_name.get(Path(r.candidate or "").name)
+        if e is None or not r.verdict:
+            continue
+        kb = (r.verdict.get("kernelbench") or {}).get("status")
+        key = f"{r.status} / KernelBench {kb}"
+        pairs[key] = pairs.get(key, 0) + 1
+        if r.status in HARNESS_FAILURES:
+            errors.append({"file": e["generation"], "problem": e["problem"], "model": e["model"], "status": r.status,
+                           "kernelbench": kb, "error": (r.verdict.get("error") or "")[:300]})
+    return {"rules": rules, "verdicts": len(rows), "generations": len(manifest["generations"]),
+            "pairs": dict(sorted(pairs.items(), key=lambda kv: -kv[1])), "timeouts_and_runtime_errors": errors}
+
+
 def redo_mismatches(run: Path, rules: str, manifest: dict) -> list[dict]:
     """Take the corpus verdicts that were not as expected out of ``run`` so that ``--resume`` judges them again
     (after a fix); each is kept, whole, in ``run/redone.jsonl`` and returned (the summary lists them)."""
@@ -242,6 +271,11 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
                      "timeouts or runtime errors")
         lines += [f"  - {u['file']} ({u['problem']}, {u['pattern']}): ours {u['ours']}, KernelBench {u['kernelbench']}"
                   for u in c["unexpected"][:40]]
+    for rules, c in (summary.get("leaderboard") or {}).items():
+        lines.append(f"- leaderboard under {rules}: {c['verdicts']} of {c['generations']} verdicts; ours / KernelBench's: "
+                     + ", ".join(f"{k} {n}" for k, n in c["pairs"].items()))
+        lines += [f"  - {e['file']} ({e['problem']}, {e['model']}): {e['status']}, KernelBench {e['kernelbench']}: {e['error'][:160]}"
+                  for e in c["timeouts_and_runtime_errors"][:60]]
     for name, taken in (summary.get("redone") or {}).items():
         if taken:
             lines.append(f"- {name}: judged again after fixes: " + ", ".join(f"{t['job']} (was {t['earlier_status']})" for t in taken))
@@ -256,10 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="where the reports and comparisons go")
     p.add_argument("--work", help="the runs' folder, kept between calls (default: OUT/runs)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds this call may spend in suites")
-    p.add_argument("--only", choices=("corpus", "kb", "folder"), help="score only the corpus, KernelBench's own "
+    p.add_argument("--only", choices=("corpus", "kb", "folder", "leaderboard"), help="score only the corpus, KernelBench's own "
                    "examples and adversarial kernels, or the folder")
     p.add_argument("--plan", type=lambda t: t.split(","), default=list(PLAN),
-                   help=f"the runs, in order, comma-separated (default: {','.join(PLAN)})")
+                   help=f"the runs, in order, comma-separated (default: {','.join(PLAN)}; with --leaderboard also "
+                        f"{','.join(LEADERBOARD_PLAN)})")
+    p.add_argument("--leaderboard", help="the folder benchmarks/kb_leaderboard.py wrote (KernelBench/, generations/, "
+                   "claims.csv, manifest.json): the leaderboard-<rules> runs score it, its claims beside the figures")
     p.add_argument("--folder-problems", type=int, default=60, help="kb_generations.py --problems: the wrapper patterns "
                    "for this many problems, smallest first (read when the folder is first written)")
     p.add_argument("--folder-fallbacks", type=int, default=20, help="kb_generations.py --fallbacks")
@@ -270,9 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus verdicts that were not "
                    "as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
     args = p.parse_args(argv)
-    unknown = [n for n in args.plan if n not in PLAN]
+    known = PLAN + (LEADERBOARD_PLAN if args.leaderboard else ())
+    unknown = [n for n in args.plan if n not in known]
     if unknown:
-        p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(PLAN)})")
+        p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(known)}"
+                + ("; the leaderboard runs need --leaderboard" if any(n in LEADERBOARD_PLAN for n in unknown) else "") + ")")
     deadline = time.monotonic() + args.budget
     checkout = Path(args.kernelbench).resolve()
     levels_root = checkout / "KernelBench" if (checkout / "KernelBench" / "level1").is_dir() else checkout
@@ -292,29 +331,42 @@ def main(argv: list[str] | None = None) -> int:
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
     summary["kb"] = {}
+    board = Path(args.leaderboard).resolve() if args.leaderboard else None
+    board_manifest = json.loads((board / "manifest.json").read_text()) if board else {"generations": []}
+    if board:
+        summary["leaderboard"] = {}
     for name in args.plan:
         what, rules = name.split("-", 1)
         if args.only and what != args.only:
             continue
+        extra: list[str] = []
         if what == "kb":
             manifest, solutions, problems = {}, work / "kb" / "solutions", [str(work / "kb" / "problems")]
+        elif what == "leaderboard":
+            assert board is not None
+            manifest, solutions = board_manifest, board / "generations"
+            problems = sorted({str(board / "KernelBench" / f"{e['problem']}.py") for e in manifest["generations"]})
+            extra = ["--claims", str(board / "claims.csv")]
         else:
             manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
             problems = _problems(levels_root, manifest)
         if args.redo_mismatches and what == "corpus":
             summary.setdefault("redone", {})[name] = redo_mismatches(work / name, rules, manifest)
-        summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode, args.limit)})
+        summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode,
+                                                 args.limit, extra)})
         run = work / name
         if not (run / "results.sqlite").is_file():
             continue
-        subprocess.run([sys.executable, "-m", "kernelpilot", "report", str(run), "--kernelbench-checkout", str(checkout)],
+        subprocess.run([sys.executable, "-m", "kernelpilot", "report", str(run), "--kernelbench-checkout", str(checkout), *extra],
                        stdout=subprocess.DEVNULL, check=False)
         dest = out / name
         dest.mkdir(parents=True, exist_ok=True)
         for f in ("report.md", "report.json", "speedup.png"):
             if (run / f).is_file():
                 shutil.copyfile(run / f, dest / f)
-        if what == "kb":
+        if what == "leaderboard":
+            summary["leaderboard"][rules] = compare_leaderboard(run, rules, manifest)
+        elif what == "kb":
             summary["kb"][rules] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
         else:
             summary[what][rules] = (compare_corpus if what == "corpus" else compare_folder)(run, rules, manifest)

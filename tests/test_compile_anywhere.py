@@ -148,3 +148,52 @@ def test_a_call_under_an_instrument_gets_its_slowdown_times_the_slowest_call() -
     dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0))  # a new request forgets the old one's calls
     with dog.calls("audit", "forward under the operator recorder", slowdown=30.0):
         assert sent[-1]["allow_s"] == 1.0
+
+
+OFF_META = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(32)).cuda()  # explicit CUDA, as many published solutions write
+        self.register_buffer("shift", torch.zeros(32, device="cuda"))
+
+    def forward(self, x):
+        x = x.cuda().to("cuda", torch.float32).to(device="cuda:0")
+        tmp = torch.empty(x.shape, device=torch.device("cuda"))
+        return torch.add(x * self.scale, self.shift, out=tmp)
+'''
+
+
+def test_the_build_steps_probe_never_starts_cuda(tmp_path: Path) -> None:
+    """The meta-device probe runs beside a candidate being timed: tensors a candidate asks for on CUDA
+    explicitly are made on the meta device (the probe goes on to later compiles), and nothing starts CUDA.
+    On a torch without CUDA, any CUDA tensor would stop the probe with an error."""
+    import json
+    import subprocess
+    import sys
+
+    from kernelpilot.evaluation.build import SINGLE_FILE_BUILDER
+
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    (tmp_path / "cand.py").write_text(OFF_META)
+    check = SINGLE_FILE_BUILDER.replace('print("KERNELPILOT_BUILD_RESULT',
+                                        'import torch; result["cuda"] = torch.cuda.is_initialized()\nprint("KERNELPILOT_BUILD_RESULT')
+    out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "cand.py"), str(tmp_path / "problem.py")],
+                         capture_output=True, text=True, timeout=300)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("KERNELPILOT_BUILD_RESULT "))
+    result = json.loads(line.split(" ", 1)[1])
+    assert result["model_built"] is True, result
+    assert result["forward_probe"] == "ran", result
+    assert result["cuda"] is False, result
+
+    # a CUDA call the probe cannot put on the meta device stops the probe, never starts CUDA
+    (tmp_path / "cand.py").write_text(OFF_META.replace("tmp = torch.empty", "torch.cuda.synchronize()\n        tmp = torch.empty"))
+    out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "cand.py"), str(tmp_path / "problem.py")],
+                         capture_output=True, text=True, timeout=300)
+    result = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("KERNELPILOT_BUILD_RESULT ")).split(" ", 1)[1])
+    assert result["forward_probe"].startswith("stopped: _Probe: the forward would start CUDA"), result
+    assert result["cuda"] is False, result

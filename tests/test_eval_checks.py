@@ -223,6 +223,32 @@ def test_own_kernels_by_whole_name_from_the_sources(tmp_path) -> None:
     assert cuda_kernel_names(load_candidate(tmp_path / "c.py")) == ["gelu_cudnn_kernel", "tiled", "split_line_kernel"]
 
 
+def test_an_own_kernel_named_like_torchs_does_not_claim_torchs(tmp_path) -> None:
+    """An own kernel deliberately named ``vectorized_elementwise_kernel``: torch's kernel of that bare name (in
+    ``at::native``) is still torch's, so a candidate whose own kernel never ran is ``no-custom-kernel``; a
+    kernel the candidate itself declares in ``at::native`` is its own."""
+    from kernelpilot.evaluation.candidate import cuda_kernel_names, load_candidate
+
+    torchs = "void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, std::array<char*, 2> >(int, at::native::AbsFunctor<float>, std::array<char*, 2>)"
+    mine = "vectorized_elementwise_kernel(float const*, float*, int)"
+    only_torch = ra.KernelTrace(kernels=[(torchs, 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(only_torch, ["vectorized_elementwise_kernel"], [])] == ["no-custom-kernel"]
+    both = ra.KernelTrace(kernels=[(torchs, 7), (mine, 7)], home_stream=7)
+    assert ra.kernel_findings(both, ["vectorized_elementwise_kernel"], []) == []
+    anonymous = "void (anonymous namespace)::vectorized_elementwise_kernel<4>(float const*)"
+    assert ra.kernel_findings(ra.KernelTrace(kernels=[(anonymous, 7)], home_stream=7),
+                              ["vectorized_elementwise_kernel"], []) == []
+    (tmp_path / "c.py").write_text(
+        'import torch\nSRC = r"""\nnamespace at { namespace native {\n'
+        '__global__ void vectorized_elementwise_kernel(const float* x) {}\n} }\n'
+        'namespace mine::inner {\nstruct S { int a; };\n__global__ void k2(int n) { if (n) { } }\n}\n'
+        'namespace {\n__global__ void hidden(int n) {}\n}\n__global__ void top(int n) {}\n"""\n'
+        'class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return {"x": x}["x"]\n')
+    names = cuda_kernel_names(load_candidate(tmp_path / "c.py"))
+    assert names == ["at::native::vectorized_elementwise_kernel", "mine::inner::k2", "hidden", "top"], names
+    assert ra.kernel_findings(only_torch, names, []) == []  # declared in at::native by the candidate: its own
+
+
 def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]) -> dict:
     """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts, dur))."""
     events = [{"ph": "X", "cat": "kernel", "name": "fill_marker", "ts": 1, "dur": 1, "args": {"stream": 7}}]

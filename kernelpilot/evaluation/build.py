@@ -26,12 +26,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
-from kernelpilot.evaluation.builder import Standby
+from kernelpilot.evaluation.builder import Standby, lower_priority
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
 from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
+from kernelpilot.evaluation.single_file_build import SINGLE_FILE_BUILDER
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
@@ -45,104 +46,6 @@ _ALLOWED_ENV = (
     "XDG_CACHE_HOME", "XDG_DATA_HOME",
 )
 _ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
-
-SINGLE_FILE_BUILDER = """
-import importlib.util, json, os, signal, sys, traceback
-path = sys.argv[1]
-result = {"ok": False, "directory": path}
-probing = [False]  # while ModelNew is built and called on the meta device: compile, then hand back a stub
-
-class _Probe(Exception):
-    pass
-
-class _Unrunnable:
-    # what load_inline returns during the probe: the library is compiled and loaded, but none of its
-    # functions runs here (no kernel of the candidate's may touch the GPU of the build step); a call on a
-    # meta tensor gives an empty meta tensor like it, so that the forward goes on to later compiles
-    def __init__(self, name):
-        self._name = name
-    def __getattr__(self, attr):
-        def stand_in(*args, **kwargs):
-            import torch
-            for x in list(args) + list(kwargs.values()):
-                if isinstance(x, torch.Tensor) and x.is_meta:
-                    return torch.empty_like(x)
-            raise _Probe(self._name + "." + attr)
-        return stand_in
-
-def _alarm(signum, frame):
-    raise _Probe("the meta-device forward ran out of its time")
-
-try:
-    import torch.utils.cpp_extension as cpp
-    for fname in ("load_inline", "load"):
-        original = getattr(cpp, fname)
-        def verbose(*args, _original=original, **kwargs):
-            kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
-            built = _original(*args, **kwargs)
-            if probing[0]:
-                name = str(kwargs.get("name") or (args[0] if args else "?"))
-                result.setdefault("probe_compiled", []).append(name)
-                return _Unrunnable(name)
-            return built
-        setattr(cpp, fname, verbose)
-    arch_before = os.environ.get("TORCH_CUDA_ARCH_LIST")
-    spec = importlib.util.spec_from_file_location("kernelpilot_candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result["ok"] = True
-    if os.environ.get("TORCH_CUDA_ARCH_LIST") != arch_before:  # the candidate set its own architectures
-        result["arch_list"] = os.environ.get("TORCH_CUDA_ARCH_LIST") or ""
-    problem = sys.argv[2] if len(sys.argv) > 2 else ""
-    if problem and hasattr(module, "ModelNew"):
-        # load_inline in ModelNew.__init__, in its first forward, in an autograd Function or a helper it calls
-        # compiles here too, under the build limit: ModelNew is built and called as the worker will, on the
-        # meta device (no memory, no GPU), every library it compiles handed back as a stand-in (_Unrunnable)
-        # that runs none of its functions. What this cannot reach compiles in the worker (compile_hook.py),
-        # its call's deadline paused.
-        import torch
-        from kernelpilot.problem import load_problem
-        problem_module = load_problem(problem).load_module()
-        probing[0] = True
-        try:
-            torch.manual_seed(42)
-            init = list(problem_module.get_init_inputs())
-            with torch.device("meta"):
-                model = module.ModelNew(*init)
-            result["model_built"] = True
-        except BaseException as exc:
-            model = None
-            result["model_built"] = False
-            result["model_note"] = f"{type(exc).__name__}: {exc}".strip()[:300]
-        if model is not None:
-            try:
-                with torch.device("meta"):
-                    inputs = list(problem_module.get_inputs())
-                if all(not isinstance(x, torch.Tensor) or x.is_meta for x in inputs):
-                    signal.signal(signal.SIGALRM, _alarm)
-                    signal.alarm(int(float(os.environ.get("KERNELPILOT_FORWARD_PROBE_S", "240"))))
-                    try:
-                        with torch.no_grad(), torch.device("meta"):
-                            model(*inputs)
-                    finally:
-                        signal.alarm(0)
-                    result["forward_probe"] = "ran"
-                else:
-                    result["forward_probe"] = "skipped: get_inputs() made tensors off the meta device"
-            except BaseException as exc:
-                result["forward_probe"] = f"stopped: {type(exc).__name__}: {exc}".strip()[:200]
-        probing[0] = False
-except BaseException as exc:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-    result["error"] = f"{type(exc).__name__}: {exc}".strip()[:4000]
-    if frames:
-        result["line"] = frames[-1].lineno
-    elif isinstance(exc, SyntaxError) and exc.filename == path:
-        result["line"] = exc.lineno
-sys.stdout.flush()
-print("KERNELPILOT_BUILD_RESULT " + json.dumps(result), flush=True)
-sys.exit(0 if result["ok"] else 1)
-"""
 
 
 def candidate_build_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
@@ -375,6 +278,7 @@ def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float,
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
+        lower_priority(proc.pid, env)
     if cancel is not None:
         cancel.attach(proc)
     try:

@@ -181,11 +181,36 @@ _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+
                      r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*\(")
 
 
+_SCOPE = re.compile(r"\bnamespace\s+([A-Za-z_][\w:]*)?\s*\{|[{}]")
+
+
+def _qualified_globals(text: str) -> list[str]:
+    """The ``__global__`` names of a text, each with the named namespaces around it (``at::native::k``):
+    braces are followed from the start of the text (an anonymous namespace adds nothing, as the demangled
+    names the profiler records say ``(anonymous namespace)``, which the audit ignores)."""
+    marks = [(m.start(), m.group(0) if m.group(0) in ("{", "}") else "ns", m.group(1) or "") for m in _SCOPE.finditer(text)]
+    marks += [(m.start(), "global", m.group(1)) for m in _GLOBAL.finditer(text)]
+    stack: list[str] = []
+    names: list[str] = []
+    for _, what, name in sorted(marks):
+        if what == "ns":
+            stack.append(name)
+        elif what == "{":
+            stack.append("")
+        elif what == "}":
+            if stack:
+                stack.pop()
+        else:
+            names.append("::".join([n for n in stack if n] + [name]))
+    return names
+
+
 def cuda_kernel_names(candidate: Candidate) -> list[str]:
     """The name of every ``__global__`` function in a candidate's files (its .cu sources, or the CUDA text a
     single-file candidate hands ``load_inline``): its own kernels, for the audit, also when the build did
     not list them (a library loaded from the cache, a compile in the first forward) or when a name looks
-    like a library's (``gelu_cudnn_kernel``)."""
+    like a library's (``gelu_cudnn_kernel``). A kernel declared inside named namespaces comes qualified
+    (``mine::gelu``), so that the audit can tell an own kernel from torch's of the same name."""
     names: list[str] = []
     for file in candidate.files or [candidate.model_file]:
         if file.suffix not in (".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp"):
@@ -194,7 +219,7 @@ def cuda_kernel_names(candidate: Candidate) -> list[str]:
             text = file.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        names += [n for n in _GLOBAL.findall(text) if n not in names]
+        names += [n for n in _qualified_globals(text) if n not in names]
     return names
 
 

@@ -184,6 +184,32 @@ def _names_kernel(kernel: str, base: str) -> bool:
     return f"{len(base)}{base}" in kernel and kernel.startswith("_Z")
 
 
+# namespaces of torch and the libraries it ships kernels from: a recorded kernel qualified by one of them is
+# theirs, even when its bare name is an own kernel's, unless the candidate declared its kernel there too
+_LIBRARY_NAMESPACES = {"at", "c10", "at_cuda_detail", "cub", "thrust", "cutlass", "cute", "flash", "pytorch_flash"}
+
+
+def _qualifier(kernel: str) -> str:
+    """The namespaces before a demangled kernel's bare name: "void at::native::k<4, F>(int)" -> "at::native"
+    (template arguments and the anonymous namespace left out); "" when unqualified or mangled."""
+    name = re.sub(r"^void\s+", "", kernel.strip()).replace("(anonymous namespace)::", "")
+    name = name.split("(")[0].split("<")[0]
+    return name.rsplit("::", 1)[0].strip() if "::" in name else ""
+
+
+def _own_by_name(kernel: str, own: list[str]) -> bool:
+    """Whether a recorded kernel's bare name is one of the candidate's kernels, in the candidate's namespace:
+    torch's ``at::native::vectorized_elementwise_kernel`` is not an own kernel of that bare name."""
+    base = _base_name(kernel)
+    quals = {_qualifier(k) for k in own if k and _base_name(k) == base}
+    if not quals:
+        return False
+    qual = _qualifier(kernel)
+    if qual.split("::")[0] not in _LIBRARY_NAMESPACES:
+        return True
+    return qual in quals  # a kernel the candidate declared in that namespace itself
+
+
 def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_libraries: list[str],
                     rules: "str | Rules" = "kernelpilot") -> list[Finding]:
     """Kernel and stream rules. Under a KernelBench preset library kernels (what the allowed PyTorch
@@ -194,8 +220,10 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
                         message="torch.profiler recorded no GPU activity; kernel and stream checks were skipped.")]
     own_bases = {_base_name(k) for k in own_kernels if k}
     names = [k for k, _ in trace.kernels]
-    # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton
-    own = [k for k in names if _base_name(k) in own_bases or any(_names_kernel(k, b) for b in own_bases)
+    # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton;
+    # a bare name alike is not enough when the recorded kernel sits in torch's namespaces and the own one does not
+    own = [k for k in names if _own_by_name(k, own_kernels)
+           or any(_names_kernel(k, b) for b in own_bases if b != _base_name(k))
            or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
     libraries_allowed = bool({"cublas", "cudnn", "torch.matmul"} & {lib.lower() for lib in allowed_libraries})
     lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
