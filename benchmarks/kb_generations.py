@@ -226,7 +226,7 @@ def write(args: argparse.Namespace) -> int:
         (out / name).write_text(text, encoding="utf-8")
         entries.append({"file": name, "problem": f"level{lv}/{problem.stem}", "pattern": pattern, **EXPECTED[pattern]})
 
-    for pid in sorted(ELEMENTWISE):
+    for pid in sorted(ELEMENTWISE)[: args.elementwise]:
         problem = next((root / "level1").glob(f"{pid}_*.py"), None)
         if problem is None:
             continue
@@ -263,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--levels", type=lambda t: [int(x) for x in t.split(",")], default=[1, 2, 3])
     p.add_argument("--problems", type=int, default=60, help="wrapper patterns for this many problems, smallest first")
     p.add_argument("--fallbacks", type=int, default=20, help="try_fallback (a kernel build each) for this many of them")
+    p.add_argument("--elementwise", type=int, default=len(ELEMENTWISE),
+                   help=f"the CUDA patterns for this many of the {len(ELEMENTWISE)} level-1 elementwise problems, by id "
+                        "(at today's sizes each costs KernelBench's harness a 60-100 s draw of its inputs per suite)")
     p.add_argument("--corpus", metavar="DIR", help="also write the hand-written corpus in the layout into DIR (not inside --out)")
     return write(p.parse_args(argv))
 

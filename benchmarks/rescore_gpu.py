@@ -4,7 +4,10 @@ generations from benchmarks/kb_generations.py, scored by `kernelpilot suite --so
 kernelbench-v0.1 and the default rules, within a time budget; every corpus verdict compared with
 tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT. With
 --leaderboard DIR (what benchmarks/kb_leaderboard.py wrote), the KernelBench leaderboard's published
-model-written solutions too, with their claimed speedups (`--claims`): runs leaderboard-<rules>.
+model-written solutions too, with their claimed speedups (`--claims`): runs leaderboard-<rules>. A plan entry
+NAME~2 judges run NAME again from scratch in a folder of its own and lists every job whose status, KernelBench
+status or reject rules changed between the two (stability). --kernelbench-original: folder-kernelbench-v0.1 on
+KernelBench's original problem sizes (6500bbc), which v0.1's published scores were measured on.
 
 Runs are resumable: call it again with the same --work and it continues each run where it stopped
 (`kernelpilot suite --resume`; a complete run is not started again), in the order of --plan (PLAN: the corpus
@@ -151,6 +154,30 @@ def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
     return out
 
 
+def compare_runs(first: Path, again: Path) -> dict:
+    """A run judged a second time (``NAME~2``): every job both runs judged, with its status, KernelBench status and
+    reject rules; the jobs where any differ are listed (a verdict that changes between two runs of the same
+    files on the same machine is not about the candidate)."""
+    from kernelpilot.suite.store import Store
+
+    def judged(run: Path) -> dict[str, tuple]:
+        store = Store(run)
+        rows = store.rows()
+        store.close()
+        out = {}
+        for r in rows:
+            v = r.verdict or {}
+            rejects = sorted({f.get("rule") for f in v.get("findings") or [] if f.get("severity") == "reject"})
+            out[r.job_key] = (r.status, (v.get("kernelbench") or {}).get("status"), rejects)
+        return out
+
+    a, b = judged(first), judged(again)
+    both = sorted(set(a) & set(b))
+    differ = [{"job": j, "first": a[j], "again": b[j]} for j in both if a[j] != b[j]]
+    return {"first": first.name, "again": again.name, "judged_twice": len(both), "identical": len(both) - len(differ),
+            "different": differ}
+
+
 def compare_kb(run: Path, rules: str, expected: dict[str, list[str]]) -> dict:
     """KernelBench's own examples and adversarial kernels: both statuses per file; under our default rules,
     ours against kb_corpus.EXPECTED (honest examples ok, the adversarial kernels caught)."""
@@ -276,6 +303,10 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
                      + ", ".join(f"{k} {n}" for k, n in c["pairs"].items()))
         lines += [f"  - {e['file']} ({e['problem']}, {e['model']}): {e['status']}, KernelBench {e['kernelbench']}: {e['error'][:160]}"
                   for e in c["timeouts_and_runtime_errors"][:60]]
+    for name, c in (summary.get("repeats") or {}).items():
+        lines.append(f"- {name}: {c['judged_twice']} jobs judged in both runs, {c['identical']} with the same status, "
+                     f"KernelBench status and reject rules, {len(c['different'])} not")
+        lines += [f"  - {d['job']}: {d['first']} then {d['again']}" for d in c["different"]]
     for name, taken in (summary.get("redone") or {}).items():
         if taken:
             lines.append(f"- {name}: judged again after fixes: " + ", ".join(f"{t['job']} (was {t['earlier_status']})" for t in taken))
@@ -300,6 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folder-problems", type=int, default=60, help="kb_generations.py --problems: the wrapper patterns "
                    "for this many problems, smallest first (read when the folder is first written)")
     p.add_argument("--folder-fallbacks", type=int, default=20, help="kb_generations.py --fallbacks")
+    p.add_argument("--folder-elementwise", type=int, default=6, help="kb_generations.py --elementwise: the CUDA "
+                   "patterns on this many level-1 elementwise problems (at today's sizes each costs KernelBench's "
+                   "harness one 60-100 s draw of its inputs per suite; 6 keeps the folder over 200 files)")
+    p.add_argument("--kernelbench-original", metavar="PATH", help="KernelBench's problem files at 6500bbc (the original "
+                   "sizes, which v0.1's published scores were measured on): folder-kernelbench-v0.1 then scores a folder "
+                   "of the same patterns written from them (generations-v0.1/), on them; without it, the folder of today's "
+                   "files (and the suite's warning)")
     p.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark",
                    help="how far each suite evaluates (build: no GPU, a CPU smoke of the orchestration)")
     p.add_argument("--limit", type=int, help="each suite call runs at most N pending jobs (a smoke; the rest stay "
@@ -308,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                    "as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
     args = p.parse_args(argv)
     known = PLAN + (LEADERBOARD_PLAN if args.leaderboard else ())
-    unknown = [n for n in args.plan if n not in known]
+    unknown = [n for n in args.plan if n.split("~", 1)[0] not in known]
     if unknown:
         p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(known)}"
                 + ("; the leaderboard runs need --leaderboard" if any(n in LEADERBOARD_PLAN for n in unknown) else "") + ")")
@@ -319,12 +357,23 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work) if args.work else out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     gen = work / "generations"
+    folder_args = ["--problems", str(args.folder_problems), "--fallbacks", str(args.folder_fallbacks),
+                   "--elementwise", str(args.folder_elementwise)]
     if not (gen / "expected.json").is_file():
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(checkout),
-                        "--out", str(gen), "--corpus", str(work / "corpus"), "--problems", str(args.folder_problems),
-                        "--fallbacks", str(args.folder_fallbacks)], check=True)
+                        "--out", str(gen), "--corpus", str(work / "corpus"), *folder_args], check=True)
     corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
     folder_manifest = json.loads((gen / "expected.json").read_text())
+    original = Path(args.kernelbench_original).resolve() if args.kernelbench_original else None
+    gen01, original_manifest, original_root = gen, folder_manifest, levels_root
+    if original is not None:
+        original_root = original / "KernelBench" if (original / "KernelBench" / "level1").is_dir() else original
+        gen01 = work / "generations-v0.1"
+        if not (gen01 / "expected.json").is_file():
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(original),
+                            "--out", str(gen01), "--problems", str(args.folder_problems), "--fallbacks",
+                            str(args.folder_fallbacks)], check=True)  # every elementwise problem: small at these sizes
+        original_manifest = json.loads((gen01 / "expected.json").read_text())
     summary: dict = {"calls": [], "corpus": {}, "folder": {}}
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from kb_corpus import EXPECTED, kernelbench_jobs
@@ -335,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     board_manifest = json.loads((board / "manifest.json").read_text()) if board else {"generations": []}
     if board:
         summary["leaderboard"] = {}
-    for name in args.plan:
-        what, rules = name.split("-", 1)
+    for name in args.plan:  # NAME~2: the run NAME judged again from scratch, in a run folder of its own
+        what, rules = name.split("~", 1)[0].split("-", 1)
         if args.only and what != args.only:
             continue
         extra: list[str] = []
@@ -347,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
             manifest, solutions = board_manifest, board / "generations"
             problems = sorted({str(board / "KernelBench" / f"{e['problem']}.py") for e in manifest["generations"]})
             extra = ["--claims", str(board / "claims.csv")]
+        elif what == "folder" and rules == "kernelbench-v0.1" and original is not None:
+            manifest, solutions = original_manifest, gen01
+            problems = _problems(original_root, manifest)
         else:
             manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
             problems = _problems(levels_root, manifest)
@@ -364,12 +416,17 @@ def main(argv: list[str] | None = None) -> int:
         for f in ("report.md", "report.json", "speedup.png"):
             if (run / f).is_file():
                 shutil.copyfile(run / f, dest / f)
+        key = rules
+        if "~" in name:  # a repeat: compared with the first run too
+            key = f"{rules}~{name.split('~', 1)[1]}"
+            if (work / name.split("~", 1)[0] / "results.sqlite").is_file():
+                summary.setdefault("repeats", {})[name] = compare_runs(work / name.split("~", 1)[0], run)
         if what == "leaderboard":
-            summary["leaderboard"][rules] = compare_leaderboard(run, rules, manifest)
+            summary["leaderboard"][key] = compare_leaderboard(run, rules, manifest)
         elif what == "kb":
-            summary["kb"][rules] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
+            summary["kb"][key] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
         else:
-            summary[what][rules] = (compare_corpus if what == "corpus" else compare_folder)(run, rules, manifest)
+            summary[what][key] = (compare_corpus if what == "corpus" else compare_folder)(run, rules, manifest)
         write_summary(out, summary)
     write_summary(out, summary, final=True)
     return 0
