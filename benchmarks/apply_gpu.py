@@ -1,6 +1,7 @@
 """Issue 28's GPU evidence: from a real model to a faster model, end to end, on one H200.
 
-    python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)" --batch 16   # all phases, or a few per device call:
+    python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)" --batch 16   # all phases, or a few per device call
+    # (benchmarks/apply_gpu.sh restores /tmp/apply from APPLY_IN and packs it into $OUT/apply.tar.gz per call):
     # the 2026-12-04 evidence: prepare + approve (400 s), eager (150 s), compile + write (190 s), each call tarring
     # /tmp/apply (without kp-data) to $OUT so that a machine taken back can be restored from it:
     python benchmarks/apply_gpu.py --out /tmp/apply --batch 16 --phase prepare --phase approve   # then eager, ...

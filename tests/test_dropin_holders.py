@@ -184,6 +184,15 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
     together, apart = _disjoint([*passed, mlp], results, 10.0)  # gains: norm 1.0 + mlp 1.5 + head 0.5 > chain 2.0 + head
     assert together == [dropins["norm"][0], dropins["head"][0], mlp]
     assert apart == [(dropins["layer_chain"][0], mlp)]  # named by the most gaining swap it overlaps
+    # a passing swap that overlaps nothing but made the step slower is left out, with no swap to name (a tiny CPU
+    # model of apply_gpu.py --small: `kernelpilot apply` stopped on a StopIteration here)
+    slow = tmp_path / "slow" / "candidate" / "dropin.py"
+    slow.parent.mkdir(parents=True)
+    (slow.parent.parent / "origin.json").write_text(json.dumps({"paths": ["embed"]}))
+    results[slow] = RunResult(step_ms=[10.5] * 8)
+    together, apart = _disjoint([*passed, mlp, slow], results, 10.0)
+    assert together == [dropins["norm"][0], dropins["head"][0], mlp]
+    assert apart == [(dropins["layer_chain"][0], mlp), (slow, None)]
 
 
 OWN_BACKWARD_ADD = '''import torch

@@ -130,6 +130,11 @@ def apply_command(args: Any) -> int:
     all_row = None
     together, apart = _disjoint(passed, {d: r for _, r, d, _ in rows}, first_ms)
     for dropin, other in apart:
+        if other is None:
+            alone = _result_of(rows, dropin)
+            print(f"not combined: {_label(dropin, alone)}: alone it did not make the step faster "
+                  f"({alone.median(WARMUP)[0] - first_ms:+.3f} ms), so the swaps that gain the most together leave it out")
+            continue
         print(f"not combined: {_label(dropin, _result_of(rows, dropin))} and {_label(other, _result_of(rows, other))}: "
               f"one is installed where the other takes modules out of the run (the swaps kept gain the most together)")
     if len(together) > 1:
@@ -232,7 +237,7 @@ def _overlap(a: tuple[list[str], set[str], list[str]], b: tuple[list[str], set[s
 
 
 def _disjoint(passed: list[Path], results: dict[Path, RunResult],
-              base_ms: float) -> tuple[list[Path], list[tuple[Path, Path]]]:
+              base_ms: float) -> tuple[list[Path], list[tuple[Path, Path | None]]]:
     """The passing swaps to run together: of the sets whose swaps replace disjoint modules, the one whose
     measured gains add up to the most (every set when there are at most 12 swaps, else the most gaining first);
     and each one left out, with a swap of the set it overlaps."""
@@ -253,7 +258,8 @@ def _disjoint(passed: list[Path], results: dict[Path, RunResult],
         for dropin in ordered:
             if not any(_overlap(paths[dropin], paths[t]) for t in best):
                 best.append(dropin)
-    apart = [(d, next(t for t in best if _overlap(paths[d], paths[t]))) for d in ordered if d not in best]
+    # left out for an overlap (named by the most gaining swap it overlaps), or, overlapping none, for gaining nothing
+    apart = [(d, next((t for t in best if _overlap(paths[d], paths[t])), None)) for d in ordered if d not in best]
     return [d for d in passed if d in best], apart
 
 
