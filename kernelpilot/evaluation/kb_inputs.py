@@ -18,6 +18,10 @@ drawing them again would give:
 - only sets of dense, contiguous tensors without ``requires_grad`` and immutable scalars are kept; any
   other set is drawn every time, as KernelBench does.
 
+Several seeds' sets a candidate will need (its trials and the timing) are drawn side by side in forked
+children before its first trial (``prefetch``, kb_draws.py): the same values and generator states, the six
+draws of a large problem in about the time of one or two.
+
 Memory: a set is kept on the device while the cache's device bytes stay within 15% of free device memory
 (plus what the cache holds), else in host memory within 25% of the available host memory, else not at
 all. ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off).
@@ -31,6 +35,11 @@ from typing import Any, Callable
 DEVICE_FRACTION = 0.15
 HOST_FRACTION = 0.25
 ENV = "KERNELPILOT_KB_INPUT_CACHE_BYTES"
+# sets at least this large (bytes) are drawn side by side in forked children (kb_draws.py); the variable
+# sets the threshold, 0 turns it off
+PARALLEL_ENV = "KERNELPILOT_KB_PARALLEL_DRAW_BYTES"
+PARALLEL_MIN_BYTES = 256 << 20
+PARALLEL_MIN_CORES = 8  # by default only on machines with this many cores (the variable set: any)
 _SCALARS = (int, float, bool, str, type(None))
 
 
@@ -66,6 +75,7 @@ class KernelBenchInputs:
         self.host_bytes = 0
         self.hits = 0
         self.draws = 0
+        self.parallel_draws = 0
 
     def _key(self, seed: int, precision: Any, cast: bool) -> tuple:
         import torch
@@ -113,6 +123,51 @@ class KernelBenchInputs:
         if self._keep(key, inputs, cpu_state, cuda_state):  # kept as drawn: the caller gets clones
             return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         return inputs
+
+    def prefetch(self, seeds: list[int], precision: Any, cast: bool, get_inputs: Callable[[], list[Any]],
+                 process: Callable[[Any], Any], set_seed: Callable[[int], None]) -> int:
+        """Draw the sets of these seeds that are not kept yet side by side in forked children (kb_draws.py),
+        process them as ``get`` would (``process`` per item) and keep them; the number drawn so. Nothing is
+        drawn this way for fewer than two missing sets, sets under PARALLEL_MIN_BYTES (they draw fast), a
+        ``get_inputs`` the meta device cannot size, or a cache that is off; what is not kept here ``get``
+        draws serially, as before."""
+        import torch
+
+        from kernelpilot.evaluation import kb_draws
+
+        missing = [s for s in dict.fromkeys(seeds) if self._key(s, precision, cast) not in self.sets]
+        if len(missing) < 2 or os.environ.get(ENV) == "0" or os.environ.get(PARALLEL_ENV) == "0":
+            return 0
+        size = kb_draws.size_hint(get_inputs)
+        if size is None or size < int(os.environ.get(PARALLEL_ENV) or PARALLEL_MIN_BYTES):
+            return 0
+        device_budget, host_budget = self._budgets()
+        if size * len(missing) > device_budget + host_budget:
+            missing = missing[: max(0, (device_budget + host_budget) // size)]  # only what can be kept
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if cores < PARALLEL_MIN_CORES and not os.environ.get(PARALLEL_ENV):
+            return 0  # a child's copy into shared memory costs about half a draw: few cores gain nothing
+        # each child holds its set until the parent has read it, and the parent a copy being processed
+        parallel = min(len(missing), cores, max(1, int(0.5 * _host_available()) // max(size, 1) - 1))
+        if len(missing) < 2 or parallel < 2:
+            return 0
+        # a child that does not answer in far more than a serial draw takes (0.5-2 s a GB) is given up
+        drawn = kb_draws.draw(missing, get_inputs, set_seed, parallel, size, timeout_s=60.0 + 30.0 * size / 2**30)
+        count = 0
+        for seed in missing:  # in the order asked
+            if seed not in drawn:
+                continue
+            raw, cpu_state = drawn.pop(seed)
+            set_seed(seed)  # the parent's CUDA generator where a serial draw leaves it (get_inputs ran on the CPU)
+            cuda_state = None
+            if str(self.device).startswith("cuda") and torch.cuda.is_available():
+                cuda_state = torch.cuda.get_rng_state(torch.device(self.device))
+            inputs = [process(x) for x in raw]
+            self.draws += 1
+            self.parallel_draws += 1
+            count += 1
+            self._keep(self._key(seed, precision, cast), inputs, cpu_state, cuda_state)
+        return count
 
     def _keep(self, key: tuple, inputs: list[Any], cpu_state: Any, cuda_state: Any) -> bool:
         """Keep the set if it may be kept and fits; True when the drawn tensors themselves were kept."""
