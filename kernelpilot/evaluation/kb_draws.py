@@ -20,6 +20,7 @@ import pickle
 import select
 import signal
 import struct
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -128,7 +129,9 @@ def draw(seeds: list[int], get_inputs: Callable[[], list[Any]], set_seed: Callab
                     pending.clear()  # no memory for it: the rest draw serially
                     break
                 try:
-                    pid = os.fork()
+                    with warnings.catch_warnings():  # Python 3.12 warns of fork in a threaded process: the child
+                        warnings.simplefilter("ignore", DeprecationWarning)  # only draws on one thread and exits
+                        pid = os.fork()
                 except OSError:
                     os.close(r)
                     os.close(w)
