@@ -197,3 +197,63 @@ def test_the_build_steps_probe_never_starts_cuda(tmp_path: Path) -> None:
     result = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("KERNELPILOT_BUILD_RESULT ")).split(" ", 1)[1])
     assert result["forward_probe"].startswith("stopped: _Probe: the forward would start CUDA"), result
     assert result["cuda"] is False, result
+
+
+FILES_CANDIDATE = '''
+import os
+import tempfile
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor FUNC(torch::Tensor x) { return x + 2.0; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("FUNC", &FUNC); }
+"""
+
+
+def _written(name):  # sources written to a fresh temporary folder at run time, as some published solutions do
+    folder = tempfile.mkdtemp()
+    path = os.path.join(folder, name + ".cpp")
+    with open(path, "w") as f:
+        f.write(SRC.replace("FUNC", name))
+    return path
+
+
+top = load(name="kp_test_files_top", sources=[_written("plus2")], build_directory=tempfile.mkdtemp())
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = load(name="kp_test_files_init", sources=[_written("plus2b")])
+
+    def forward(self, x):
+        return self.inner.plus2b(top.plus2(x * 2.0) - 2.0) - 1.0  # 2x + 1
+'''
+
+
+@pytest.mark.slow
+def test_cpp_extension_load_of_files_written_at_run_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``cpp_extension.load`` of sources a candidate writes to a new temporary folder at import (built in another
+    new one) and in ``__init__``: compiled in the build step; the confined worker writes its own copies and
+    loads the built libraries without compiling again (the same bytes in other folders). Before, the file was a
+    "PyTorch rewrite" (rejected [no-kernel]: only load_inline was seen), then compiled twice in the worker."""
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    monkeypatch.setenv("KERNELPILOT_PCH", "1")
+    monkeypatch.setenv("KERNELPILOT_PCH_DIR", str(tmp_path_factory.mktemp("pch")))
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    token = uuid.uuid4().hex[:8]
+    (tmp_path / "cand.py").write_text(FILES_CANDIDATE.replace("kp_test_", f"kp_test_{token}_"))
+    settings = EvalSettings(device="cpu", confine=True, rules="kernelbench", trials=2, call_floor_s=2.0,
+                            first_call_s=2.0, start_timeout_s=300, test_timeout_s=600, build_timeout_s=600)
+    with Evaluator(settings, workdir=tmp_path / "work", keep_warm=False) as ev:
+        v = ev.evaluate(tmp_path / "problem.py", tmp_path / "cand.py", "test")
+    assert v.status == "ok", (v.status, v.error, v.summary)
+    assert not v.phases.get("build_in_worker"), (v.phases, v.flags)  # nothing compiled in the worker
+    assert v.build is not None and v.build.seconds > 1.0
+    assert v.kernelbench is not None and v.kernelbench.status == "correct"

@@ -51,6 +51,7 @@ def test_both_kinds_of_every_pattern() -> None:
     assert len(honest) >= 15 and len(dishonest) >= 15
     patterns = " ".join(e["pattern"] for e in ENTRIES)
     for word in ("top level", "__init__", "first forward", "autograd Function", "helper", "assembled at run time",
+                 "cpp_extension.load",
                  "kernel taken", "fallback taken", "TORCH_CUDA_ARCH_LIST", "cudnn", "allow_tf32", "renamed", "derived",
                  "CUDA graph", "autotuning", "pure PyTorch", "mixed precision", "Triton", "cached", "side stream", "thread"):
         assert word in patterns, word

@@ -146,7 +146,7 @@ def build_candidate(
     if candidate.kind == "pytorch":  # no kernel of its own: nothing to compile (the verdict says no-kernel)
         return BuildReport(ok=True, build_dir=str(directory), command="(nothing to build: no kernel of its own)",
                            diagnostics=[Diagnostic(severity="note", tool="build", message=(
-                               "no kernel of its own: no load_inline call, no @triton.jit function, no .cu file"))])
+                               "no kernel of its own: no load_inline or cpp_extension.load call, no @triton.jit function, no .cu file"))])
     if candidate.kind == "triton":  # its own build step: triton_build.py
         from kernelpilot.evaluation.triton_build import build_triton
 

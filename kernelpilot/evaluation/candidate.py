@@ -2,7 +2,8 @@
 
 Directory form: ``model_new.py`` defines ``class ModelNew`` and gets its kernels with
 ``load_extension(__file__)``; ``binding.cpp`` holds the torch glue and every ``*.cu`` file is compiled.
-Single-file form: a KernelBench ``ModelNew`` module that compiles its kernels with ``load_inline``.
+Single-file form: a KernelBench ``ModelNew`` module that compiles its kernels with ``load_inline`` or
+``cpp_extension.load`` (however imported: compile_calls.py).
 Triton form: ``model_new.py`` (a directory) or one .py file whose kernels are ``@triton.jit`` functions,
 in that file or in .py files beside it (a KernelBench Triton-backend file is accepted unchanged); no
 load_inline, no load_extension. Its kernels are compiled ahead of time by triton_build.py.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.compile_calls import compile_calls
 
 MODEL_FILE = "model_new.py"
 BINDING_FILE = "binding.cpp"
@@ -96,14 +98,14 @@ def _load_directory(directory: Path) -> Candidate:
     cu_files = [p for p in kernels if p.suffix == ".cu"]
     binding = directory / BINDING_FILE
     if not cu_files:
-        if _calls(tree, "load_inline"):  # a KernelBench module that happens to be named model_new.py
+        if compile_calls(tree):  # a KernelBench module that happens to be named model_new.py
             return _single_file(model, tree)
         triton_files = ([model] if has_triton_kernels(tree) else []) + _triton_siblings(directory, model)
         if triton_files and not _calls(tree, "load_extension"):
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
             return Candidate(path=directory, kind="triton", model_file=model, kernel_files=sorted(triton_files),
                              files=files)
-        if _calls(tree, "load_extension") or _calls(tree, "load_inline"):
+        if _calls(tree, "load_extension"):
             raise CandidateError(
                 f"Candidate directory {directory} has no .cu files, no @triton.jit kernels, and {MODEL_FILE} does "
                 "not call load_inline: put the kernels in kernel.cu (with extern \"C\" launchers) next to "
@@ -140,7 +142,7 @@ def _load_single_file(file: Path) -> Candidate:
 
 def _single_file(file: Path, tree: ast.Module) -> Candidate:
     _require_model_class(tree, file)
-    if not _calls(tree, "load_inline"):
+    if not compile_calls(tree):  # load_inline / cpp_extension.load, however imported
         if has_triton_kernels(tree):
             return Candidate(path=file, kind="triton", model_file=file, kernel_files=[file], files=[file])
         return Candidate(path=file, kind="pytorch", model_file=file, files=[file])  # a PyTorch rewrite

@@ -38,6 +38,9 @@ def _wrap(original: Any, kind: str) -> Any:
     def compile_then_load(*args: Any, **kwargs: Any) -> Any:
         from kernelpilot.evaluation import watchdog
 
+        from kernelpilot.evaluation.inline_build import stable_load_args
+
+        args, kwargs = stable_load_args(kind, args, kwargs)  # the build step's paths: nothing to rebuild
         name = kwargs.get("name") or (args[0] if args and isinstance(args[0], str) else "?")
         saved = os.environ.get("KERNELPILOT_PCH")
         os.environ["KERNELPILOT_PCH"] = "0"

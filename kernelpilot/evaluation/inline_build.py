@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.evaluation.compile_calls import compile_calls
 from kernelpilot.verdict import BuildReport, from_plain
 
 INLINE_RECORD = "kernelpilot-inline.json"  # the report of a finished single-file build in its directory
@@ -66,15 +67,6 @@ def write_inline_record(directory: Path, report: BuildReport) -> None:
         pass
 
 
-def _builds_extension(func: ast.expr) -> bool:
-    """``load_inline(...)`` (however imported), or ``cpp_extension.load(...)``."""
-    name = getattr(func, "attr", getattr(func, "id", ""))
-    if name == "load_inline":
-        return True
-    owner = getattr(func, "value", None)
-    return name == "load" and getattr(owner, "attr", getattr(owner, "id", "")) == "cpp_extension"
-
-
 def inline_names(path: Path) -> list[str]:
     """The literal name of each ``load_inline`` / ``cpp_extension.load`` call in a candidate file, given as
     ``name=`` or as the first argument (read, not run)."""
@@ -83,13 +75,12 @@ def inline_names(path: Path) -> list[str]:
     except (OSError, SyntaxError, UnicodeDecodeError):
         return []
     names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _builds_extension(node.func):
-            given = [kw.value for kw in node.keywords if kw.arg == "name"] + node.args[:1]  # name= or the first argument
-            for value in given:
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    names.append(value.value)
-                    break
+    for node, _builder in compile_calls(tree):
+        given = [kw.value for kw in node.keywords if kw.arg == "name"] + node.args[:1]  # name= or the first argument
+        for value in given:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                names.append(value.value)
+                break
     return names
 
 
@@ -164,3 +155,89 @@ class WorkerNames:
 
     def record(self, pid: int | None, names: list[str], library_dir: str) -> None:
         self._for(pid).update({name: library_dir for name in names})
+
+
+# where a candidate's run-time files usually go: sources written there get a new path in every process
+_TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
+_COPY_LIMIT = (64, 8 << 20)  # at most this many files and bytes copied from a source's folder
+
+
+def _temporary(path: str) -> bool:
+    import tempfile
+
+    real = os.path.realpath(path)
+    roots = {os.path.realpath(r) for r in (*_TEMP_ROOTS, tempfile.gettempdir())}
+    return any(real == r or real.startswith(r + os.sep) for r in roots)
+
+
+def _stable_folder(folder: str, root: Path) -> str | None:
+    """A copy of ``folder``'s files under ``root``, named by their names and bytes (the same in every process);
+    None when the folder is too large to copy."""
+    try:
+        files = sorted((e for e in os.scandir(folder) if e.is_file()), key=lambda e: e.name)
+    except OSError:
+        return None
+    if len(files) > _COPY_LIMIT[0] or sum(e.stat().st_size for e in files) > _COPY_LIMIT[1]:
+        return None
+    digest = hashlib.sha256()
+    contents = {}
+    for e in files:
+        with open(e.path, "rb") as f:
+            contents[e.name] = f.read()
+        digest.update(e.name.encode() + b"\0" + hashlib.sha256(contents[e.name]).digest())
+    target = root / "kp-sources" / digest.hexdigest()[:20]
+    if not target.is_dir():
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
+        partial.mkdir(parents=True, exist_ok=True)
+        for name, data in contents.items():
+            (partial / name).write_bytes(data)
+        try:
+            os.replace(partial, target)
+        except OSError:  # another process made it first: the same bytes
+            import shutil
+
+            shutil.rmtree(partial, ignore_errors=True)
+    return str(target)
+
+
+def stable_load_args(kind: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of a ``load`` / ``load_inline`` call with temporary paths made stable, so that the build
+    step and the worker run the same build (ninja reruns a command whose line changed: a source written to a
+    new ``mkdtemp()`` folder in each process would be compiled again in the worker, tens of seconds of the
+    GPU slot's time). Sources in a temporary folder are read from a copy of that folder named by its files'
+    bytes (sibling headers included), and a ``build_directory`` in a temporary folder becomes one under
+    ``TORCH_EXTENSIONS_DIR`` named by the extension. The program built is the same. Without
+    ``TORCH_EXTENSIONS_DIR`` (not a kernelpilot build), the call is left as it is."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        return args, kwargs
+    try:
+        return _stable(kind, args, kwargs, root)
+    except Exception:  # noqa: BLE001 - never the reason a candidate's build fails: the call as it was
+        return args, kwargs
+
+
+def _stable(kind: str, args: tuple, kwargs: dict, root: str) -> tuple[tuple, dict]:
+    args, kwargs = list(args), dict(kwargs)  # type: ignore[assignment]
+    name = kwargs.get("name") or (args[0] if args and isinstance(args[0], str) else "extension")
+    if kind == "load":
+        in_args = len(args) > 1 and "sources" not in kwargs
+        sources = args[1] if in_args else kwargs.get("sources")
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        if isinstance(sources, (list, tuple)):
+            moved = []
+            for s in sources:
+                path = os.path.abspath(os.fspath(s))
+                folder = _stable_folder(os.path.dirname(path), Path(root)) if _temporary(path) else None
+                moved.append(os.path.join(folder, os.path.basename(path)) if folder else s)
+            if in_args:
+                args[1] = moved
+            else:
+                kwargs["sources"] = moved
+    build = kwargs.get("build_directory")
+    if isinstance(build, (str, os.PathLike)) and _temporary(os.fspath(build)):
+        stable = Path(root) / "kp-build" / str(name)
+        stable.mkdir(parents=True, exist_ok=True)
+        kwargs["build_directory"] = str(stable)
+    return tuple(args), kwargs

@@ -67,7 +67,9 @@ try:
     import torch.utils.cpp_extension as cpp
     for fname in ("load_inline", "load"):
         original = getattr(cpp, fname)
-        def verbose(*args, _original=original, **kwargs):
+        def verbose(*args, _original=original, _kind=fname, **kwargs):
+            from kernelpilot.evaluation.inline_build import stable_load_args
+            args, kwargs = stable_load_args(_kind, args, kwargs)  # temporary paths made stable (the worker's too)
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
             built = _original(*args, **kwargs)
             if probing[0]:
