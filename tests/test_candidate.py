@@ -66,6 +66,19 @@ def test_model_class_without_forward(directory: Path) -> None:
         load_candidate(directory)
 
 
+def test_model_new_as_kernelbench_takes_it(tmp_path: Path) -> None:
+    """KernelBench takes whatever the module calls ModelNew: a class that inherits its forward
+    (``class ModelNew(Model)``) or a name bound to another class; neither is refused before running."""
+    head = "import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n"
+    for name, tail in (("inherits.py", "class ModelNew(Model):\n    pass\n"), ("alias.py", "ModelNew = Model\n"),
+                       ("annotated.py", "ModelNew: type = Model\n")):
+        (tmp_path / name).write_text(head + tail)
+        assert load_candidate(tmp_path / name).kind == "pytorch", name
+    (tmp_path / "plain.py").write_text(head + "class ModelNew(nn.Module):\n    pass\n")
+    with pytest.raises(CandidateError, match="class ModelNew has no forward method"):
+        load_candidate(tmp_path / "plain.py")
+
+
 def test_python_syntax_error_names_the_line(directory: Path) -> None:
     (directory / "model_new.py").write_text(MODEL.replace("return _ext", "return (_ext"))
     with pytest.raises(CandidateError, match=r"model_new.py line \d+: Python syntax error"):

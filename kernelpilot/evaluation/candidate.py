@@ -269,18 +269,35 @@ def _parse(file: Path) -> ast.Module:
 
 
 def _require_model_class(tree: ast.Module, file: Path) -> None:
+    """``ModelNew`` is bound at module level: a class (with a forward of its own, or bases it may inherit one
+    from: ``class ModelNew(Model)``), or a name bound to another class (``ModelNew = FusedModel``, ``from x
+    import Y as ModelNew``), as KernelBench takes whatever the module calls ModelNew."""
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == MODEL_CLASS:
-            if not any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in node.body):
-                raise CandidateError(
-                    f"{file.name} line {node.lineno}: class {MODEL_CLASS} has no forward method: define "
-                    "forward(self, *inputs) returning the output tensor."
-                )
+            own_forward = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
+                              for n in node.body)
+            bases = [ast.unparse(b) for b in node.bases]
+            if own_forward or any(b not in ("nn.Module", "torch.nn.Module", "Module") for b in bases):
+                return
+            raise CandidateError(
+                f"{file.name} line {node.lineno}: class {MODEL_CLASS} has no forward method: define "
+                "forward(self, *inputs) returning the output tensor."
+            )
+        if _binds_model_name(node):
             return
     raise CandidateError(
         f"{file.name} defines no class {MODEL_CLASS}: add `class {MODEL_CLASS}(nn.Module)` with the same "
         "constructor arguments as the problem's Model."
     )
+
+
+def _binds_model_name(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Name) and t.id == MODEL_CLASS for t in targets)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name) == MODEL_CLASS for a in node.names)
+    return False
 
 
 def _calls(tree: ast.Module, function: str) -> bool:
