@@ -95,3 +95,17 @@ def test_temporary_paths_of_a_build_are_made_stable(tmp_path: Path, monkeypatch)
     assert inline[1]["build_directory"] == str(root / "kp-build" / "x")
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
     assert stable_load_args("load", ("files", [first]), {}) == (("files", [first]), {})  # not a kernelpilot build
+
+
+def test_triton_kernels_however_triton_was_imported(tmp_path: Path) -> None:
+    from kernelpilot.evaluation.candidate import triton_kernel_names
+
+    code = ("import triton as tr\nimport triton.language as tl\nfrom triton import jit as tjit\nimport triton\n"
+            "@tr.jit\ndef a(x_ptr, BLOCK: tl.constexpr):\n    pass\n"
+            "@tjit\ndef b(x_ptr):\n    pass\n"
+            "@triton.autotune(configs=[], key=['n'])\n@triton.jit\ndef c(x_ptr, n):\n    pass\n"
+            "@triton.jit(do_not_specialize=['n'])\ndef d(x_ptr, n):\n    pass\n"
+            "def e(x):\n    return x\n")
+    assert triton_kernel_names(ast.parse(code)) == ["a", "b", "c", "d"]
+    (tmp_path / "t.py").write_text(code + MODEL)
+    assert load_candidate(tmp_path / "t.py").kind == "triton"

@@ -158,6 +158,8 @@ def triton_kernel_names(tree: ast.Module) -> list[str]:
     """Names of the module-level ``@triton.jit`` functions (``@triton.jit(...)`` and ``from triton import jit`` too)."""
     from_triton = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "triton"
                    for a in n.names if a.name == "jit"}
+    modules = {"triton"} | {a.asname for n in tree.body if isinstance(n, ast.Import) for a in n.names
+                            if a.name == "triton" and a.asname}  # import triton as tr: @tr.jit
     names = []
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
@@ -165,7 +167,7 @@ def triton_kernel_names(tree: ast.Module) -> list[str]:
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
             if (isinstance(target, ast.Attribute) and target.attr == "jit" and isinstance(target.value, ast.Name)
-                    and target.value.id == "triton") or (isinstance(target, ast.Name) and target.id in from_triton):
+                    and target.value.id in modules) or (isinstance(target, ast.Name) and target.id in from_triton):
                 names.append(node.name)
                 break
     return names
