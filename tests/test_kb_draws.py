@@ -113,3 +113,20 @@ def test_kernelbench_score_draws_its_sets_side_by_side(monkeypatch: pytest.Monke
     assert out["status"] == "correct", out
     assert cache.parallel_draws == harness.trials and cache.hits == harness.trials, (cache.parallel_draws, cache.hits)
     assert any("side by side" in n for n in out["notes"]), out["notes"]
+
+
+def test_a_stuck_child_is_given_up_with_the_rest() -> None:
+    """A child that never answers (a lock copied held by the fork, say) costs one timeout, not one per seed:
+    it and every other child are killed and their seeds left to the serial draw."""
+    import time
+
+    parent = os.getpid()
+
+    def stuck():
+        if os.getpid() != parent:
+            time.sleep(60)
+        return [torch.rand(3)]
+
+    started = time.monotonic()
+    assert kb_draws.draw([1, 2, 3, 4], stuck, kb._set_seed, parallel=2, size=1 << 20, timeout_s=1.0) == {}
+    assert time.monotonic() - started < 10

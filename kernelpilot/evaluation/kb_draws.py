@@ -159,6 +159,12 @@ def draw(seeds: list[int], get_inputs: Callable[[], list[Any]], set_seed: Callab
                 ready, _, _ = select.select([r], [], [], timeout_s)
                 if ready:
                     out[seed] = _receive(r, shared)
+                else:  # stuck (a lock the fork copied held?): no more waiting, the rest draw serially
+                    pending.clear()
+                    for _seed, other, other_r, _shared in running:
+                        os.close(other_r)
+                        _reap(other)
+                    running.clear()
             except Exception:  # noqa: BLE001 - this seed draws serially
                 pass
             finally:
