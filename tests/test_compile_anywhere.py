@@ -257,3 +257,54 @@ def test_cpp_extension_load_of_files_written_at_run_time(tmp_path: Path, monkeyp
     assert not v.phases.get("build_in_worker"), (v.phases, v.flags)  # nothing compiled in the worker
     assert v.build is not None and v.build.seconds > 1.0
     assert v.kernelbench is not None and v.kernelbench.status == "correct"
+
+
+BROKEN_INIT = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x) { return x * undefined_scale; }
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ext = load_inline(name="kp_test_broken_init", cpp_sources=SRC, functions=["twice"])
+
+    def forward(self, x):
+        return self.ext.twice(x) + 1.0
+'''
+
+
+@pytest.mark.slow
+def test_a_source_that_does_not_compile_fails_once(tmp_path: Path) -> None:
+    """load_inline in __init__ of sources with a compile error: the build step's compile fails (reached on the
+    meta device), and the worker raises the same error with the compiler's message at once instead of spending
+    the GPU slot's time on the compiler again; KernelBench's status is its own (ModelNew() raised: runtime_error)."""
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    token = uuid.uuid4().hex[:8]
+    (tmp_path / "cand.py").write_text(BROKEN_INIT.replace("kp_test_", f"kp_test_{token}_"))
+    settings = EvalSettings(device="cpu", confine=True, rules="kernelbench", trials=2, start_timeout_s=300,
+                            test_timeout_s=600, build_timeout_s=600)
+    with Evaluator(settings, workdir=tmp_path / "work", keep_warm=False) as ev:
+        v = ev.evaluate(tmp_path / "problem.py", tmp_path / "cand.py", "test")
+    assert v.status == "runtime_error", (v.status, v.summary)
+    assert "undefined_scale" in v.error and "Error building extension" in v.error, v.error
+    assert not v.phases.get("build_in_worker"), v.phases  # not compiled again in the worker
+    assert v.kernelbench is not None and v.kernelbench.status == "runtime_error"
+
+
+def test_compiler_errors_are_the_sources_not_the_machines() -> None:
+    from kernelpilot.evaluation.inline_build import compiler_errors
+
+    nvcc = "[1/3] nvcc ... -c cuda.cu\nFAILED: cuda.cuda.o\ncuda.cu(12): error: identifier \"scale\" is undefined\n1 error detected"
+    gcc = "main.cpp:3:48: error: 'undefined_scale' was not declared in this scope\nninja: build stopped"
+    assert "identifier" in compiler_errors(nvcc) and "undefined_scale" in compiler_errors(gcc)
+    assert compiler_errors("g++: fatal error: Killed signal terminated program cc1plus\nmain.cpp: error: x") == ""
+    assert compiler_errors("ninja: build stopped: subcommand failed.") == ""

@@ -38,9 +38,12 @@ def _wrap(original: Any, kind: str) -> Any:
     def compile_then_load(*args: Any, **kwargs: Any) -> Any:
         from kernelpilot.evaluation import watchdog
 
-        from kernelpilot.evaluation.inline_build import stable_load_args
+        from kernelpilot.evaluation.inline_build import failure_key, recorded_failure, stable_load_args
 
         args, kwargs = stable_load_args(kind, args, kwargs)  # the build step's paths: nothing to rebuild
+        failed = recorded_failure(failure_key(kind, args, kwargs))
+        if failed is not None:  # the build step's compile of these very sources failed: the same error, now
+            raise RuntimeError(failed)
         name = kwargs.get("name") or (args[0] if args and isinstance(args[0], str) else "?")
         saved = os.environ.get("KERNELPILOT_PCH")
         os.environ["KERNELPILOT_PCH"] = "0"

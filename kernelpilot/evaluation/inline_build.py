@@ -10,6 +10,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -241,3 +242,68 @@ def _stable(kind: str, args: tuple, kwargs: dict, root: str) -> tuple[tuple, dic
         stable.mkdir(parents=True, exist_ok=True)
         kwargs["build_directory"] = str(stable)
     return tuple(args), kwargs
+
+
+# ---- compiles that failed in the build step ---------------------------------------------------------
+# A candidate whose extension does not compile (its CUDA has an error) fails the same way wherever it compiles:
+# when the build step saw it fail (in ModelNew.__init__ or a first forward, which the build step reaches on
+# the meta device), the worker raises the same error at once instead of spending the GPU slot's time on the
+# compiler again. The key is the call's arguments as made stable (sources by their bytes), without `verbose`.
+
+
+def failure_key(kind: str, args: tuple, kwargs: dict) -> str:
+    digest = hashlib.sha256(kind.encode())
+    for value in (*args, *[(k, v) for k, v in sorted(kwargs.items()) if k != "verbose"]):
+        digest.update(b"\0" + _fingerprint(value).encode())
+    return digest.hexdigest()[:24]
+
+
+def _fingerprint(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_fingerprint(v) for v in value) + "]"
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and os.path.isfile(value)):
+        try:
+            with open(os.fspath(value), "rb") as f:
+                return os.fspath(value) + "#" + hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            pass
+    return repr(value)
+
+
+def _failures_dir() -> Path | None:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    return Path(root) / "kp-failed" if root else None
+
+
+_COMPILER_ERROR = re.compile(r"(^|\s)(error( #\d+-D)?:|error: )", re.M)
+_NOT_THE_SOURCE = re.compile(r"Killed|signal \d+|out of memory|Cannot allocate|No space left|Resource temporarily"
+                             r"|Permission denied|Read-only file system|cannot find -l", re.I)
+
+
+def compiler_errors(output: str) -> str:
+    """The compiler's error lines in a failed build's output (at most 20), when the failure is the sources'
+    (an ``error:`` diagnostic); "" when it looks like the machine's (killed, out of memory or disk, a
+    permission) or shows no diagnostic: such a failure is not remembered, the worker compiles again."""
+    if not output or _NOT_THE_SOURCE.search(output):
+        return ""
+    lines = [line.strip() for line in output.splitlines() if _COMPILER_ERROR.search(line)]
+    return "\n".join(lines[:20])
+
+
+def record_failure(key: str, message: str) -> None:
+    folder = _failures_dir()
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{key}.txt").write_text(message)
+    except OSError:
+        pass
+
+
+def recorded_failure(key: str) -> str | None:
+    folder = _failures_dir()
+    try:
+        return (folder / f"{key}.txt").read_text() if folder is not None else None
+    except OSError:
+        return None

@@ -71,7 +71,27 @@ try:
             from kernelpilot.evaluation.inline_build import stable_load_args
             args, kwargs = stable_load_args(_kind, args, kwargs)  # temporary paths made stable (the worker's too)
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
-            built = _original(*args, **kwargs)
+            from kernelpilot.evaluation.inline_build import compiler_errors, failure_key, record_failure
+            import tempfile
+            sys.stdout.flush()
+            saved, seen = os.dup(1), tempfile.TemporaryFile()
+            os.dup2(seen.fileno(), 1)  # the compiler's output, kept to read its errors, then printed as it was
+            try:
+                built = _original(*args, **kwargs)
+            except RuntimeError as exc:  # sources that do not compile: the worker raises the same at once
+                sys.stdout.flush()
+                seen.seek(0)
+                errors = compiler_errors(seen.read().decode("utf-8", "replace"))
+                if "Error building extension" in str(exc) and errors:
+                    record_failure(failure_key(_kind, args, kwargs), str(exc) + ": " + errors)
+                raise
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, 1)
+                os.close(saved)
+                seen.seek(0)
+                os.write(1, seen.read())
+                seen.close()
             if probing[0]:
                 name = str(kwargs.get("name") or (args[0] if args else "?"))
                 result.setdefault("probe_compiled", []).append(name)
