@@ -178,3 +178,26 @@ def test_kernelbench_draws_pause_the_watched_block(monkeypatch) -> None:
     assert out["status"] == "correct"
     assert seen and all(w["allow_s"] == 777.0 and "get_inputs" in w["call"] for w in seen)
     assert any(w["call"] == "KernelBench's harness" for w in sent[sent.index(seen[0]) + 1:])  # re-armed after
+
+
+def test_an_exception_kernelbench_does_not_catch_is_not_compiled(tmp_path: Path) -> None:
+    """ModelNew(...) raising a TypeError escapes KernelBench's eval_kernel_against_ref (it catches RuntimeError
+    there); its batch scorer records that as compiled=False (other_error): KernelBench's status compile_error.
+    A RuntimeError there is its runtime_error."""
+    from kernelpilot.evaluation import EvalSettings
+    from kernelpilot.evaluation.worker import Worker
+
+    (tmp_path / "p.py").write_text(PROBLEM)
+    worker = Worker("cpu")
+    got = []
+    for i, err in enumerate(("TypeError('missing cpp_sources')", "RuntimeError('Error building extension')")):
+        (tmp_path / f"c{i}.py").write_text(
+            "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+            f"        super().__init__()\n        raise {err}\n\n    def forward(self, x):\n        return x\n")
+        settings = EvalSettings(device="cpu", confine=False, rules="kernelbench", trials=2)
+        msg = {"op": "evaluate", "problem": str(tmp_path / "p.py"), "candidate_model": str(tmp_path / f"c{i}.py"),
+               "candidate_dir": str(tmp_path), "mode": "test", "settings": settings.to_dict(), "own_kernels": [],
+               "kind": "pytorch"}
+        got.append(worker.evaluate(msg)["verdict"].get("kernelbench") or {})
+    assert got[0].get("status") == "compile_error" and got[0].get("compiled") is False, got[0]
+    assert got[1].get("status") == "runtime_error", got[1]

@@ -335,6 +335,10 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
     except Exception as exc:
         if _is_cuda_error(exc):
             raise
-        return {"preset": harness.version, "commit": harness.commit, "status": "runtime_error", "compiled": True,
-                "error": f"{type(exc).__name__}: {str(exc)[:400]}", "notes": [note] if note else []}
+        # what escapes KernelBench's eval_kernel_against_ref (ModelNew(...) raising anything but a RuntimeError,
+        # say) is caught by its batch scorer as "other_error", with compiled=False
+        return {"preset": harness.version, "commit": harness.commit, "status": "compile_error", "compiled": False,
+                "error": f"{type(exc).__name__}: {str(exc)[:400]}",
+                "notes": ([note] if note else []) + ["KernelBench's batch scorer records an exception that escapes its "
+                                                     "harness as not compiled (other_error)"]}
 

@@ -82,9 +82,12 @@ def gpu_shared_backend(mode: str) -> Any:
     return backend
 
 
-def _kernelbench_failure(msg: dict[str, Any], imported: bool, message: str) -> dict[str, Any] | None:
+def _kernelbench_failure(msg: dict[str, Any], imported: bool, message: str, constructing: bool = False,
+                         runtime: bool = True) -> dict[str, Any] | None:
     """Under a KernelBench preset, KernelBench's status of a candidate our evaluation stopped with an
-    exception: compile_error when its module did not even import (KernelBench's compiled=False)."""
+    exception: compile_error when its module did not even import (KernelBench's compiled=False), or when
+    ``ModelNew(...)`` raised anything but a RuntimeError (it escapes eval_kernel_against_ref, and KernelBench's
+    batch scorer records it as compiled=False); runtime_error otherwise."""
     from kernelpilot.rules import get_rules
 
     try:
@@ -93,8 +96,9 @@ def _kernelbench_failure(msg: dict[str, Any], imported: bool, message: str) -> d
         return None
     if rules.harness is None:
         return None
-    return {"preset": rules.harness.version, "commit": rules.harness.commit, "compiled": imported,
-            "status": "runtime_error" if imported else "compile_error", "error": message[:400]}
+    compiled = imported and not (constructing and not runtime)
+    return {"preset": rules.harness.version, "commit": rules.harness.commit, "compiled": compiled,
+            "status": "runtime_error" if compiled else "compile_error", "error": message[:400]}
 
 
 class ProblemCache:

@@ -167,7 +167,14 @@ class Worker(ProblemCache):
         import torch
 
         torch.manual_seed(seed)
-        model = module.ModelNew(*state.init_inputs)
+        try:
+            model = module.ModelNew(*state.init_inputs)
+        except BaseException as exc:
+            try:  # KernelBench's status depends on where it raised (problem_state._kernelbench_failure)
+                exc.kernelpilot_stage = "construct"  # type: ignore[attr-defined]
+            except (AttributeError, TypeError):
+                pass
+            raise
         if not isinstance(model, torch.nn.Module):
             raise CandidateError(f"ModelNew(...) returned a {type(model).__name__}, not a torch.nn.Module")
         want, have = state.reference.model.state_dict(), model.state_dict()
@@ -213,7 +220,9 @@ class Worker(ProblemCache):
             status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
                 "build_error" if build_failed else "runtime_error")
             result.update(status=status, error=message)
-            kb = _kernelbench_failure(msg, self.count_imported == self.count, message)
+            kb = _kernelbench_failure(msg, self.count_imported == self.count, message,
+                                      constructing=getattr(exc, "kernelpilot_stage", "") == "construct",
+                                      runtime=isinstance(exc, RuntimeError))
             if kb is not None:
                 result["kernelbench"] = kb
             if message.startswith("CUDA out of memory"):
