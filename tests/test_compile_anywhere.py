@@ -284,7 +284,8 @@ class ModelNew(nn.Module):
 def test_a_source_that_does_not_compile_fails_once(tmp_path: Path) -> None:
     """load_inline in __init__ of sources with a compile error: the build step's compile fails (reached on the
     meta device), and the worker raises the same error with the compiler's message at once instead of spending
-    the GPU slot's time on the compiler again; KernelBench's status is its own (ModelNew() raised: runtime_error)."""
+    the GPU slot's time on the compiler again: ours build_error; KernelBench's its own (ModelNew() raised a
+    RuntimeError: runtime_error)."""
     from kernelpilot.evaluation import EvalSettings, Evaluator
 
     (tmp_path / "problem.py").write_text(PROBLEM)
@@ -294,7 +295,7 @@ def test_a_source_that_does_not_compile_fails_once(tmp_path: Path) -> None:
                             test_timeout_s=600, build_timeout_s=600)
     with Evaluator(settings, workdir=tmp_path / "work", keep_warm=False) as ev:
         v = ev.evaluate(tmp_path / "problem.py", tmp_path / "cand.py", "test")
-    assert v.status == "runtime_error", (v.status, v.summary)
+    assert v.status == "build_error", (v.status, v.summary)  # ours: its sources do not compile
     assert "undefined_scale" in v.error and "Error building extension" in v.error, v.error
     assert not v.phases.get("build_in_worker"), v.phases  # not compiled again in the worker
     assert v.kernelbench is not None and v.kernelbench.status == "runtime_error"

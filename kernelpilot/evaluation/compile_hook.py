@@ -27,6 +27,11 @@ _seconds = [0.0]
 _compiles: list[str] = []
 
 
+class InlineBuildError(RuntimeError):
+    """A candidate's ``load_inline`` / ``load`` that does not compile, in the worker: our status is build_error,
+    and KernelBench's harness, which catches RuntimeError as torch raises it, scores it as KernelBench does."""
+
+
 def take() -> tuple[float, list[str]]:
     """Seconds spent compiling inside the worker since the last call, and what compiled."""
     seconds, names = _seconds[0], list(_compiles)
@@ -43,14 +48,19 @@ def _wrap(original: Any, kind: str) -> Any:
         args, kwargs = stable_load_args(kind, args, kwargs)  # the build step's paths: nothing to rebuild
         failed = recorded_failure(failure_key(kind, args, kwargs))
         if failed is not None:  # the build step's compile of these very sources failed: the same error, now
-            raise RuntimeError(failed)
+            raise InlineBuildError(failed)
         name = kwargs.get("name") or (args[0] if args and isinstance(args[0], str) else "?")
         saved = os.environ.get("KERNELPILOT_PCH")
         os.environ["KERNELPILOT_PCH"] = "0"
         started = time.monotonic()
         try:
             with watchdog.compiling(f"{kind}({name!r}), started by the candidate"):
-                return original(*args, **kwargs)
+                try:
+                    return original(*args, **kwargs)
+                except RuntimeError as exc:
+                    if "Error building extension" in str(exc) and not isinstance(exc, InlineBuildError):
+                        raise InlineBuildError(str(exc)) from exc
+                    raise
         finally:
             elapsed = time.monotonic() - started
             if elapsed > 0.5:  # a real compile (a cached library loads in milliseconds)

@@ -216,7 +216,8 @@ class Worker(ProblemCache):
                     "superseded: a newer save cancelled this evaluation; the worker stayed warm"])
                 return self._after(result, False)
             message, fatal = self.classify(exc)
-            build_failed = type(exc).__name__ == "ExtensionBuildError"  # built on import, without the build step
+            # built on import without the build step, or a load_inline the worker ran that does not compile
+            build_failed = type(exc).__name__ in ("ExtensionBuildError", "InlineBuildError")
             status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
                 "build_error" if build_failed else "runtime_error")
             result.update(status=status, error=message)
@@ -262,7 +263,8 @@ class Worker(ProblemCache):
 
         text = f"{type(exc).__name__}: {exc}"
         tb = "".join(traceback.format_exception(exc)[-8:])
-        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ == "ExtensionBuildError":
+        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ in ("ExtensionBuildError",
+                                                                                          "InlineBuildError"):
             return str(exc), False
         if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
             return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
