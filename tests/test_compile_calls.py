@@ -109,3 +109,25 @@ def test_triton_kernels_however_triton_was_imported(tmp_path: Path) -> None:
     assert triton_kernel_names(ast.parse(code)) == ["a", "b", "c", "d"]
     (tmp_path / "t.py").write_text(code + MODEL)
     assert load_candidate(tmp_path / "t.py").kind == "triton"
+
+
+def test_only_the_candidates_own_calls_get_stable_paths(tmp_path: Path, monkeypatch) -> None:
+    """In the worker, a load the candidate's code makes gets the build step's stable paths; kernelpilot's own
+    build of a directory candidate (extension.build, sources in a folder that may be under /tmp) is left as it is
+    (the edit loop rebuilt nothing when its sources were moved); a candidate's own files are never moved."""
+    import tempfile
+
+    from kernelpilot.evaluation import compile_hook
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    seen: list[list[str]] = []
+    wrapped = compile_hook._wrap(lambda name, sources, **kw: seen.append(list(sources)), "load")
+    folder = tempfile.mkdtemp(dir=tmp_path)
+    src = str(Path(folder) / "k.cu")
+    Path(src).write_text("// k\n")
+    exec("wrapped('a', [src])", {"__name__": "kp_candidate_x", "wrapped": wrapped, "src": src})
+    exec("wrapped('b', [src])", {"__name__": "kernelpilot.extension", "wrapped": wrapped, "src": src})
+    assert seen[0] != [src] and seen[1] == [src]
+    monkeypatch.setenv("KERNELPILOT_CANDIDATE_DIR", folder)  # the candidate's own folder: stays
+    exec("wrapped('c', [src])", {"__name__": "kp_candidate_x", "wrapped": wrapped, "src": src})
+    assert seen[2] == [src]

@@ -28,7 +28,7 @@ MODES = ("build", "test", "benchmark")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
                     "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
-                    "KERNELPILOT_PCH")
+                    "KERNELPILOT_PCH", "KERNELPILOT_CANDIDATE_DIR")
 
 
 def _now() -> str:

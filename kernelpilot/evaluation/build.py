@@ -82,6 +82,7 @@ def build_env(
     base.update(pch.compiler_env(base))
     variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
     base[variable] = str(resolve_build_dir(candidate, build_dir, base))
+    base["KERNELPILOT_CANDIDATE_DIR"] = str(Path(candidate.root).resolve())  # its own files: stable paths
     package_root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
     base["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in paths if p != package_root]])
