@@ -128,6 +128,10 @@ def test_only_the_candidates_own_calls_get_stable_paths(tmp_path: Path, monkeypa
     exec("wrapped('a', [src])", {"__name__": "kp_candidate_x", "wrapped": wrapped, "src": src})
     exec("wrapped('b', [src])", {"__name__": "kernelpilot.extension", "wrapped": wrapped, "src": src})
     assert seen[0] != [src] and seen[1] == [src]
-    monkeypatch.setenv("KERNELPILOT_CANDIDATE_DIR", folder)  # the candidate's own folder: stays
+    monkeypatch.setenv("KERNELPILOT_CANDIDATE_DIR", folder)  # a file shipped beside the candidate: stays
     exec("wrapped('c', [src])", {"__name__": "kp_candidate_x", "wrapped": wrapped, "src": src})
     assert seen[2] == [src]
+    below = tempfile.mkdtemp(dir=folder)  # written at run time to a new folder below the candidate's: moved
+    Path(below, "k.cu").write_text("// k\n")
+    exec("wrapped('d', [src])", {"__name__": "kp_candidate_x", "wrapped": wrapped, "src": str(Path(below) / "k.cu")})
+    assert seen[3] == seen[0]  # the same bytes: the same stable copy

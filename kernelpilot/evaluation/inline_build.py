@@ -164,13 +164,14 @@ _COPY_LIMIT = (64, 8 << 20)  # at most this many files and bytes copied from a s
 
 
 def _temporary(path: str) -> bool:
-    """A path in a temporary folder, and not among the candidate's own files (a candidate that lies in /tmp
-    keeps its sources at the same place in every process)."""
+    """A path in a temporary folder (this process's too: a confined worker's TMPDIR is a private folder), and not
+    a file shipped beside the candidate (a candidate that lies in /tmp keeps those at the same place in every
+    process; what it writes at run time goes to a new folder, below its own or elsewhere)."""
     import tempfile
 
     real = os.path.realpath(path)
     own = os.environ.get("KERNELPILOT_CANDIDATE_DIR")
-    if own and (real == os.path.realpath(own) or real.startswith(os.path.realpath(own) + os.sep)):
+    if own and os.path.dirname(real) == os.path.realpath(own):
         return False
     roots = {os.path.realpath(r) for r in (*_TEMP_ROOTS, tempfile.gettempdir())}
     return any(real == r or real.startswith(r + os.sep) for r in roots)
