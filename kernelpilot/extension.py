@@ -72,6 +72,9 @@ class ExtensionSpec:
         return self.build_dir / f"{self.name}{suffix}"
 
 
+TORCH_BUILD_FAILURE = "Error building extension"  # how torch.utils.cpp_extension's message of a failed compile starts
+
+
 class ExtensionBuildError(KernelpilotError):
     """The candidate's extension did not compile, link or load."""
 
@@ -195,7 +198,7 @@ def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = Tru
             is_python_module=import_here,
         )
     except (RuntimeError, OSError, ImportError) as exc:
-        if isinstance(exc, RuntimeError) and str(exc).startswith("Error building extension"):
+        if isinstance(exc, RuntimeError) and str(exc).startswith(TORCH_BUILD_FAILURE):
             write_stamp(spec)  # torch wrote build.ninja for this spec; the compiler refused a source
         else:
             stamp_path(spec).unlink(missing_ok=True)

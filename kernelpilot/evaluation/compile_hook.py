@@ -45,6 +45,7 @@ def _wrap(original: Any, kind: str) -> Any:
         from kernelpilot.evaluation import watchdog
 
         from kernelpilot.evaluation.inline_build import failure_key, recorded_failure, stable_load_args
+        from kernelpilot.extension import TORCH_BUILD_FAILURE
 
         # kernelpilot's own build of a directory candidate (extension.build) is left as it is: only what the
         # candidate's code calls gets the build step's stable paths and its remembered compile failures
@@ -63,7 +64,7 @@ def _wrap(original: Any, kind: str) -> Any:
                 try:
                     return original(*args, **kwargs)
                 except RuntimeError as exc:
-                    if candidates_call and "Error building extension" in str(exc) and not isinstance(exc, InlineBuildError):
+                    if candidates_call and TORCH_BUILD_FAILURE in str(exc) and not isinstance(exc, InlineBuildError):
                         raise InlineBuildError(str(exc)) from exc
                     raise
         finally:

@@ -116,9 +116,7 @@ class KernelBenchInputs:
         set_seed(seed)
         inputs = draw()
         self.draws += 1
-        cuda_state = None
-        if str(self.device).startswith("cuda") and torch.cuda.is_available():
-            cuda_state = torch.cuda.get_rng_state(torch.device(self.device))
+        cuda_state = self._cuda_state()
         cpu_state = torch.get_rng_state()
         if self._keep(key, inputs, cpu_state, cuda_state):  # kept as drawn: the caller gets clones
             return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -159,15 +157,21 @@ class KernelBenchInputs:
                 continue
             raw, cpu_state = drawn.pop(seed)
             set_seed(seed)  # the parent's CUDA generator where a serial draw leaves it (get_inputs ran on the CPU)
-            cuda_state = None
-            if str(self.device).startswith("cuda") and torch.cuda.is_available():
-                cuda_state = torch.cuda.get_rng_state(torch.device(self.device))
+            cuda_state = self._cuda_state()
             inputs = [process(x) for x in raw]
             self.draws += 1
             self.parallel_draws += 1
             count += 1
             self._keep(self._key(seed, precision, cast), inputs, cpu_state, cuda_state)
         return count
+
+    def _cuda_state(self) -> Any:
+        """The CUDA generator's state of this device (None off CUDA), recorded with a drawn set."""
+        import torch
+
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():
+            return torch.cuda.get_rng_state(torch.device(self.device))
+        return None
 
     def _keep(self, key: tuple, inputs: list[Any], cpu_state: Any, cuda_state: Any) -> bool:
         """Keep the set if it may be kept and fits; True when the drawn tensors themselves were kept."""

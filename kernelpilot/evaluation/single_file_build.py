@@ -68,11 +68,11 @@ try:
     for fname in ("load_inline", "load"):
         original = getattr(cpp, fname)
         def verbose(*args, _original=original, _kind=fname, **kwargs):
-            from kernelpilot.evaluation.inline_build import stable_load_args
+            import tempfile
+            from kernelpilot.evaluation.inline_build import compiler_errors, failure_key, record_failure, stable_load_args
+            from kernelpilot.extension import TORCH_BUILD_FAILURE
             args, kwargs = stable_load_args(_kind, args, kwargs)  # temporary paths made stable (the worker's too)
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build
-            from kernelpilot.evaluation.inline_build import compiler_errors, failure_key, record_failure
-            import tempfile
             sys.stdout.flush()
             saved, seen = os.dup(1), tempfile.TemporaryFile()
             os.dup2(seen.fileno(), 1)  # the compiler's output, kept to read its errors, then printed as it was
@@ -82,7 +82,7 @@ try:
                 sys.stdout.flush()
                 seen.seek(0)
                 errors = compiler_errors(seen.read().decode("utf-8", "replace"))
-                if "Error building extension" in str(exc) and errors:
+                if TORCH_BUILD_FAILURE in str(exc) and errors:
                     record_failure(failure_key(_kind, args, kwargs), str(exc) + ": " + errors)
                 raise
             finally:

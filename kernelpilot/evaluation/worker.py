@@ -45,6 +45,9 @@ from kernelpilot.evaluation.problem_state import (  # noqa: F401 - the worker's 
 _CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
                  "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
                  "cudaErrorLaunch", "an illegal memory")
+# a candidate's own compile that failed: built on import without the build step (extension.py), or a
+# load_inline the worker ran (compile_hook.py); the verdict is build_error and the worker is kept
+_BUILD_ERRORS = ("ExtensionBuildError", "InlineBuildError")
 
 
 def _sandbox() -> list[str]:
@@ -216,8 +219,7 @@ class Worker(ProblemCache):
                     "superseded: a newer save cancelled this evaluation; the worker stayed warm"])
                 return self._after(result, False)
             message, fatal = self.classify(exc)
-            # built on import without the build step, or a load_inline the worker ran that does not compile
-            build_failed = type(exc).__name__ in ("ExtensionBuildError", "InlineBuildError")
+            build_failed = type(exc).__name__ in _BUILD_ERRORS
             status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
                 "build_error" if build_failed else "runtime_error")
             result.update(status=status, error=message)
@@ -263,8 +265,7 @@ class Worker(ProblemCache):
 
         text = f"{type(exc).__name__}: {exc}"
         tb = "".join(traceback.format_exception(exc)[-8:])
-        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ in ("ExtensionBuildError",
-                                                                                          "InlineBuildError"):
+        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ in _BUILD_ERRORS:
             return str(exc), False
         if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
             return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
