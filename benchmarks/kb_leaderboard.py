@@ -22,41 +22,19 @@ The leaderboard is never committed; fetch it and point ``--leaderboard`` at its 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from published import Source, describe, figure, finish, write_generation, write_problem  # noqa: E402
 
 RAW = "docs/assets/raw_data.json"  # every solution: level, problem_id, code, model, claimed figures
 NAMES = "docs/assets/data.json"  # "Level 1: 19_ReLU" -> the problem's file name
 PROBLEM = "docs/assets/problems/l{level}_p{pid}.py"
 GPU = "NVIDIA L40S"  # the leaderboard's title: "KernelBench Top Solutions Per Problem (Nvidia L40S GPU)"
 _KEY = re.compile(r"Level (\d+): ((\d+)_.*)$")
-
-
-class Source:
-    """Files of the leaderboard, from a git directory (the fetch tool's mirror) or a plain folder."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.git = (path / "HEAD").is_file() and (path / "objects").is_dir()
-        if not self.git and not (path / RAW).is_file():
-            sys.exit(f"{path} is neither a git directory of the leaderboard nor a folder holding {RAW}")
-
-    def read(self, name: str) -> bytes | None:
-        if not self.git:
-            p = self.path / name
-            return p.read_bytes() if p.is_file() else None
-        r = subprocess.run(["git", "--git-dir", str(self.path), "show", f"HEAD:{name}"], capture_output=True)
-        return r.stdout if r.returncode == 0 else None
-
-    def commit(self) -> str:
-        if not self.git:
-            return ""
-        r = subprocess.run(["git", "--git-dir", str(self.path), "rev-parse", "HEAD"], capture_output=True, text=True)
-        return r.stdout.strip()
 
 
 def problem_names(src: Source) -> tuple[dict[tuple[int, int], str], dict[str, tuple[int, int]]]:
@@ -85,15 +63,6 @@ def id_offset(solutions: list[dict], of_file: dict[str, tuple[int, int]]) -> int
     return seen.pop()
 
 
-def _figure(value: object) -> str:
-    """A claimed ratio as the claims file wants it; empty when the leaderboard has none (or not a positive number)."""
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return ""
-    return repr(v) if v > 0 else ""
-
-
 def write(src: Source, out: Path, levels: list[int], models: list[str]) -> dict:
     raw = src.read(RAW)
     if raw is None:
@@ -102,9 +71,6 @@ def write(src: Source, out: Path, levels: list[int], models: list[str]) -> dict:
                  and (not models or s.get("display_name") in models or s.get("model") in models)]
     names, of_file = problem_names(src)
     offset = id_offset(solutions, of_file)
-    problems = out / "KernelBench"
-    generations = out / "generations"
-    generations.mkdir(parents=True, exist_ok=True)
     by_problem: dict[tuple[int, int], list[dict]] = {}
     skipped = []
     for s in solutions:
@@ -121,27 +87,21 @@ def write(src: Source, out: Path, levels: list[int], models: list[str]) -> dict:
         if text is None:
             skipped.extend({"file": s.get("file"), "why": f"the leaderboard has no problem file for {stem}"} for s in group)
             continue
-        (problems / f"level{level}").mkdir(parents=True, exist_ok=True)
-        (problems / f"level{level}" / f"{stem}.py").write_bytes(text)
+        write_problem(out, level, stem, text)
         for sample, s in enumerate(sorted(group, key=lambda s: (str(s.get("display_name")), str(s.get("file"))))):
-            name = f"level_{level}_problem_{pid}_sample_{sample}_kernel.py"
-            (generations / name).write_text(s["code"], encoding="utf-8")
-            eager, compiled = _figure(s.get("torch_speedup")), _figure(s.get("torch_compile_speedup"))
+            name = write_generation(out, level, pid, sample, s["code"])
+            eager, compiled = figure(s.get("torch_speedup")), figure(s.get("torch_compile_speedup"))
             entries.append({"generation": name, "problem": f"level{level}/{stem}", "sample": sample,
                             "model": s.get("display_name") or s.get("model"), "leaderboard_file": s.get("file"),
                             "claimed_x_eager": eager or None, "claimed_x_compile": compiled or None})
             if eager or compiled:
                 claims.append({"problem": f"level{level}/{stem}", "sample": sample, "claimed_x_eager": eager,
                                "claimed_x_compile": compiled, "gpu": GPU})
-    with (out / "claims.csv").open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=["problem", "sample", "claimed_x_eager", "claimed_x_compile", "gpu"])
-        w.writeheader()
-        w.writerows(claims)
     doc = {"about": "model-written KernelBench solutions published by the KernelBench leaderboard (Kernelsseum), "
                     "written by benchmarks/kb_leaderboard.py; claims measured there on " + GPU,
            "source": "https://github.com/anneouyang/KernelBenchLeaderboard", "commit": src.commit(),
            "generations": entries, "skipped": skipped}
-    (out / "manifest.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    finish(out, claims, doc)
     return doc
 
 
@@ -155,11 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).expanduser()
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    doc = write(Source(Path(args.leaderboard).expanduser().resolve()), out, levels, models)
-    n = len(doc["generations"])
-    problems = len({e["problem"] for e in doc["generations"]})
-    print(f"{n} generations for {problems} problems in {out / 'generations'}; problems in {out / 'KernelBench'}; "
-          f"claims in {out / 'claims.csv'}" + (f"; {len(doc['skipped'])} skipped (manifest.json says why)" if doc["skipped"] else ""))
+    doc = write(Source(Path(args.leaderboard).expanduser().resolve(), RAW), out, levels, models)
+    print(describe(doc, out))
     return 0
 
 

@@ -3,8 +3,9 @@ example solutions and adversarial unit-test kernels (from the checkout, benchmar
 generations from benchmarks/kb_generations.py, scored by `kernelpilot suite --solutions` under kernelbench,
 kernelbench-v0.1 and the default rules, within a time budget; every corpus verdict compared with
 tests/data/generations/expected.json, the folder's with its expected.json; reports under $OUT. With
---leaderboard DIR (what benchmarks/kb_leaderboard.py wrote), the KernelBench leaderboard's published
-model-written solutions too, with their claimed speedups (`--claims`): runs leaderboard-<rules>. A plan entry
+--published NAME=DIR (a folder benchmarks/published.py's layout: kb_leaderboard.py, cuda_l1.py), a published set
+of model-written solutions too, with its claimed speedups (`--claims`): runs NAME-<rules> (--leaderboard DIR is
+--published leaderboard=DIR). A plan entry
 NAME~2 judges run NAME again from scratch in a folder of its own and lists every job whose status, KernelBench
 status or reject rules changed between the two (stability). --kernelbench-original: folder-kernelbench-v0.1 on
 KernelBench's original problem sizes (6500bbc), which v0.1's published scores were measured on.
@@ -39,8 +40,10 @@ GRACE_S = 25.0  # kept back from the budget for a suite to stop at the deadline 
 # a later call with the same --work goes on (a complete run is not started again)
 PLAN = ("corpus-kernelbench", "kb-kernelbench", "corpus-kernelpilot", "kb-kernelpilot", "folder-kernelbench",
         "corpus-kernelbench-v0.1", "kb-kernelbench-v0.1", "folder-kernelpilot", "folder-kernelbench-v0.1")
-# runs that exist only with --leaderboard (published solutions, scored with KernelBench's original harness ~ v0.1)
-LEADERBOARD_PLAN = ("leaderboard-kernelbench-v0.1", "leaderboard-kernelpilot", "leaderboard-kernelbench")
+# the rule sets a published set (--published NAME=DIR) is scored under, as runs NAME-<rules>: the sets published so
+# far were measured with KernelBench's original harness or one like it (tolerance 1e-2), ~ v0.1
+PUBLISHED_RULES = ("kernelbench-v0.1", "kernelpilot", "kernelbench")
+OWN_RUNS = ("corpus", "kb", "folder")
 
 
 def _problems(levels_root: Path, manifest: dict) -> list[str]:
@@ -227,7 +230,7 @@ def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
             "unexpected": off, "harness_failures": failures, "generations": len(manifest["files"])}
 
 
-def compare_leaderboard(run: Path, rules: str, manifest: dict) -> dict:
+def compare_published(run: Path, rules: str, manifest: dict) -> dict:
     """No expected statuses here (published solutions): both scores counted, and every timeout or runtime error
     listed with its error, to be read one by one (the candidate's, or ours?)."""
     from kernelpilot.suite.store import Store
@@ -279,6 +282,25 @@ def redo_mismatches(run: Path, rules: str, manifest: dict) -> list[dict]:
     return taken
 
 
+def published_sets(p: argparse.ArgumentParser, given: list[str]) -> dict[str, Path]:
+    """--published NAME=DIR (and --leaderboard DIR) as NAME -> folder, each checked to hold the layout."""
+    sets: dict[str, Path] = {}
+    for item in given:
+        name, sep, folder = item.partition("=")
+        if not sep or not name.replace("_", "").isalnum() or not name.isascii() or name in OWN_RUNS:
+            p.error(f"--published {item}: expected NAME=DIR, NAME of letters, digits and underscores, not "
+                    f"{', '.join(OWN_RUNS)}")
+        d = Path(folder).expanduser().resolve()
+        missing = [f for f in ("manifest.json", "claims.csv", "generations", "KernelBench") if not (d / f).exists()]
+        if missing:
+            p.error(f"--published {item}: {d} lacks {', '.join(missing)} (write it with benchmarks/kb_leaderboard.py "
+                    "or benchmarks/cuda_l1.py)")
+        if name in sets:
+            p.error(f"--published: {name} given twice")
+        sets[name] = d
+    return sets
+
+
 def write_summary(out: Path, summary: dict, final: bool = False) -> None:
     """rescore-summary.json and .md under OUT, written after every run (a call killed at its limit keeps them)."""
     (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
@@ -298,11 +320,12 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
                      "timeouts or runtime errors")
         lines += [f"  - {u['file']} ({u['problem']}, {u['pattern']}): ours {u['ours']}, KernelBench {u['kernelbench']}"
                   for u in c["unexpected"][:40]]
-    for rules, c in (summary.get("leaderboard") or {}).items():
-        lines.append(f"- leaderboard under {rules}: {c['verdicts']} of {c['generations']} verdicts; ours / KernelBench's: "
-                     + ", ".join(f"{k} {n}" for k, n in c["pairs"].items()))
-        lines += [f"  - {e['file']} ({e['problem']}, {e['model']}): {e['status']}, KernelBench {e['kernelbench']}: {e['error'][:160]}"
-                  for e in c["timeouts_and_runtime_errors"][:60]]
+    for set_name, runs in (summary.get("published") or {}).items():
+        for rules, c in runs.items():
+            lines.append(f"- {set_name} under {rules}: {c['verdicts']} of {c['generations']} verdicts; ours / KernelBench's: "
+                         + ", ".join(f"{k} {n}" for k, n in c["pairs"].items()))
+            lines += [f"  - {e['file']} ({e['problem']}, {e['model']}): {e['status']}, KernelBench {e['kernelbench']}: "
+                      f"{e['error'][:160]}" for e in c["timeouts_and_runtime_errors"][:60]]
     for name, c in (summary.get("repeats") or {}).items():
         lines.append(f"- {name}: {c['judged_twice']} jobs judged in both runs, {c['identical']} with the same status, "
                      f"KernelBench status and reject rules, {len(c['different'])} not")
@@ -321,13 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="where the reports and comparisons go")
     p.add_argument("--work", help="the runs' folder, kept between calls (default: OUT/runs)")
     p.add_argument("--budget", type=float, default=540.0, help="seconds this call may spend in suites")
-    p.add_argument("--only", choices=("corpus", "kb", "folder", "leaderboard"), help="score only the corpus, KernelBench's own "
-                   "examples and adversarial kernels, or the folder")
+    p.add_argument("--only", help="score only the corpus, KernelBench's own examples and adversarial kernels (kb), the "
+                   "folder, or the published set of that NAME")
     p.add_argument("--plan", type=lambda t: t.split(","), default=list(PLAN),
-                   help=f"the runs, in order, comma-separated (default: {','.join(PLAN)}; with --leaderboard also "
-                        f"{','.join(LEADERBOARD_PLAN)})")
-    p.add_argument("--leaderboard", help="the folder benchmarks/kb_leaderboard.py wrote (KernelBench/, generations/, "
-                   "claims.csv, manifest.json): the leaderboard-<rules> runs score it, its claims beside the figures")
+                   help=f"the runs, in order, comma-separated (default: {','.join(PLAN)}; with --published NAME=DIR "
+                        f"also NAME-<rules> for {', '.join(PUBLISHED_RULES)})")
+    p.add_argument("--published", action="append", default=[], metavar="NAME=DIR",
+                   help="a published set in benchmarks/published.py's layout (KernelBench/, generations/, claims.csv, "
+                   "manifest.json; written by kb_leaderboard.py or cuda_l1.py): the runs NAME-<rules> score it, its "
+                   "claims beside the figures; NAME is letters, digits and underscores; repeat for more sets")
+    p.add_argument("--leaderboard", metavar="DIR", help="the same as --published leaderboard=DIR")
     p.add_argument("--folder-problems", type=int, default=60, help="kb_generations.py --problems: the wrapper patterns "
                    "for this many problems, smallest first (read when the folder is first written)")
     p.add_argument("--folder-fallbacks", type=int, default=20, help="kb_generations.py --fallbacks")
@@ -345,11 +371,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus verdicts that were not "
                    "as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
     args = p.parse_args(argv)
-    known = PLAN + (LEADERBOARD_PLAN if args.leaderboard else ())
+    published = published_sets(p, args.published + ([f"leaderboard={args.leaderboard}"] if args.leaderboard else []))
+    known = PLAN + tuple(f"{n}-{r}" for n in published for r in PUBLISHED_RULES)
     unknown = [n for n in args.plan if n.split("~", 1)[0] not in known]
     if unknown:
-        p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(known)}"
-                + ("; the leaderboard runs need --leaderboard" if any(n in LEADERBOARD_PLAN for n in unknown) else "") + ")")
+        p.error(f"--plan: unknown runs {', '.join(unknown)} (known: {', '.join(known)}; a published set's runs need "
+                "--published NAME=DIR)")
+    if args.only and args.only not in OWN_RUNS + tuple(published):
+        p.error(f"--only: {args.only} is none of {', '.join(OWN_RUNS + tuple(published))}")
     deadline = time.monotonic() + args.budget
     checkout = Path(args.kernelbench).resolve()
     levels_root = checkout / "KernelBench" if (checkout / "KernelBench" / "level1").is_dir() else checkout
@@ -380,10 +409,9 @@ def main(argv: list[str] | None = None) -> int:
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
     summary["kb"] = {}
-    board = Path(args.leaderboard).resolve() if args.leaderboard else None
-    board_manifest = json.loads((board / "manifest.json").read_text()) if board else {"generations": []}
-    if board:
-        summary["leaderboard"] = {}
+    manifests = {n: json.loads((d / "manifest.json").read_text()) for n, d in published.items()}
+    if published:
+        summary["published"] = {n: {} for n in published}
     for name in args.plan:  # NAME~2: the run NAME judged again from scratch, in a run folder of its own
         what, rules = name.split("~", 1)[0].split("-", 1)
         if args.only and what != args.only:
@@ -391,9 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         extra: list[str] = []
         if what == "kb":
             manifest, solutions, problems = {}, work / "kb" / "solutions", [str(work / "kb" / "problems")]
-        elif what == "leaderboard":
-            assert board is not None
-            manifest, solutions = board_manifest, board / "generations"
+        elif what in published:
+            board = published[what]
+            manifest, solutions = manifests[what], board / "generations"
             problems = sorted({str(board / "KernelBench" / f"{e['problem']}.py") for e in manifest["generations"]})
             extra = ["--claims", str(board / "claims.csv")]
         elif what == "folder" and rules == "kernelbench-v0.1" and original is not None:
@@ -421,8 +449,8 @@ def main(argv: list[str] | None = None) -> int:
             key = f"{rules}~{name.split('~', 1)[1]}"
             if (work / name.split("~", 1)[0] / "results.sqlite").is_file():
                 summary.setdefault("repeats", {})[name] = compare_runs(work / name.split("~", 1)[0], run)
-        if what == "leaderboard":
-            summary["leaderboard"][key] = compare_leaderboard(run, rules, manifest)
+        if what in published:
+            summary["published"][what][key] = compare_published(run, rules, manifest)
         elif what == "kb":
             summary["kb"][key] = compare_kb(run, rules, {k: sorted(EXPECTED.get(k, {"ok"})) for k, _, _ in kb_jobs})
         else:

@@ -1,0 +1,118 @@
+"""benchmarks/cuda_l1.py on a small CUDA-L1-shaped release (one JSON object per line, per GPU): each GPU's program
+is one sample of its problem, the problem file is the solutions' ref_code named as in the KernelBench checkout,
+empty programs are skipped with a reason, the claims name their GPU and parse as the suite reads them; and
+benchmarks/rescore_gpu.py's --published checks what it is given before any run starts. CUDA-L1 itself is fetched,
+never committed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.suite.claims import parse_claims
+from kernelpilot.suite.discovery import discover_jobs, discover_problems
+
+ROOT = Path(__file__).resolve().parents[1]
+RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n" \
+       "def get_inputs():\n    return [torch.rand(4, 8)]\n\ndef get_init_inputs():\n    return []\n"
+SIGMOID = RELU.replace("relu", "sigmoid")
+SOLUTION = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)  # {tag}\n"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _row(level: int, task: int, ref: str, code: str | None, eager: float | None, compiled: float | None) -> str:
+    return json.dumps({"level_id": level, "task_id": task, "ref_code": ref, "custom_code": code, "score_default": eager,
+                       "score_torch_compile_default": compiled, "score_cuda_graph": 1.0})
+
+
+def _release(root: Path) -> Path:
+    folder = root / "optimized_cuda_code"
+    folder.mkdir(parents=True)
+    (folder / "h100.json").write_text("\n".join([
+        _row(1, 19, RELU, SOLUTION.replace("{tag}", "h100"), 1.5, 1.2),
+        _row(2, 3, SIGMOID + "# sizes of another version\n", SOLUTION.replace("{tag}", "h100 l2"), 2.0, None),
+        _row(1, 20, RELU, None, None, None),  # nothing faster found
+        _row(1, 19, RELU, "None", 1.0, 1.0).replace('"level_id": 1', '"level_id": 3'),  # the same, as a string
+    ]) + "\n")
+    (folder / "h20.json").write_text(_row(1, 19, RELU, SOLUTION.replace("{tag}", "h20"), 0.9, 0.7) + "\n\n")
+    return root
+
+
+def _checkout(root: Path) -> Path:
+    for rel, text in (("level1/19_ReLU.py", RELU), ("level1/20_LeakyReLU.py", RELU), ("level2/3_Sigmoid.py", SIGMOID),
+                      ("level3/19_MobileNetV1.py", RELU)):
+        (root / "KernelBench" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "KernelBench" / rel).write_text(text)
+    return root
+
+
+def test_each_gpu_is_a_sample_with_its_claims(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert _script("cuda_l1").main(["--cuda-l1", str(_release(tmp_path / "cl1")), "--kernelbench",
+                                    str(_checkout(tmp_path / "kb")), "--out", str(out), "--gpus", "h100,h20"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    got = {e["generation"]: (e["problem"], e["gpu"]) for e in manifest["generations"]}
+    assert got == {"level_1_problem_19_sample_0_kernel.py": ("level1/19_ReLU", "NVIDIA H100 SXM"),
+                   "level_2_problem_3_sample_0_kernel.py": ("level2/3_Sigmoid", "NVIDIA H100 SXM"),
+                   "level_1_problem_19_sample_1_kernel.py": ("level1/19_ReLU", "NVIDIA H20")}
+    assert "# h20" in (out / "generations" / "level_1_problem_19_sample_1_kernel.py").read_text()
+    assert [s["solution"] for s in manifest["skipped"]] == ["h100 level 1 task 20", "h100 level 3 task 19"]
+    assert all("no custom_code" in s["why"] for s in manifest["skipped"])
+    # the problem is what the solutions were timed against, and the manifest says where it is not the checkout's file
+    assert (out / "KernelBench" / "level2" / "3_Sigmoid.py").read_text().endswith("# sizes of another version\n")
+    assert manifest["ref_code_is_checkout_file"] == {"level1/19_ReLU": True, "level2/3_Sigmoid": False}
+    assert not (out / "KernelBench" / "level1" / "20_LeakyReLU.py").exists()
+    claims = parse_claims(out / "claims.csv")
+    assert sorted((c.problem, c.sample, c.x_eager, c.x_compile, c.gpu) for c in claims) == [
+        ("level1/19_ReLU", 0, 1.5, 1.2, "NVIDIA H100 SXM"), ("level1/19_ReLU", 1, 0.9, 0.7, "NVIDIA H20"),
+        ("level2/3_Sigmoid", 0, 2.0, None, "NVIDIA H100 SXM")]
+    jobs = discover_jobs(discover_problems([out / "KernelBench"]), out / "generations")
+    assert sorted((j.problem.key, j.sample) for j in jobs) == [("level1/19_ReLU", 0), ("level1/19_ReLU", 1),
+                                                                ("level2/3_Sigmoid", 0)]
+
+
+def test_bad_releases_stop_with_a_message(tmp_path: Path) -> None:
+    cl1, kb = _release(tmp_path / "cl1"), _checkout(tmp_path / "kb")
+    with pytest.raises(SystemExit, match="no optimized_cuda_code/a100.json"):
+        _script("cuda_l1").main(["--cuda-l1", str(cl1), "--kernelbench", str(kb), "--out", str(tmp_path / "o"),
+                                 "--gpus", "h100,a100"])
+    (cl1 / "optimized_cuda_code" / "h100.json").write_text(_row(1, 19, RELU, "x", 1.0, 1.0) + "\n{not json\n")
+    with pytest.raises(SystemExit, match="line 2 is not JSON"):
+        _script("cuda_l1").main(["--cuda-l1", str(cl1), "--kernelbench", str(kb), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="holds no KernelBench problem files"):
+        _script("cuda_l1").main(["--cuda-l1", str(cl1), "--kernelbench", str(tmp_path), "--out", str(tmp_path / "o")])
+
+
+@pytest.mark.parametrize("given, message", [
+    ("cuda-l1=X", "letters, digits and underscores"),
+    ("corpus=X", "letters, digits and underscores"),
+    ("nofolder", "expected NAME=DIR"),
+    ("cl1={missing}", "lacks manifest.json, claims.csv, generations, KernelBench"),
+])
+def test_rescore_published_sets_are_checked_before_anything_runs(tmp_path: Path, capsys, given: str, message: str) -> None:
+    args = ["--kernelbench", str(tmp_path), "--out", str(tmp_path / "out"),
+            "--published", given.replace("{missing}", str(tmp_path / "none"))]
+    with pytest.raises(SystemExit) as stopped:
+        _script("rescore_gpu").main(args)
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_rescore_plan_names_the_published_sets_runs(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "set"
+    _script("cuda_l1").main(["--cuda-l1", str(_release(tmp_path / "cl1")), "--kernelbench",
+                             str(_checkout(tmp_path / "kb")), "--out", str(out)])
+    with pytest.raises(SystemExit):
+        _script("rescore_gpu").main(["--kernelbench", str(tmp_path), "--out", str(tmp_path / "o"), "--published",
+                                     f"cl1={out}", "--plan", "cl1-kernelbench-v0.1,leaderboard-kernelbench"])
+    err = capsys.readouterr().err
+    assert "unknown runs leaderboard-kernelbench" in err and "cl1-kernelbench-v0.1" in err
