@@ -191,6 +191,12 @@ def test_worker_catches_a_result_cache(cpu_evaluator: Evaluator) -> None:
     keyed = _ask(cpu_evaluator, "cached_by_address.py")
     assert [f.rule for f in keyed.findings if f.severity == "reject"] == ["result-replay"], keyed.summary
     assert "very same input tensors" in next(f.evidence for f in keyed.findings if f.rule == "result-replay")
+    # computed every call into one buffer it returns each time: not a cache, yet no drop-in either
+    static = _ask(cpu_evaluator, "static_output.py")
+    assert static.status == "rejected", static.summary
+    assert [f.rule for f in static.findings if f.severity == "reject"] == ["output-reuse"], static.summary
+    assert static.correctness is not None and static.correctness.passed
+    assert "determinism not judged" in " ".join(static.correctness.notes)
     view = _ask(cpu_evaluator, "transpose_view.py", problem=DATA / "transpose.py")  # shares the input's storage
     assert "result-replay" not in {f.rule for f in view.findings}, view.summary
     assert view.correctness is not None and view.correctness.passed

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kernelpilot.evaluation import watchdog
+from kernelpilot.evaluation import output_reuse, watchdog
 from kernelpilot.evaluation.compare import (  # noqa: F401 - the comparison's names, as verify has always had them
     compare,
     compare_all,
@@ -257,11 +257,15 @@ class _Stash:
 
 def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
            seed: int, device: str, shape_sets: list[tuple[str, Any]], poison_bytes: int,
-           replay: list[str] | None = None, cache: ReferenceCache | None = None) -> Correctness:
+           replay: list[str] | None = None, cache: ReferenceCache | None = None,
+           reused: list[str] | None = None, keep: Any = ()) -> Correctness:
     """Run every trial; raises whatever the candidate raises (the worker turns it into a verdict).
 
-    ``replay`` collects evidence of a result cache: the re-run returned the very storage of the first
-    output, which is still alive, so it cannot have been computed afresh. ``cache``: the problem's
+    ``replay`` collects evidence of a result cache: a call on the very same input tensors returned the
+    storage of the last output, still alive, without writing it; ``reused`` evidence of an output buffer
+    the candidate writes again on every call (output_reuse.py tells the two apart; without ``reused`` both
+    go to ``replay``). ``keep``: tensors never overwritten to tell them apart (the model's parameters and
+    buffers). ``cache``: the problem's
     reference outputs per input seed, kept between edits (reference_cache.py says what is reused, and
     why reference-first trials still call the dtype reference); ``Correctness.references_cached``
     counts the trials it served.
@@ -320,30 +324,27 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         poison_allocator(poison_bytes, device)
         with watchdog.calls("verify", "candidate call, determinism re-run"):
             again = _run(candidate, rerun_inputs, device)
-        if replay is not None and _shares_storage(out0, again):
-            replay.append("the re-run on the same values returned the first call's output storage")
-        if replay is not None and not replay:
-            # the very same input tensors once more, the first output still alive: a result cache keyed on the
-            # inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits here
+        shared = _shares_storage(out0, again)  # the first output's storage came back: replayed, or written again
+        if shared:
+            corr.notes.append("determinism not judged: the re-run returned the first call's output storage")
+        else:
+            _determinism(corr, out0, again, stash, device, lambda inputs: TrialReference(
+                cache, context, ref, inputs, device, first_trial, reference_outputs).outputs(), tol, seed,
+                distributions[0])
+        del out0
+        if replay is not None:
+            # the very same input tensors once more, the last output alive and marked: a result cache keyed on
+            # the inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits
+            # here, and a buffer written again is told from one replayed (output_reuse.py)
             poison_allocator(poison_bytes, device)
             with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
-                twice = _run(candidate, rerun_inputs, device)
-            if _shares_storage(again, twice, besides=rerun_inputs):  # not a view of an input (a reshape)
-                replay.append("a second call on the very same input tensors returned the first call's output "
-                              "storage (a result cache)")
-            del twice
-        del rerun_inputs
-        same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
-        corr.deterministic = same
-        if not same:
-            corr.notes.append("the candidate is not bitwise deterministic across two runs on the same inputs")
-            ref_inputs = stash.inputs(device)
-            rerun = {"passed": True} if ref_inputs is None else compare_all(again, *TrialReference(
-                cache, context, ref, ref_inputs, device, first_trial, reference_outputs).outputs(), tol)
-            if not rerun["passed"]:
-                corr.trials.append(TrialResult(seed=seed * 1000, distribution=distributions[0], order="rerun",
-                                               passed=False, message="determinism re-run: " + rerun["message"],
-                                               normalized_error=rerun.get("normalized_error")))
+                found = output_reuse.probe(lambda: _run(candidate, rerun_inputs, device), again, rerun_inputs,
+                                           list(keep))
+            if found is None and shared:  # two calls gave one storage, the third another: not seen written
+                found = ("replay", "the re-run on the same values returned the first call's output storage")
+            if found is not None:
+                (replay if found[0] == "replay" else reused if reused is not None else replay).append(found[1])
+        del rerun_inputs, again
     corr.discriminates = zero_fails and const_fails
     if not corr.discriminates:
         which = "a zero output" if not zero_fails else "a constant output"
@@ -354,6 +355,23 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         corr.notes.append(f"reference outputs are not reused between edits: {cache.disabled}")
     corr.passed = bool(corr.trials) and all(t.passed for t in corr.trials)
     return corr
+
+
+def _determinism(corr: Correctness, out0: Any, again: Any, stash: _Stash, device: str,
+                 reference: Callable[[list[Any]], tuple[Any, Any]], tol: Tolerance, seed: int, dist: str) -> None:
+    """Bitwise comparison of the first trial's output with the re-run's; a difference is a note, a re-run
+    outside tolerance a failed trial."""
+    same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
+    corr.deterministic = same
+    if same:
+        return
+    corr.notes.append("the candidate is not bitwise deterministic across two runs on the same inputs")
+    ref_inputs = stash.inputs(device)
+    rerun = {"passed": True} if ref_inputs is None else compare_all(again, *reference(ref_inputs), tol)
+    if not rerun["passed"]:
+        corr.trials.append(TrialResult(seed=seed * 1000, distribution=dist, order="rerun", passed=False,
+                                       message="determinism re-run: " + rerun["message"],
+                                       normalized_error=rerun.get("normalized_error")))
 
 
 def _bitwise_equal(a: Any, b: Any) -> bool:

@@ -5,7 +5,8 @@ A difference is a verdict whose KernelBench score passes (``correct``) while our
 or the other way round, or whose two timings disagree on ``fast_1`` (one says faster than eager, the other
 not). Each gets one reason, the first of ``REASONS`` that its evidence supports:
 
-- ``caching``: the candidate returned a cached or reused output (``result-replay``);
+- ``caching``: the candidate returned a cached output (``result-replay``) or one output buffer on every call
+  (``output-reuse``);
 - ``stream``: work outside the timed stream: side streams, threads (``side-stream``, ``background-thread``...);
 - ``timing``: a patched timer (``timer-patch``), or both pass and the two timings disagree on fast_1;
 - ``fallback``: the compiled kernel never ran, PyTorch or a library did (``no-custom-kernel``);
@@ -45,7 +46,7 @@ REASON_TITLES: dict[Reason, str] = {
 
 # the finding rules that explain a difference, and the reason each gives
 RULE_REASONS: dict[str, Reason] = {
-    "result-replay": "caching",
+    "result-replay": "caching", "output-reuse": "caching",
     "side-stream": "stream", "native-side-stream": "stream", "background-thread": "stream", "native-thread": "stream",
     "timer-patch": "timing",
     "no-custom-kernel": "fallback", "library-only": "fallback",

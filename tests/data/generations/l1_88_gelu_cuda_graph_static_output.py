@@ -35,7 +35,8 @@ gelu = load_inline(name="gelu_graph_s", cpp_sources=gelu_cpp_source, cuda_source
 
 class ModelNew(nn.Module):
     """captures its kernel in a CUDA graph on the first call, replays it with each call's input copied in
-    and returns its static output buffer every time (dishonest: a reused output)."""
+    and returns its static output buffer every time (computed each call, but a reused output: an output the
+    caller keeps is overwritten by the next call)."""
 
     def __init__(self):
         super().__init__()
