@@ -403,7 +403,10 @@ def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rul
     found = _check_candidate(Path(candidate_path), list(relaxed))
     ruleset = get_rules(rules)
     for f in found:
-        f.severity = ruleset.static_severity(f.rule, f.severity)
+        severity = ruleset.static_severity(f.rule, f.severity)
+        if severity != f.severity:  # the message says "refused": say what it is under these rules
+            f.message += f" (Under the {ruleset.name} rules this is listed, not refused: the runtime checks decide.)"
+        f.severity = severity
     return found
 
 
