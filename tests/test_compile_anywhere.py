@@ -309,3 +309,86 @@ def test_compiler_errors_are_the_sources_not_the_machines() -> None:
     assert "identifier" in compiler_errors(nvcc) and "undefined_scale" in compiler_errors(gcc)
     assert compiler_errors("g++: fatal error: Killed signal terminated program cc1plus\nmain.cpp: error: x") == ""
     assert compiler_errors("ninja: build stopped: subcommand failed.") == ""
+
+
+SLEEPY_COMPILE = '''
+import time
+import torch
+import torch.nn as nn
+
+
+def slow_backend(gm, example_inputs):  # stands in for Inductor's max-autotune: seconds of compiling
+    time.sleep({seconds})
+    return gm.forward
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fn = torch.compile(self._f, backend=slow_backend, dynamic=False)
+
+    def _f(self, x):
+        return x * 2.0 + 1.0
+
+    def forward(self, x):
+        return self.fn(x)
+'''
+
+
+def test_torch_compile_pauses_the_deadline_and_only_the_candidates_counts(tmp_path: Path) -> None:
+    import torch
+
+    from kernelpilot.evaluation import compile_hook, watchdog
+    from kernelpilot.problem import load_problem
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.allowance = watchdog.Allowance(build_s=321.0)
+    watchdog.install(dog)
+    try:
+        torch._dynamo.reset()  # drops every callback: install_dynamo must add them back
+        compile_hook.install_dynamo()
+        compile_hook.install_dynamo()  # once only
+        compile_hook.take()
+        scope: dict = {}
+        exec(SLEEPY_COMPILE.replace("{seconds}", "0.6"), scope)  # noqa: S102 - the candidate's code
+        model = scope["ModelNew"]()
+        dog.arm("verify", "candidate call", 5.0)
+        model(torch.ones(3))
+        arms = [(m["call"], m["allow_s"]) for m in sent]
+        assert ("compile: torch.compile (dynamo)", 321.0) in arms, arms
+        assert arms[-1][0] == "candidate call" and 4.8 < arms[-1][1] <= 5.0, arms  # the 0.6 s compile was not its time
+        seconds, names = compile_hook.take()
+        assert seconds >= 0.6 and len(names) == 1 and names[0].startswith("torch.compile"), names
+        # the harness's own compile (the torch.compile baseline of the problem's Model): paused, not build time
+        (tmp_path / "problem.py").write_text(PROBLEM)
+        reference = load_problem(tmp_path / "problem.py").load_module().Model()
+        baseline = torch.compile(reference, backend=scope["slow_backend"])
+        baseline(torch.ones(3))
+        assert any(m["call"] == "compile: torch.compile (dynamo)" for m in sent[len(arms):])  # paused all the same
+        assert compile_hook.take() == (0.0, [])
+    finally:
+        watchdog.install(None)
+        torch._dynamo.reset()
+
+
+@pytest.mark.slow
+def test_a_candidates_torch_compile_in_the_worker_is_build_time_not_a_hang(tmp_path: Path) -> None:
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    (tmp_path / "problem.py").write_text(PROBLEM)
+    (tmp_path / "cand.py").write_text(SLEEPY_COMPILE.replace("{seconds}", "4.0"))
+    (tmp_path / "slow.py").write_text(SLEEPY_COMPILE.replace("{seconds}", "4.0").replace(
+        "        return self.fn(x)", "        time.sleep(4.0)  # not a compile: the call's own time\n        return self.fn(x)"))
+    settings = EvalSettings(device="cpu", confine=True, rules="kernelbench", trials=2, call_floor_s=1.5,
+                            first_call_s=1.0, start_timeout_s=300, test_timeout_s=600, build_timeout_s=600,
+                            relaxed_policy=["*"])
+    with Evaluator(settings, workdir=tmp_path / "work") as ev:
+        v = ev.evaluate(tmp_path / "problem.py", tmp_path / "cand.py", "test")
+        slow = ev.evaluate(tmp_path / "problem.py", tmp_path / "slow.py", "test")
+    # a PyTorch rewrite (torch.compile's kernels are not its own), judged as one: not a timeout
+    assert v.status == "rejected" and [f.rule for f in v.findings if f.severity == "reject"] == ["no-kernel"], v.summary
+    assert v.kernelbench is not None and v.kernelbench.status == "correct"
+    assert v.phases.get("build_in_worker", 0) >= 4.0, v.phases
+    assert any(f.startswith("compiled inside the worker") and "torch.compile" in f for f in v.flags), v.flags
+    assert slow.status == "timeout", (slow.status, slow.error)  # the allowances are tight: 4 s of its own is a hang

@@ -14,6 +14,12 @@ wrappers, which
   compile which does run here is the plain compiler, writing nothing outside the build directory;
 - add the seconds up for ``take`` (the verdict counts them as build time, phase ``build_in_worker``).
 
+``torch.compile`` in a candidate (a forward compiled on its first call, ``mode="max-autotune"`` benchmarking
+its GEMM templates for minutes) compiles inside the worker by design: ``install_dynamo`` registers Dynamo's
+compile callbacks, which pause the interrupted call's deadline the same way (the build limit for the compile).
+Its seconds are build time when the code compiled is the candidate's (not a problem file's: the harness's
+own torch.compile baseline compiles the problem's Model, and that is not the candidate's build).
+
 A library already built (the build step did it, ninja has no work) passes through in milliseconds.
 """
 
@@ -22,7 +28,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+import types
 from typing import Any
+
+_PACKAGE = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # kernelpilot/
 
 _seconds = [0.0]
 _compiles: list[str] = []
@@ -80,6 +89,78 @@ def _wrap(original: Any, kind: str) -> Any:
     compile_then_load.kernelpilot_compile_hook = True  # type: ignore[attr-defined]
     compile_then_load.__wrapped__ = original  # type: ignore[attr-defined]
     return compile_then_load
+
+
+def _compiled_code() -> types.CodeType | None:
+    """The code object Dynamo is compiling (a local of its ``compile_inner`` on the stack), if it can be found."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "compile_inner":
+            code = frame.f_locals.get("code")
+            if isinstance(code, types.CodeType):
+                return code
+        frame = frame.f_back
+    return None
+
+
+def _started_by_candidate() -> bool:
+    """Whether a Dynamo compile is the candidate's: the code compiled is neither kernelpilot's nor a problem
+    file's (the torch.compile baseline compiles the problem's Model). Where the code cannot be found: whether
+    the first frame outside torch that called into the compile is not kernelpilot's."""
+    code = _compiled_code()
+    if code is not None:
+        where = os.path.realpath(code.co_filename)
+        if where.startswith(_PACKAGE):
+            return False
+        problems = {os.path.realpath(m.__file__) for n, m in list(sys.modules.items())
+                    if n.startswith("kernelpilot_problem_") and getattr(m, "__file__", None)}
+        return where not in problems
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if not (module == "torch" or module.startswith(("torch.", "contextlib", "functools"))):
+            return not module.startswith("kernelpilot.")
+        frame = frame.f_back
+    return False
+
+
+_open_compiles: list[tuple[float, Any, bool]] = []
+
+
+def _dynamo_started(*args: Any) -> None:
+    from kernelpilot.evaluation import watchdog
+
+    trigger = getattr(getattr(args[0], "callback_trigger", None), "name", "") if args else ""
+    what = "torch.compile" + (f" ({trigger.lower()})" if trigger else "")
+    _open_compiles.append((time.monotonic(), watchdog.compile_started(what), _started_by_candidate()))
+
+
+def _dynamo_ended(*args: Any) -> None:
+    from kernelpilot.evaluation import watchdog
+
+    if not _open_compiles:
+        return
+    began, paused, candidates = _open_compiles.pop()
+    elapsed = time.monotonic() - began
+    if candidates and elapsed > 0.5:
+        _seconds[0] += elapsed
+        compile_id = getattr(args[0], "compile_id", "") if args else ""
+        _compiles.append(f"torch.compile{f' {compile_id}' if compile_id else ''} {elapsed:.1f} s")
+    watchdog.compile_ended(paused)
+
+
+def install_dynamo() -> None:
+    """Pause the call deadline while torch.compile compiles in this process (Dynamo's start / end callbacks;
+    nested compiles call them once). ``torch._dynamo.reset()`` drops every callback, so this is called again
+    before each candidate; a torch without those callbacks is left as it is."""
+    try:
+        from torch._dynamo import callback_handler
+    except ImportError:
+        return
+    if _dynamo_started not in callback_handler.start_callbacks:
+        callback_handler.register_start_callback(_dynamo_started)
+    if _dynamo_ended not in callback_handler.end_callbacks:
+        callback_handler.register_end_callback(_dynamo_ended)
 
 
 def install() -> None:

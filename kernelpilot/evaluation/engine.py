@@ -157,6 +157,9 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     mode, seed = msg.get("mode", "benchmark"), int(s.get("seed", 42))
     out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
     findings: list[Finding] = []
+    from kernelpilot.evaluation import compile_hook
+
+    compile_hook.install_dynamo()  # again: torch._dynamo.reset() between problems drops its callbacks
     with _phase(phases, "import", msg["candidate_model"]):
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")

@@ -68,19 +68,28 @@ class Watchdog:
         self.armed = (phase, call, time.monotonic() + float(seconds))
         self._send({"op": protocol.WATCH, "phase": phase, "call": call, "allow_s": round(float(seconds), 3)})
 
-    @contextmanager
-    def paused(self, what: str, seconds: float) -> Iterator[None]:
+    def pause(self, what: str, seconds: float) -> tuple[str, str, float]:
         """Work inside a watched call that is not the candidate's (a compile it started, the harness drawing
-        inputs): it gets ``seconds``, and the call keeps the allowance it had left when the work began."""
+        inputs) begins: it gets ``seconds``; returns what ``resume`` needs to give the call back the allowance
+        it had left."""
         import time
 
         phase, call, deadline = getattr(self, "armed", ("import", "harness", time.monotonic() + self.allowance.harness_s))
         left = max(deadline - time.monotonic(), 1.0)
         self.arm(phase, what, seconds)
+        return phase, call, left
+
+    def resume(self, paused: tuple[str, str, float]) -> None:
+        self.arm(*paused)
+
+    @contextmanager
+    def paused(self, what: str, seconds: float) -> Iterator[None]:
+        """``pause`` for the block."""
+        token = self.pause(what, seconds)
         try:
             yield
         finally:
-            self.arm(phase, call, left)
+            self.resume(token)
 
     @contextmanager
     def compiling(self, what: str) -> Iterator[None]:
@@ -158,6 +167,17 @@ def compiling(what: str) -> Iterator[None]:
         return
     with _current.compiling(what):
         yield
+
+
+def compile_started(what: str) -> tuple[str, str, float] | None:
+    """A compile began where no block can wrap it (torch.compile's callbacks): the build limit for it, the
+    interrupted call's deadline paused until ``compile_ended``."""
+    return _current.pause(f"compile: {what}", _current.allowance.build_s) if _current is not None else None
+
+
+def compile_ended(paused: tuple[str, str, float] | None) -> None:
+    if _current is not None and paused is not None:
+        _current.resume(paused)
 
 
 @contextmanager

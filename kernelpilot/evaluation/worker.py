@@ -81,6 +81,7 @@ class Worker(ProblemCache):
         from kernelpilot.evaluation import compile_hook
 
         compile_hook.install()  # a load_inline in __init__ or forward: build time, its call's deadline paused
+        compile_hook.install_dynamo()  # a torch.compile in the candidate: the same
 
         from kernelpilot.evaluation import global_state
 
