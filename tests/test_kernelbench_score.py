@@ -85,6 +85,55 @@ def test_global_switches_are_listed_precision_lowering_judged_and_state_restored
     assert any("ran in the candidate's global state" in n for n in kb["kernelbench"]["notes"])
 
 
+FLIPS_IN_FORWARD = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 16)
+        self.ready = False
+
+    def forward(self, x):
+        if not self.ready:  # on its first call only, as some published solutions do
+            torch.set_float32_matmul_precision("medium")
+            self.ready = True
+        self.seen = torch.get_float32_matmul_precision()
+        return torch.tanh(torch.addmm(self.fc.bias, x, self.fc.weight.t()))
+"""
+
+
+def test_switches_flipped_inside_forward_are_caught_and_kept_its_own(tmp_path: Path) -> None:
+    v = _run(tmp_path, FLIPS_IN_FORWARD, rules="kernelpilot")
+    found = {f["rule"]: f for f in v["findings"]}
+    assert found["global-state"]["severity"] == "warn" and "inside forward" in found["global-state"]["message"]
+    assert "float32_matmul_precision: highest -> medium" in found["global-state"]["evidence"]
+    assert found["precision-lowered"]["severity"] == "reject"
+    assert v["_state_after"] == v["_initial"]
+
+
+def test_guarded_keeps_the_candidates_state_to_itself() -> None:
+    import torch
+
+    from kernelpilot.evaluation.global_state import Guarded, Snapshot
+
+    default = Snapshot.take()
+    seen: list[str] = []
+
+    def forward() -> None:
+        seen.append(torch.get_float32_matmul_precision())
+        if len(seen) == 1:
+            torch.set_float32_matmul_precision("medium")
+
+    call = Guarded(forward, default)
+    call()
+    assert Snapshot.take() == default and len(call.changed) == 1  # undone after the call, and listed
+    call()
+    assert seen == ["highest", "medium"]  # its later calls run in the state it set
+    assert Snapshot.take() == default and len(call.changed) == 1
+
+
 def test_kernelbench_statuses_for_broken_candidates(tmp_path: Path) -> None:
     wrong = _run(tmp_path, REWRITE.format(prelude="", tail=" + 1e-3"))
     assert wrong["status"] == "rejected" and not wrong["correctness"]["passed"]  # ours: no-kernel, and wrong

@@ -180,7 +180,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
         with _phase(phases, "build_warmup"):  # before any check or timer; its seconds count as build time
             with torch.no_grad():
-                model(*vf.clone_inputs(sample))
+                call(*vf.clone_inputs(sample))
             if cuda:
                 torch.cuda.synchronize()
 
@@ -222,6 +222,9 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
                 if f.rule in PURE_COVERED:
                     f.severity = "warn"
         findings += audit
+    if call.changed:  # a switch flipped inside forward (after ModelNew was built): judged as one set at import
+        findings += _state_findings(cand_state, call.changed[-1], " inside forward", rules)
+        cand_state = call.state
     out["correctness"] = asdict(corr)
 
     exit_after = False
@@ -237,7 +240,8 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         # threads the candidate leaves running are still caught by the snapshot after timing
         watch.__exit__(None, None, None)
         with _phase(phases, "timing"):
-            perf, sol, flags, timed = benchmark(worker, state, call, compiled, s, tol, msg.get("baseline"))
+            timed_call = call if call.state != worker.initial_state else model  # no guard's host time if needless
+            perf, sol, flags, timed = benchmark(worker, state, timed_call, compiled, s, tol, msg.get("baseline"))
         findings += timed
         out["performance"], out["speed_of_light"] = perf, sol
         out["flags"] += flags
@@ -304,27 +308,34 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
 
 def _candidate_state(worker: Any, model: Any, rules: Any) -> tuple[Any, list[Finding], Any]:
     """torch's global switches as the candidate left them (import and ModelNew): the findings they give,
-    and the candidate wrapped to run in its own state while the reference and baselines run in the
-    problem's default one (restored here, and by the worker after the evaluation)."""
+    and the candidate wrapped (``global_state.Guarded``) to run in its own state while the reference and
+    baselines run in the problem's default one (restored here, after each call, and by the worker after
+    the evaluation)."""
     from kernelpilot.evaluation import global_state as gs
 
     default = worker.initial_state
     mine = gs.Snapshot.take()
+    found = _state_findings(default, mine, "", rules)
+    if mine != default:
+        default.apply()
+    return mine, found, gs.Guarded(model, mine)
+
+
+def _state_findings(default: Any, mine: Any, when: str, rules: Any) -> list[Finding]:
+    """A ``global-state`` warning for any switch ``mine`` sets differently from ``default``, and
+    ``precision-lowered`` for those that lower precision (refused under the default rules)."""
     changes, lowered = default.changes(mine), default.lowers_precision(mine)
     found: list[Finding] = []
     if changes:
         found.append(Finding(rule="global-state", severity="warn", evidence="; ".join(changes), message=(
-            f"the candidate changed torch's global state ({'; '.join(changes)}); the reference and the baselines "
-            "ran in the problem's own state, the candidate in its own, and the state was restored after it")))
+            f"the candidate changed torch's global state{when} ({'; '.join(changes)}); the reference and the "
+            "baselines ran in the problem's own state, the candidate in its own, and the state was restored after it")))
     if lowered:
         found.append(Finding(rule="precision-lowered", severity="warn" if rules.kernelbench else "reject",
                              evidence=", ".join(lowered), message=(
-            f"the candidate lowered torch's precision for everything in the process ({', '.join(lowered)}); "
+            f"the candidate lowered torch's precision for everything in the process{when} ({', '.join(lowered)}); "
             "compute in lower precision inside the kernel, where the check sees it, not through global switches")))
-    if not changes:
-        return mine, found, model
-    default.apply()
-    return mine, found, gs.in_state(mine, model)
+    return found
 
 
 def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], device: str, measure: bool,

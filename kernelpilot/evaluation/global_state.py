@@ -4,8 +4,8 @@ Model-written KernelBench solutions often set ``torch.backends.cudnn.benchmark =
 at import. In one process those switches also change how the reference and the baselines run. The
 worker takes a ``Snapshot`` before the candidate is imported (the problem's own default state) and
 another after ModelNew is built (the candidate's), lists every difference, runs the reference and the
-baselines in the default state and the candidate in its own (``applied``), and restores the default
-after each candidate. A change that lowers precision (TF32, reduced-precision reductions, a lower
+baselines in the default state and the candidate in its own (``Guarded``: a switch its forward flips is
+caught after that call and becomes its state), and restores the default after each candidate. A change that lowers precision (TF32, reduced-precision reductions, a lower
 float32 matmul precision, a lower default dtype) is a finding.
 
 KernelBench's harness imports ModelNew before running anything, so there the reference runs in the
@@ -101,6 +101,31 @@ def applied(state: Snapshot) -> Iterator[None]:
         yield
     finally:
         before.apply()
+
+
+class Guarded:
+    """The candidate called in its own state, torch's switches checked after every call: what a call changes
+    (a forward that turns TF32 or cudnn.benchmark on at its first run) becomes the candidate's state, is listed
+    in ``changed`` and is undone after the call, so the reference and the baselines that run next keep the
+    problem's own state. About 15 us of host time a call: timing uses it only where the state differs."""
+
+    def __init__(self, fn: Callable[..., Any], state: Snapshot) -> None:
+        self.fn, self.state = fn, state
+        self.changed: list[Snapshot] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        before = Snapshot.take()
+        if before != self.state:
+            self.state.apply()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            after = Snapshot.take()
+            if after != self.state:
+                self.state = after
+                self.changed.append(after)
+            if after != before:
+                before.apply()
 
 
 def in_state(state: Snapshot, fn: Callable[..., Any]) -> Callable[..., Any]:
