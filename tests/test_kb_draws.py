@@ -130,3 +130,15 @@ def test_a_stuck_child_is_given_up_with_the_rest() -> None:
     started = time.monotonic()
     assert kb_draws.draw([1, 2, 3, 4], stuck, kb._set_seed, parallel=2, size=1 << 20, timeout_s=1.0) == {}
     assert time.monotonic() - started < 10
+
+
+def test_a_stuck_child_is_given_up_inside_the_harness_allowance() -> None:
+    """The block that draws side by side runs under the harness's allowance: giving up on a stuck child (then
+    drawing serially, each set under an allowance of its own) must leave room for the sets it did receive."""
+    from kernelpilot.evaluation.kb_inputs import child_timeout_s
+    from kernelpilot.evaluation.watchdog import Allowance
+
+    gb = 2**30
+    assert child_timeout_s(1 * gb) < child_timeout_s(6 * gb) <= child_timeout_s(64 * gb)
+    assert child_timeout_s(6 * gb) >= 60 + 6 * 2.5 * 3  # three times a serial draw at its slowest, and more
+    assert child_timeout_s(64 * gb) <= 0.6 * Allowance().harness_s
