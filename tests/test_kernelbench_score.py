@@ -113,6 +113,38 @@ def test_switches_flipped_inside_forward_are_caught_and_kept_its_own(tmp_path: P
     assert v["_state_after"] == v["_initial"]
 
 
+PUTS_BACK_WHEN_DELETED = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(32, 16)
+        self.me = self  # a reference cycle: only the garbage collector frees it
+
+    def forward(self, x):
+        return torch.tanh(torch.addmm(self.fc.bias, x, self.fc.weight.t()))
+
+    def __del__(self):  # "restores" a switch it never changed, as some published solutions do
+        torch.set_float32_matmul_precision("medium")
+        torch._kp_test_deleted = True
+"""
+
+
+def test_a_candidates_del_runs_before_the_state_is_restored(tmp_path: Path) -> None:
+    import torch
+
+    torch._kp_test_deleted = False
+    try:
+        v = _run(tmp_path, PUTS_BACK_WHEN_DELETED, rules="kernelpilot")
+        assert torch._kp_test_deleted  # collected with the evaluation, not later inside another candidate's
+        assert v["_state_after"] == v["_initial"]
+    finally:
+        del torch._kp_test_deleted
+        torch.set_float32_matmul_precision("highest")
+
+
 def test_guarded_keeps_the_candidates_state_to_itself() -> None:
     import torch
 

@@ -20,6 +20,7 @@ the worker answer with ``exit: true`` and leave; the caller starts a fresh one n
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import importlib.util
 import os
@@ -247,6 +248,9 @@ class Worker(ProblemCache):
         if before is not None:
             os.environ.clear()
             os.environ.update(before)
+        # the candidate's objects held in reference cycles (a bound method it keeps, a compiled forward) go now:
+        # a __del__ that sets torch's switches "back" runs before the state is restored, not in the next candidate
+        gc.collect()
         try:
             self.initial_state.apply()  # whatever the candidate switched, the next one starts from the default
         except Exception:  # noqa: BLE001 - a state torch refuses to set back: never reuse this process
