@@ -343,7 +343,8 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             if found is None and shared:  # two calls gave one storage, the third another: not seen written
                 found = ("replay", "the re-run on the same values returned the first call's output storage")
             if found is not None:
-                (replay if found[0] == "replay" else reused if reused is not None else replay).append(found[1])
+                outcome, evidence = found
+                (reused if outcome == "reuse" and reused is not None else replay).append(evidence)
         del rerun_inputs, again
     corr.discriminates = zero_fails and const_fails
     if not corr.discriminates:
