@@ -93,6 +93,12 @@ def test_temporary_paths_of_a_build_are_made_stable(tmp_path: Path, monkeypatch)
     assert stable_load_args("load", ("mine", [here]), {})[0][1] == [here]
     inline = stable_load_args("load_inline", ("x",), {"cpp_sources": "", "build_directory": tempfile.mkdtemp(dir=tmp_path)})
     assert inline[1]["build_directory"] == str(root / "kp-build" / "x")
+    # relative (CUDA-L1 builds in 'cuda_extensions'): the build step's folder is the candidate's, the worker's
+    # another; both build in one place, and nothing lands beside the user's files
+    relative = stable_load_args("load_inline", ("y",), {"cpp_sources": "", "build_directory": "cuda_extensions"})
+    assert relative[1]["build_directory"] == str(root / "kp-build" / "y")
+    kept = str(Path(__file__).resolve().parent / "mine")  # an absolute folder, not temporary: left as it is
+    assert stable_load_args("load_inline", ("z",), {"build_directory": kept})[1]["build_directory"] == kept
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR")
     assert stable_load_args("load", ("files", [first]), {}) == (("files", [first]), {})  # not a kernelpilot build
 

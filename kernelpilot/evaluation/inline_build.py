@@ -212,8 +212,8 @@ def stable_load_args(kind: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]
     step and the worker run the same build (ninja reruns a command whose line changed: a source written to a
     new ``mkdtemp()`` folder in each process would be compiled again in the worker, tens of seconds of the
     GPU slot's time). Sources in a temporary folder are read from a copy of that folder named by its files'
-    bytes (sibling headers included), and a ``build_directory`` in a temporary folder becomes one under
-    ``TORCH_EXTENSIONS_DIR`` named by the extension. The program built is the same. Without
+    bytes (sibling headers included), and a ``build_directory`` in a temporary folder or given as a relative
+    path becomes one under ``TORCH_EXTENSIONS_DIR`` named by the extension. The program built is the same. Without
     ``TORCH_EXTENSIONS_DIR`` (not a kernelpilot build), the call is left as it is."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR")
     if not root:
@@ -243,7 +243,9 @@ def _stable(kind: str, args: tuple, kwargs: dict, root: str) -> tuple[tuple, dic
             else:
                 kwargs["sources"] = moved
     build = kwargs.get("build_directory")
-    if isinstance(build, (str, os.PathLike)) and _temporary(os.fspath(build)):
+    # a temporary build directory, or a relative one (resolved against the build step's folder, the
+    # candidate's own, and the worker's, which differ: each would build, and into the user's folder)
+    if isinstance(build, (str, os.PathLike)) and (_temporary(os.fspath(build)) or not os.path.isabs(os.fspath(build))):
         stable = Path(root) / "kp-build" / str(name)
         stable.mkdir(parents=True, exist_ok=True)
         kwargs["build_directory"] = str(stable)
