@@ -256,6 +256,22 @@ def test_single_file_import_error_points_at_the_line(tmp_path: Path) -> None:
     assert "ValueError: kernel config is wrong" in errors[0].message
 
 
+def test_a_single_file_writes_nothing_beside_itself_while_it_builds(tmp_path: Path) -> None:
+    """Published solutions write sources and build folders to relative paths: the build step runs them in a
+    folder of kernelpilot's, not in the user's folder of solutions."""
+    _toolkit_or_skip()
+    source = (DATA / "single_file" / "model_new_inline.py").read_text()
+    marker = "cpp_source = "
+    written = "open('written_at_build.cu', 'w').write('// x')\nraise ValueError('stop here')\n"
+    path = tmp_path / "solutions" / "model_new_inline.py"
+    path.parent.mkdir()
+    path.write_text(source.replace(marker, written + marker, 1))
+    report = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=120)
+    assert not report.ok and "stop here" in " ".join(d.message for d in report.diagnostics)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model_new_inline.py"]
+    assert list((tmp_path / "ext").rglob("written_at_build.cu"))
+
+
 def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _toolkit_or_skip()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")

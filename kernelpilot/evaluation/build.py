@@ -161,15 +161,15 @@ def build_candidate(
                 "--build-dir", str(directory)]
     else:
         directory.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)] + ([str(problem)] if problem else [])
+        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)] + ([str(Path(problem).resolve())] if problem else [])
     command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
 
     start = time.monotonic()
     waiting = None
+    cwd = candidate.root if candidate.kind == "directory" else _scratch(directory)
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
-        waiting = standby.take(candidate.kind, argv[3:], run_env, str(candidate.root))
-    output, timed_out, returncode = _run(argv, run_env, cwd=candidate.root, timeout_s=timeout_s, proc=waiting,
-                                         cancel=cancel)
+        waiting = standby.take(candidate.kind, argv[3:], run_env, str(cwd))
+    output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting, cancel=cancel)
     seconds = time.monotonic() - start
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, command, seconds)
@@ -268,6 +268,15 @@ def superseded_report(directory: Path, command: str, seconds: float) -> BuildRep
     return BuildReport(ok=False, seconds=round(seconds, 3), command=command, build_dir=str(directory),
                        diagnostics=[Diagnostic(severity="note", tool="build",
                                                message="superseded: a newer save cancelled this build")])
+
+
+def _scratch(directory: Path) -> Path:
+    """Where a single-file candidate's build step runs: what its code writes to a relative path (a .cu file, a
+    build folder) lands in kernelpilot's build folder, never in the user's folder beside the file (the worker
+    runs in a work folder of its own too)."""
+    folder = directory / "kp-cwd"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float,
