@@ -272,6 +272,48 @@ def test_a_single_file_writes_nothing_beside_itself_while_it_builds(tmp_path: Pa
     assert list((tmp_path / "ext").rglob("written_at_build.cu"))
 
 
+def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path: Path) -> None:
+    """The build step runs the candidate's code (KernelBench's presets list file writes without refusing them):
+    confined, its extension still compiles, and a write outside the build folder is refused."""
+    _toolkit_or_skip()
+    from kernelpilot.evaluation.confine import detect
+
+    if not detect().landlock_abi:
+        pytest.skip("no Landlock on this machine")
+    outside = tmp_path / "outside.txt"
+    source = (DATA / "single_file" / "model_new_inline.py").read_text()
+    path = tmp_path / "solutions" / "model_new_inline.py"
+    path.parent.mkdir()
+    path.write_text("import tempfile\nscratch = tempfile.mkdtemp()  # the private TMPDIR: allowed\n" + source)
+    report = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600,
+                             confine=True)
+    assert report.ok, report.diagnostics
+    assert not any("unconfined" in d.message for d in report.diagnostics), report.diagnostics
+    hostile = tmp_path / "solutions2" / "model_new_inline.py"
+    hostile.parent.mkdir()
+    hostile.write_text(f"open({str(outside)!r}, 'w').write('x')\n" + source)
+    refused = build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext2", arch="sm_90", timeout_s=600,
+                              confine=True)
+    assert not refused.ok and not outside.exists()
+    assert "PermissionError" in " ".join(d.message for d in refused.diagnostics), refused.diagnostics
+    # a waiting builder (torch imported before it took the build's environment) takes the same rules
+    from kernelpilot.evaluation.build import standby_env
+    from kernelpilot.evaluation.builder import Standby
+
+    standby = Standby(standby_env())
+    try:
+        again = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600,
+                                confine=True, standby=standby)
+        assert again.ok, again.diagnostics  # its mkdtemp() lands in the build's private TMPDIR
+        refused = build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext2", arch="sm_90", timeout_s=600,
+                                  confine=True, standby=standby)
+        assert not refused.ok and not outside.exists()
+    finally:
+        standby.close()
+    build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext3", arch="sm_90", timeout_s=600)
+    assert outside.exists()  # the same file without confinement: what the sandbox stopped
+
+
 def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _toolkit_or_skip()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")

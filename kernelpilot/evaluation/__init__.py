@@ -220,7 +220,7 @@ class Evaluator(WorkerRequests):
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, "test" if baseline is not None else mode)  # shared: nothing to compile
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                     problem=problem_path, standby=self._standby, cancel=token)
+                                     problem=problem_path, standby=self._standby, cancel=token, confine=s.confine)
             v.build = report
             v.phases["build"] = round(report.seconds, 3)
             for d in report.diagnostics:

@@ -64,6 +64,13 @@ def _on_meta():
     return OnMeta(), no_cuda
 
 try:
+    from kernelpilot.evaluation import build_sandbox
+    try:  # before any of the candidate's code runs (build_sandbox.py)
+        confined = build_sandbox.apply(os.environ)
+        if confined:
+            result["confined"] = confined
+    except Exception as exc:
+        result["unconfined"] = f"{type(exc).__name__}: {exc}"[:300]
     import torch.utils.cpp_extension as cpp
     for fname in ("load_inline", "load"):
         original = getattr(cpp, fname)
