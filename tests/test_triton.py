@@ -112,6 +112,29 @@ def test_build_compiles_each_kernel_ahead_with_its_registers(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+def test_a_confined_build_compiles_into_the_cache_and_writes_nowhere_else(tmp_path: Path) -> None:
+    """The Triton build runs the candidate's forward (fake tensors): confined as the worker is, it still
+    compiles into the Triton cache the worker reads, and a write outside its folders is refused."""
+    from kernelpilot.evaluation.confine import detect
+
+    if not detect().landlock_abi:
+        pytest.skip("no Landlock on this machine")
+    report = build_candidate(load_candidate(KB), problem=PROBLEM, arch="sm_90", confine=True,
+                             build_dir=tmp_path / "build", env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
+    assert report.ok, report.diagnostics
+    assert list((tmp_path / "triton").rglob("add_kernel.cubin"))
+    assert not any("unconfined" in d.message for d in report.diagnostics), report.diagnostics
+    outside = tmp_path / "outside.txt"
+    hostile = tmp_path / "cand" / "hostile.py"
+    hostile.parent.mkdir()
+    hostile.write_text(f"open({str(outside)!r}, 'w').write('x')\n" + KB.read_text())
+    refused = build_candidate(load_candidate(hostile), problem=PROBLEM, arch="sm_90", confine=True,
+                              build_dir=tmp_path / "build2", env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
+    assert not refused.ok and not outside.exists(), refused.diagnostics
+    assert "Permission" in " ".join(d.message for d in refused.diagnostics), refused.diagnostics
+
+
+@pytest.mark.slow
 def test_the_same_candidate_for_the_same_problem_is_built_once(tmp_path: Path) -> None:
     cand = tmp_path / "cand.py"
     shutil.copyfile(KB, cand)

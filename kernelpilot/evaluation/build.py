@@ -153,7 +153,7 @@ def build_candidate(
         from kernelpilot.evaluation.triton_build import build_triton
 
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
-                            cancel=cancel)
+                            cancel=cancel, confine=confine)
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast

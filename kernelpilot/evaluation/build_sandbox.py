@@ -1,7 +1,8 @@
-"""Confinement of a single-file candidate's build step (the parent side; the builder script applies it).
+"""Confinement of the build step of a single-file or Triton candidate (the parent side; the builder applies it).
 
 Building a single file runs its code: the module's top level (where ``load_inline`` usually sits), then
-``ModelNew(...)`` and a forward on the meta device (single_file_build.py). Under the KernelBench presets the
+``ModelNew(...)`` and a forward on the meta device (single_file_build.py); a Triton candidate's build runs its
+forward on fake tensors (triton_build.py). Under the KernelBench presets the
 static policy lists file writes and introspection without refusing them (the runtime evidence decides), so a
 published solution's code reaches the build step as it is. The worker that runs it later is confined
 (confine.py); the build step now is too, with the same layers that work in-process: Landlock (writes only
@@ -21,9 +22,10 @@ from pathlib import Path
 ENV = "KERNELPILOT_BUILD_SANDBOX"  # the spec the builder script applies before it imports the candidate
 
 
-def confine_build(run_env: dict[str, str], build_dir: Path, reads: list[Path]) -> str:
+def confine_build(run_env: dict[str, str], build_dir: Path, reads: list[Path], writes: list[Path] = ()) -> str:  # type: ignore[assignment]
     """Put the sandbox spec for a build in ``run_env`` (and its private HOME and TMPDIR, inside
-    ``build_dir``); returns a line for the build report: what the build step runs under."""
+    ``build_dir``); ``writes``: more folders it may write (Triton's cache). Returns a line for the build
+    report: what the build step runs under."""
     try:
         from kernelpilot.evaluation import confine, pch
     except ImportError as exc:  # the confinement part is missing: as before
@@ -37,6 +39,9 @@ def confine_build(run_env: dict[str, str], build_dir: Path, reads: list[Path]) -
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_env["HOME"], run_env["TMPDIR"] = str(home), str(tmp)
     write = [build_dir.resolve()]
+    for folder in writes:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        write.append(Path(folder).resolve())
     if run_env.get("KERNELPILOT_PCH_DIR"):
         write.append(Path(run_env["KERNELPILOT_PCH_DIR"]).resolve())
     elif pch.enabled(run_env):

@@ -44,9 +44,10 @@ def capability_of(arch: str) -> int:
 
 
 def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str], timeout_s: float,
-                 directory: Path, cancel: Any = None) -> BuildReport:
+                 directory: Path, cancel: Any = None, confine: bool = False) -> BuildReport:
     """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises.
-    ``cancel`` (supersede.CancelToken): a newer save kills the build."""
+    ``cancel`` (supersede.CancelToken): a newer save kills the build; ``confine``: the subprocess runs under
+    build_sandbox.py's rules (it runs the candidate's forward)."""
     from kernelpilot.evaluation.build import _run, superseded_report
     from kernelpilot.toolkit import detect_arch, normalize_arch
 
@@ -65,12 +66,23 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
     record = _record_path(candidate, Path(problem), arch, env)
     if record is not None and (cached := _cached(record)) is not None:
         return cached
+    run_env, cwd, note = dict(env), candidate.root, ""
+    if confine:  # the build runs the candidate's forward: confined as the worker is (build_sandbox.py)
+        from kernelpilot.evaluation.build import _scratch
+        from kernelpilot.evaluation.build_sandbox import confine_build
+
+        cache = [Path(env["TRITON_CACHE_DIR"])] if env.get("TRITON_CACHE_DIR") else []
+        note = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
+        cwd = _scratch(Path(directory))
     start = time.monotonic()
-    output, timed_out, returncode = _run(argv, dict(env), cwd=candidate.root, timeout_s=timeout_s, cancel=cancel)
+    output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, report.command, time.monotonic() - start)
     report.seconds = round(time.monotonic() - start, 3)
     report.log_tail = "\n".join(output.strip().splitlines()[-40:])
+    if note.startswith("build step unconfined"):
+        report.diagnostics.append(Diagnostic("note", f"{note}: the candidate's code ran in the build step without "
+                                             "the worker's confinement", tool="build"))
     if timed_out:
         report.timed_out = True
         report.diagnostics.append(Diagnostic("error", f"the Triton build timed out after {timeout_s:g} s and was "
@@ -393,7 +405,16 @@ def child(model_file: Path, problem: Path, capability: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
+    from kernelpilot.evaluation import build_sandbox
+
     args = sys.argv[1:] if argv is None else argv
+    unconfined = ""
+    try:  # before any of the candidate's code runs
+        build_sandbox.apply(os.environ)
+    except Exception as exc:  # noqa: BLE001 - said in the report; the build goes on as before
+        unconfined = f"{type(exc).__name__}: {exc}"[:300]
     try:
         result = child(Path(args[0]).resolve(), Path(args[1]).resolve(), int(args[2]))
     except BaseException as exc:  # noqa: BLE001 - reported as the build's error, never a traceback only
@@ -401,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         result = {"ok": False, "diagnostics": [{"severity": "error", "message": _message(exc), "tool": "build"}]}
+    if unconfined:
+        result.setdefault("diagnostics", []).append({"severity": "note", "tool": "build", "message": (
+            f"the builder could not confine itself ({unconfined}): the candidate's code ran in the build step "
+            "without the worker's confinement")})
     sys.stdout.flush()
     print(RESULT_MARKER + json.dumps(result), flush=True)
     return 0 if result.get("ok") else 1
