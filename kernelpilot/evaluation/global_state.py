@@ -126,13 +126,3 @@ class Guarded:
                 self.changed.append(after)
             if after != before:
                 before.apply()
-
-
-def in_state(state: Snapshot, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` called in ``state`` (for the timing loop's implementations, switched per call)."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        with applied(state):
-            return fn(*args, **kwargs)
-
-    return call
