@@ -172,7 +172,7 @@ def build_candidate(
         sandbox_note = confine_build(run_env, directory, [candidate.root, *([Path(problem).resolve().parent] if problem else [])])
     start = time.monotonic()
     waiting = None
-    cwd = candidate.root if candidate.kind == "directory" else _scratch(directory)
+    cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
         waiting = standby.take(candidate.kind, argv[3:], run_env, str(cwd))
     output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting, cancel=cancel)
@@ -280,7 +280,7 @@ def superseded_report(directory: Path, command: str, seconds: float) -> BuildRep
                                                message="superseded: a newer save cancelled this build")])
 
 
-def _scratch(directory: Path) -> Path:
+def scratch_dir(directory: Path) -> Path:
     """Where a single-file candidate's build step runs: what its code writes to a relative path (a .cu file, a
     build folder) lands in kernelpilot's build folder, never in the user's folder beside the file (the worker
     runs in a work folder of its own too)."""

@@ -66,14 +66,16 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
     record = _record_path(candidate, Path(problem), arch, env)
     if record is not None and (cached := _cached(record)) is not None:
         return cached
-    run_env, cwd, note = dict(env), candidate.root, ""
-    if confine:  # the build runs the candidate's forward: confined as the worker is (build_sandbox.py)
-        from kernelpilot.evaluation.build import _scratch
+    from kernelpilot.evaluation.build import scratch_dir
+
+    # run from a folder of kernelpilot's (what the candidate writes to a relative path stays out of the user's
+    # folder; its own modules are found through sys.path), confined as the worker is (build_sandbox.py)
+    run_env, cwd, note = dict(env), scratch_dir(Path(directory)), ""
+    if confine:
         from kernelpilot.evaluation.build_sandbox import confine_build
 
         cache = [Path(env["TRITON_CACHE_DIR"])] if env.get("TRITON_CACHE_DIR") else []
         note = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
-        cwd = _scratch(Path(directory))
     start = time.monotonic()
     output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
     if cancel is not None and cancel.cancelled:
