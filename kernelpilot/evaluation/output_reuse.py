@@ -49,10 +49,15 @@ def _tensors(out: Any) -> list[Any]:
     return [o for o in flatten_outputs(out) if isinstance(o, torch.Tensor) and o.numel()]
 
 
+def storages(out: Any) -> set[int]:
+    """The storages (their data pointers) of the non-empty tensors in an output."""
+    return {_storage(t) for t in _tensors(out)}
+
+
 def poison(out: Any, spare: list[Any]) -> set[int]:
     """Fill every tensor of ``out`` whose storage no tensor of ``spare`` shares with its pattern; returns the
     storages filled."""
-    spared = {_storage(t) for t in _tensors(spare)}
+    spared = storages(spare)
     filled: set[int] = set()
     import torch
 
@@ -80,7 +85,7 @@ def probe(call: Callable[[], Any], previous: Any, inputs: list[Any], keep: list[
     outcome and a sentence of evidence."""
     filled = poison(previous, list(inputs) + list(keep))
     again = call()
-    before = {_storage(t) for t in _tensors(previous)} - {_storage(t) for t in _tensors(list(inputs))}
+    before = storages(previous) - storages(list(inputs))
     returned = [o for o in _tensors(again) if _storage(o) in before]
     if not returned:
         return None

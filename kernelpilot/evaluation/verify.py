@@ -385,12 +385,6 @@ def _bitwise_equal(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
-def _shares_storage(first: Any, second: Any, besides: Any = ()) -> bool:
-    """Whether two outputs share storage, other than the storage of the tensors in ``besides``."""
-    import torch
-
-    def ptrs(out: Any) -> set[int]:
-        return {o.untyped_storage().data_ptr() for o in flatten_outputs(out)
-                if isinstance(o, torch.Tensor) and o.numel()}
-
-    return bool((ptrs(first) & ptrs(second)) - ptrs(list(besides)))
+def _shares_storage(first: Any, second: Any) -> bool:
+    """Whether two outputs share storage."""
+    return bool(output_reuse.storages(first) & output_reuse.storages(second))
