@@ -314,6 +314,20 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
     assert outside.exists()  # the same file without confinement: what the sandbox stopped
 
 
+def test_a_build_that_cannot_be_confined_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _toolkit_or_skip()
+    from kernelpilot.evaluation import confine
+
+    monkeypatch.setattr(confine, "detect", lambda: confine.Capabilities())  # no Landlock, no seccomp
+    path = tmp_path / "model_new_inline.py"
+    source = (DATA / "single_file" / "model_new_inline.py").read_text()
+    path.write_text(source.replace("cpp_source = ", "raise ValueError('stop here')\ncpp_source = ", 1))
+    report = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=120,
+                             confine=True)
+    notes = [d.message for d in report.diagnostics if d.severity == "note"]
+    assert any(n.startswith("build step unconfined (no Landlock") for n in notes), notes
+
+
 def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _toolkit_or_skip()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")

@@ -165,11 +165,11 @@ def build_candidate(
         argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)] + ([str(Path(problem).resolve())] if problem else [])
     command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
 
-    sandbox_note = ""
+    unconfined = ""  # why the candidate's code runs unconfined here, when it does
     if confine and candidate.kind == "single_file":  # its code runs here: confined as the worker is
         from kernelpilot.evaluation.build_sandbox import confine_build
 
-        sandbox_note = confine_build(run_env, directory, [candidate.root, *([Path(problem).resolve().parent] if problem else [])])
+        unconfined = confine_build(run_env, directory, [candidate.root, *([Path(problem).resolve().parent] if problem else [])])
     start = time.monotonic()
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
@@ -201,10 +201,11 @@ def build_candidate(
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
     if "arch_list" in result:
         report.diagnostics.append(_arch_list_diagnostic(str(result["arch_list"]), report.arch))
-    if result.get("unconfined") or sandbox_note.startswith("build step unconfined"):
-        why = f"the builder could not confine itself ({result['unconfined']})" if result.get("unconfined") else sandbox_note
-        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
-            f"{why}: the candidate's code ran in the build step without the worker's confinement")))
+    unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
+    if unconfined:
+        from kernelpilot.evaluation.build_sandbox import unconfined_note
+
+        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=unconfined_note(unconfined)))
     if result.get("model_built") is False:
         report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
             "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "

@@ -16,23 +16,28 @@ Where the machine has neither (no Landlock, no seccomp) the build runs as before
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ENV = "KERNELPILOT_BUILD_SANDBOX"  # the spec the builder script applies before it imports the candidate
 
 
-def confine_build(run_env: dict[str, str], build_dir: Path, reads: list[Path], writes: list[Path] = ()) -> str:  # type: ignore[assignment]
+def unconfined_note(why: str) -> str:
+    """The build report's note when the candidate's code ran in the build step without confinement."""
+    return f"build step unconfined ({why}): the candidate's code ran in it without the worker's confinement"
+
+
+def confine_build(run_env: dict[str, str], build_dir: Path, reads: Sequence[Path], writes: Sequence[Path] = ()) -> str:
     """Put the sandbox spec for a build in ``run_env`` (and its private HOME and TMPDIR, inside
-    ``build_dir``); ``writes``: more folders it may write (Triton's cache). Returns a line for the build
-    report: what the build step runs under."""
+    ``build_dir``); ``writes``: more folders it may write (Triton's cache). Returns "" when the build will
+    run confined, else why not (for ``unconfined_note``)."""
     try:
         from kernelpilot.evaluation import confine, pch
     except ImportError as exc:  # the confinement part is missing: as before
-        return f"build step unconfined (sandbox unavailable: {exc})"
+        return f"sandbox unavailable: {exc}"
     caps = confine.detect()
     if not caps.landlock_abi and not caps.seccomp:
-        return f"build step unconfined (no Landlock: {caps.landlock_reason or 'unavailable'}; no seccomp)"
+        return f"no Landlock: {caps.landlock_reason or 'unavailable'}; no seccomp"
     private = build_dir / "kp-private"
     home, tmp = private / "home", private / "tmp"
     for d in (home, tmp):
@@ -54,9 +59,7 @@ def confine_build(run_env: dict[str, str], build_dir: Path, reads: list[Path], w
             "read": [str(p) for p in dict.fromkeys(read)], "write": [str(p) for p in dict.fromkeys(write)],
             "devices": [str(p) for p in confine.device_paths()]}
     run_env[ENV] = json.dumps(spec)
-    layers = ([f"landlock-abi{caps.landlock_abi}: writes only to the build folder"] if caps.landlock_abi else [])
-    layers += ["seccomp: no new sockets"] if caps.seccomp else []
-    return "build step confined: " + ", ".join(layers)
+    return ""
 
 
 def apply(environ: Mapping[str, str]) -> list[str]:

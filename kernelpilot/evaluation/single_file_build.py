@@ -70,7 +70,7 @@ try:
         if confined:
             result["confined"] = confined
     except Exception as exc:
-        result["unconfined"] = f"{type(exc).__name__}: {exc}"[:300]
+        result["unconfined"] = f"the builder could not confine itself: {type(exc).__name__}: {exc}"[:300]
     import torch.utils.cpp_extension as cpp
     for fname in ("load_inline", "load"):
         original = getattr(cpp, fname)

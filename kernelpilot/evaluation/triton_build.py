@@ -70,21 +70,22 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
 
     # run from a folder of kernelpilot's (what the candidate writes to a relative path stays out of the user's
     # folder; its own modules are found through sys.path), confined as the worker is (build_sandbox.py)
-    run_env, cwd, note = dict(env), scratch_dir(Path(directory)), ""
+    run_env, cwd, unconfined = dict(env), scratch_dir(Path(directory)), ""
     if confine:
         from kernelpilot.evaluation.build_sandbox import confine_build
 
         cache = [Path(env["TRITON_CACHE_DIR"])] if env.get("TRITON_CACHE_DIR") else []
-        note = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
+        unconfined = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
     start = time.monotonic()
     output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, report.command, time.monotonic() - start)
     report.seconds = round(time.monotonic() - start, 3)
     report.log_tail = "\n".join(output.strip().splitlines()[-40:])
-    if note.startswith("build step unconfined"):
-        report.diagnostics.append(Diagnostic("note", f"{note}: the candidate's code ran in the build step without "
-                                             "the worker's confinement", tool="build"))
+    if unconfined:
+        from kernelpilot.evaluation.build_sandbox import unconfined_note
+
+        report.diagnostics.append(Diagnostic("note", unconfined_note(unconfined), tool="build"))
     if timed_out:
         report.timed_out = True
         report.diagnostics.append(Diagnostic("error", f"the Triton build timed out after {timeout_s:g} s and was "
@@ -426,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"ok": False, "diagnostics": [{"severity": "error", "message": _message(exc), "tool": "build"}]}
     if unconfined:
         result.setdefault("diagnostics", []).append({"severity": "note", "tool": "build", "message": (
-            f"the builder could not confine itself ({unconfined}): the candidate's code ran in the build step "
-            "without the worker's confinement")})
+            build_sandbox.unconfined_note(f"the builder could not confine itself: {unconfined}"))})
     sys.stdout.flush()
     print(RESULT_MARKER + json.dumps(result), flush=True)
     return 0 if result.get("ok") else 1
