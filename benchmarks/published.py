@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 CLAIM_FIELDS = ["problem", "sample", "claimed_x_eager", "claimed_x_compile", "gpu"]
+LAYOUT = ("manifest.json", "claims.csv", "generations", "KernelBench")  # what a folder of a published set holds
 
 
 class Source:

@@ -32,6 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from published import LAYOUT  # noqa: E402 - benchmarks/published.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ("kernelbench", "kernelbench-v0.1", "kernelpilot")
 HARNESS_FAILURES = ("timeout", "runtime_error")
@@ -291,7 +294,7 @@ def published_sets(p: argparse.ArgumentParser, given: list[str]) -> dict[str, Pa
             p.error(f"--published {item}: expected NAME=DIR, NAME of letters, digits and underscores, not "
                     f"{', '.join(OWN_RUNS)}")
         d = Path(folder).expanduser().resolve()
-        missing = [f for f in ("manifest.json", "claims.csv", "generations", "KernelBench") if not (d / f).exists()]
+        missing = [f for f in LAYOUT if not (d / f).exists()]
         if missing:
             p.error(f"--published {item}: {d} lacks {', '.join(missing)} (write it with benchmarks/kb_leaderboard.py "
                     "or benchmarks/cuda_l1.py)")
@@ -404,7 +407,6 @@ def main(argv: list[str] | None = None) -> int:
                             str(args.folder_fallbacks)], check=True)  # every elementwise problem: small at these sizes
         original_manifest = json.loads((gen01 / "expected.json").read_text())
     summary: dict = {"calls": [], "corpus": {}, "folder": {}}
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from kb_corpus import EXPECTED, kernelbench_jobs
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
