@@ -96,6 +96,9 @@ class Correctness:
     trials: list[TrialResult] = field(default_factory=list)
     deterministic: bool | None = None
     inputs_unmodified: bool | None = None
+    # an output was an input's storage where the reference's is a new tensor (written in place, or the input
+    # handed back): False when seen (inputs_unmodified is then False too)
+    outputs_own_storage: bool | None = None
     fully_written: bool | None = None
     discriminates: bool | None = None  # a zero / constant output fails this problem's check
     notes: list[str] = field(default_factory=list)

@@ -202,6 +202,19 @@ def test_worker_catches_a_result_cache(cpu_evaluator: Evaluator) -> None:
     assert view.correctness is not None and view.correctness.passed
 
 
+def test_worker_catches_an_output_written_into_its_input(cpu_evaluator: Evaluator) -> None:
+    """ReLU written into a non-negative input leaves every value as it was: the output being the input's
+    storage, where the reference returns a new tensor, gives it away."""
+    v = _ask(cpu_evaluator, "relu_in_place.py", problem=DATA / "relu.py")
+    assert v.status == "incorrect", (v.summary, v.findings, v.error)
+    c = v.correctness
+    assert c is not None and c.inputs_unmodified is False and c.outputs_own_storage is False
+    assert all(t.max_abs_error == 0 for t in c.trials)  # the values alone are right
+    assert "input's storage" in c.trials[0].message
+    good = _ask(cpu_evaluator, "transpose_view.py", problem=DATA / "transpose.py")  # the reference's is a view too
+    assert good.correctness is not None and good.correctness.outputs_own_storage is True, good.summary
+
+
 def test_worker_audits_torch_ops(cpu_evaluator: Evaluator) -> None:
     strict = EvalSettings(device="cpu", confine=False)
     v = Verdict(status="ok")

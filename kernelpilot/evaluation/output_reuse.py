@@ -79,6 +79,16 @@ def _holds_pattern(o: Any) -> bool:
     return any(bool((flat[i:i + _CHUNK] == p[1]).any()) for i in range(0, flat.numel(), _CHUNK))
 
 
+def input_aliases(out: Any, inputs: list[Any]) -> frozenset[int]:
+    """The positions (in ``flatten_outputs`` order) of the output tensors whose storage is an input's: the
+    output is the input, a view of it, or was written into it."""
+    import torch
+
+    held = storages(list(inputs))
+    return frozenset(i for i, o in enumerate(flatten_outputs(out))
+                     if isinstance(o, torch.Tensor) and o.numel() and _storage(o) in held)
+
+
 def probe(call: Callable[[], Any], previous: Any, inputs: list[Any], keep: list[Any]) -> tuple[Outcome, str] | None:
     """Fill ``previous`` (the last output, still alive), make ``call()`` (the candidate on ``inputs``, the tensors
     that gave ``previous``) and judge what came back: None when its storage is new (or an input's), else the

@@ -11,7 +11,9 @@ Defences, one per known way to pass a naive check (see the reference doc, sectio
   output that is not fully written keeps NaN where the reference has none (stale-memory reuse);
 - candidate-first and reference-first orders alternate; the reference always runs on pristine clones
   (its outputs are kept per input seed between edits in the warm worker: reference_cache.py);
-- inputs are compared bitwise with a pristine clone after the candidate ran (input mutation);
+- inputs are compared bitwise with a pristine clone after the candidate ran (input mutation), and an output
+  that is an input's storage where the reference's is a new tensor counts as one (a result written into
+  its input, even where the values written are the input's own: ReLU on non-negative inputs);
 - exact type (``type(out) is torch.Tensor``, so no lazy subclasses), shape and dtype;
 - tolerance: every element within atol + rtol*|ref| of the dtype reference or of the fp64 truth (the
   latter widened by twice the dtype reference's own worst elementwise error), AND
@@ -186,6 +188,9 @@ class Reference:
     model64: Any | None  # float64 copy, or None when it cannot run in float64
     module: Any  # the problem module (get_inputs)
     note: str = ""
+    # positions of the reference's outputs that are its inputs' storage (``return x.view(...)``); found the
+    # first time a candidate's output is an input's storage, then kept with the problem
+    input_aliases: frozenset[int] | None = None
 
 
 def _run(fn: Callable[..., Any], inputs: list[Any], device: str) -> Any:
@@ -196,6 +201,23 @@ def _run(fn: Callable[..., Any], inputs: list[Any], device: str) -> Any:
     if str(device).startswith("cuda"):
         torch.cuda.synchronize()
     return out
+
+
+def reference_aliases(ref: Reference, pristine: list[Any], device: str) -> frozenset[int] | None:
+    """Which of the reference's outputs are its inputs' storage (one more reference call, once per problem);
+    None when that call does not fit in memory beside the trial's tensors."""
+    import torch
+
+    if ref.input_aliases is None:
+        try:
+            inputs = clone_inputs(pristine)
+            ref.input_aliases = output_reuse.input_aliases(_run(ref.model, inputs, device), inputs)
+        except torch.cuda.OutOfMemoryError:
+            from kernelpilot.evaluation import memory
+
+            memory.release(device)
+            return None
+    return ref.input_aliases
 
 
 def reference_outputs(ref: Reference, pristine: list[Any], device: str) -> tuple[Any, Any]:
@@ -271,7 +293,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
     counts the trials it served.
     """
     corr = Correctness(atol=tol.atol, rtol=tol.rtol, max_normalized_error=tol.max_normalized)
-    corr.inputs_unmodified, corr.fully_written = True, True
+    corr.inputs_unmodified, corr.fully_written, corr.outputs_own_storage = True, True, True
     zero_fails = const_fails = False
     previous_ref: list[Any] | None = None
     first: tuple[list[Any], Any] | None = None
@@ -301,6 +323,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             if not inputs_equal(inputs, pristine):
                 corr.inputs_unmodified, tr.passed = False, False
                 tr.message = "the candidate modified its inputs in place"
+            aliased = output_reuse.input_aliases(out, inputs)
             if res.get("unwritten"):
                 corr.fully_written = False
             if not (zero_fails and const_fails):  # once both have failed a trial, the problem discriminates
@@ -311,10 +334,13 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
                     const_fails = not compare_all(consts, out_ref, out64, tol)["passed"]
             previous_ref = [o if o.numel() <= 1 else None for o in flatten_outputs(out_ref)]
             corr.trials.append(tr)
+            out_ref = out64 = None  # freed before the alias judgement's one more reference call
+            if aliased:
+                _judge_aliases(corr, tr, aliased, ref, pristine, device)
             if first is None:
                 first = (_Stash(pristine, lambda s=trial_seed, d=dist, p=spec: draw_inputs(ref.module, s, d, device, p)),
                          out)
-            del out_ref, out64, inputs, pristine, tref
+            del inputs, pristine, tref
     rerun_inputs = first[0].inputs(device) if first is not None else None
     if first is not None and rerun_inputs is None:
         corr.notes.append("determinism re-run skipped: the problem's get_inputs does not give the same values again "
@@ -383,6 +409,29 @@ def _bitwise_equal(a: Any, b: Any) -> bool:
     if a.is_floating_point():
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return bool(torch.equal(a, b))
+
+
+def _judge_aliases(corr: Correctness, tr: TrialResult, aliased: frozenset[int], ref: Reference,
+                   pristine: list[Any], device: str) -> None:
+    """An output that is an input's storage, where the reference's output at that place is a new tensor: the
+    candidate wrote its result into its input (values equal to the input's, as ReLU on non-negative inputs
+    gives, leave the value check nothing to see) or handed the input back. Either way it is no drop-in: the
+    caller's input is overwritten, or changes with the output. Inputs modified, the trial failed."""
+    own = reference_aliases(ref, pristine, device)
+    if own is None:
+        note = ("outputs that are an input's storage not judged: the reference could not run once more beside "
+                "the trial's tensors to say whether its own outputs are")
+        if note not in corr.notes:
+            corr.notes.append(note)
+        return
+    extra = sorted(aliased - own)
+    if not extra:
+        return
+    corr.inputs_unmodified = corr.outputs_own_storage = tr.passed = False
+    which = ", ".join(str(i) for i in extra)
+    said = (f"output {which} is an input's storage where the reference returns a new tensor: the candidate wrote "
+            "its result into its input (or returned the input itself)")
+    tr.message = f"{tr.message}; {said}" if tr.message else said
 
 
 def _shares_storage(first: Any, second: Any) -> bool:

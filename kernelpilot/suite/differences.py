@@ -119,6 +119,10 @@ def classify(v: Verdict) -> Difference | None:
             first = next(f for f in rejects if reason_of_rule(f.rule) == reason)
             return Difference(reason, *labels, detail=first.message or first.evidence, rules=rules)
         if v.status == "incorrect" and v.correctness is not None and v.correctness.inputs_unmodified is False:
+            if v.correctness.outputs_own_storage is False:
+                return Difference("other", *labels, detail=(
+                    "the candidate wrote its output into its input's storage (or returned the input): KernelBench "
+                    "compares values only, ours also which storage an output is"))
             return Difference("other", *labels, detail=(
                 "the candidate modified its inputs: KernelBench compares after the reference has run, ours checks "
                 "the inputs after every call"))

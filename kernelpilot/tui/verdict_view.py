@@ -179,6 +179,8 @@ def verdict_text(v: Verdict) -> RenderableType:
         ):
             if word:
                 lines.append(f"  {word}")
+        if c.outputs_own_storage is False:
+            lines.append("  RETURNS AN INPUT'S STORAGE as its output (written in place, or the input handed back)")
         for t in c.trials:
             if not t.passed:
                 lines.append(
