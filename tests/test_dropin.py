@@ -148,7 +148,13 @@ def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, cap
 
     repo = tmp_path / "user"
     repo.mkdir()
-    shutil.copy(SCRIPT, repo / "tiny_llama.py")
+    # the MLP's eager forward made slow by a sleep, so that the swap, which replaces that forward, is faster on
+    # any CPU (--write installs only swaps that did not make the step slower)
+    slow = "        time.sleep(0.003)  # a slow eager MLP\n        return self.down(F.silu(self.gate(x)) * self.up(x))"
+    source = SCRIPT.read_text()
+    assert "        return self.down(F.silu(self.gate(x)) * self.up(x))" in source
+    (repo / "tiny_llama.py").write_text("import time\n" + source.replace(
+        "        return self.down(F.silu(self.gate(x)) * self.up(x))", slow))
     problems = repo / "problems"
     problems.mkdir()
     directory = with_candidate(mlp_problem, problems)
@@ -174,6 +180,7 @@ def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, cap
     assert apply_command(args) == 0
     out = capsys.readouterr().out
     assert "+    install(model)" in out  # the diff was shown
+    assert "written: model.layers.0.mlp (+1)" in out
     assert git(repo, "rev-parse", "HEAD^") == before and git(repo, "status", "--porcelain") == ""
     changed = sorted(git(repo, "show", "--name-only", "--format=", "HEAD").splitlines())
     assert changed == ["kernelpilot_kernels.py", "tiny_llama.py"]

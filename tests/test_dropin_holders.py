@@ -195,6 +195,30 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
     assert apart == [(dropins["layer_chain"][0], mlp), (slow, None)]
 
 
+def test_write_installs_the_swaps_measured_together(tmp_path: Path) -> None:
+    """--write installs the set that was run together (the H200 run of 2026-12-05 wrote all three approved
+    drop-ins, two of which cannot run together), less a swap that made the step slower beyond the spread,
+    and only the most gaining one when the set failed together."""
+    from kernelpilot.dropin.apply_command import _to_write
+    from kernelpilot.dropin.apply_run import RunResult
+
+    made = {}
+    for name, steps in (("norm", [8.0, 8.1, 7.9] * 4), ("mlp", [9.0, 9.1, 8.9] * 4), ("head", [11.0, 11.1, 10.9] * 4),
+                        ("noisy", [9.5, 12.0, 9.0] * 4)):
+        d = tmp_path / name / "candidate" / "dropin.py"
+        d.parent.mkdir(parents=True)
+        (d.parent.parent / "origin.json").write_text(json.dumps({"paths": [name]}))
+        made[name] = (d, RunResult(step_ms=steps))
+    results = {d: r for d, r in made.values()}
+    norm, mlp, head, noisy = (made[n][0] for n in ("norm", "mlp", "head", "noisy"))
+    assert _to_write([norm, mlp], results, "ok", 10.0, 0.2) == ([norm, mlp], [])
+    chosen, notes = _to_write([norm, mlp, head], results, "ok", 10.0, 0.2)  # head: +1 ms, spread 0.2
+    assert chosen == [norm, mlp] and len(notes) == 1 and "slower (+1.000 ms)" in notes[0]
+    assert _to_write([noisy], results, None, 10.0, 0.2)[0] == [noisy]  # slower, but within its own spread
+    chosen, notes = _to_write([norm, mlp], results, "outputs differ", 10.0, 0.2)
+    assert chosen == [norm] and "outputs differ" in notes[0]
+
+
 OWN_BACKWARD_ADD = '''import torch
 import torch.nn as nn
 

@@ -170,7 +170,16 @@ def apply_command(args: Any) -> int:
 
         if not passed:
             raise KernelpilotError("no swap passed, so there is nothing to write.")
-        write_install(script, passed, argv, yes=bool(getattr(args, "yes", False)))
+        results = {d: r for _, r, d, _ in rows}
+        chosen, notes = _to_write(together, results, all_row[2] if all_row else None, base_ms, base_spread)
+        for note in notes:
+            print(note)
+        if not chosen:
+            raise KernelpilotError("every passing swap made the step slower beyond the spread, so there is nothing "
+                                   "to write.")
+        print("written: " + ", ".join(_label(d, results[d]) for d in chosen) + " (what was measured"
+              + (" together" if len(chosen) > 1 else "") + ")")
+        write_install(script, chosen, argv, yes=bool(getattr(args, "yes", False)))
     elif passed:
         print("nothing was changed; pass --write to add the install(model) call to your script (shown, then one commit)")
     return 0 if passed else 1
@@ -261,6 +270,29 @@ def _disjoint(passed: list[Path], results: dict[Path, RunResult],
     # left out for an overlap (named by the most gaining swap it overlaps), or, overlapping none, for gaining nothing
     apart = [(d, next((t for t in best if _overlap(paths[d], paths[t])), None)) for d in ordered if d not in best]
     return [d for d in passed if d in best], apart
+
+
+def _to_write(together: list[Path], results: dict[Path, RunResult], together_verdict: str | None,
+              base_ms: float, base_spread: float) -> tuple[list[Path], list[str]]:
+    """The swaps ``--write`` installs: the set that was run together (so never two that take each other's
+    modules out of the run, nor one left out for gaining nothing), less any that alone made the step slower
+    beyond the spread; if the set failed when run together, its most gaining swap alone. With the notes to
+    print for what is not written."""
+    notes: list[str] = []
+    keep: list[Path] = []
+    for d in together:
+        ms, spread = results[d].median(WARMUP)
+        if _beyond(ms - base_ms, base_spread, spread) == "slower":
+            notes.append(f"not written: {_label(d, results[d])}: it made the step slower ({ms - base_ms:+.3f} ms), "
+                         "beyond the spread")
+        else:
+            keep.append(d)
+    if len(keep) > 1 and together_verdict not in (None, "ok"):
+        best = min(keep, key=lambda d: results[d].median(WARMUP)[0])
+        notes.append(f"not written together: the swaps run together gave {together_verdict}; only the most gaining "
+                     f"one, {_label(best, results[best])}, is written")
+        keep = [best]
+    return keep, notes
 
 
 def _mid(values: list[float] | None) -> float | None:
