@@ -58,6 +58,31 @@ def test_side_by_side_draws_are_the_serial_draws(monkeypatch: pytest.MonkeyPatch
     assert cache.prefetch(SEEDS, torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 0  # all kept already
 
 
+def test_sets_drawn_side_by_side_that_the_cache_cannot_keep_serve_their_one_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for one set: the others drawn side by side are held for their one use, not dropped and drawn again
+    one after the other (the H200's level1/19: 20 s of every verdict)."""
+    from kernelpilot.evaluation.kb_inputs import ENV
+
+    monkeypatch.setenv(PARALLEL_ENV, "1")
+    m = _problem()
+    size = kb_draws.size_hint(m.get_inputs)
+    assert size
+    monkeypatch.setenv(ENV, str(size + 1))  # the cache keeps one set
+    cache = KernelBenchInputs(m, "cpu")
+    seeds = [11, 22, 33]
+    assert cache.prefetch(seeds, torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 3
+    assert len(cache.sets) == 1 and len(cache.once) == 2
+    for seed in seeds:
+        got = cache.get(seed, torch.float32, True, lambda: pytest.fail("drawn again"), kb._set_seed)
+        after = torch.rand(5)
+        want, want_after = _serial(m, seed)
+        assert _same(got, want), seed
+        assert torch.equal(after, want_after), seed
+    assert not cache.once and cache.draws == 3  # each held set served once; a second use draws it again
+    again = cache.get(22, torch.float32, True, lambda: list(m.get_inputs()), kb._set_seed)
+    assert _same(again, _serial(m, 22)[0]) and cache.draws == 4
+
+
 def test_what_a_child_cannot_send_is_drawn_serially(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PARALLEL_ENV, "1")
     parent = os.getpid()
