@@ -429,8 +429,9 @@ def _judge_aliases(corr: Correctness, tr: TrialResult, aliased: frozenset[int], 
         return
     corr.inputs_unmodified = corr.outputs_own_storage = tr.passed = False
     which = ", ".join(str(i) for i in extra)
-    said = (f"output {which} is an input's storage where the reference returns a new tensor: the candidate wrote "
-            "its result into its input (or returned the input itself)")
+    said = (f"output {which} is (a view of) an input's storage where the reference returns a new tensor: the "
+            "candidate wrote its result into its input, or returned the input; a caller's input is overwritten, "
+            "or changes with the output")
     tr.message = f"{tr.message}; {said}" if tr.message else said
 
 
