@@ -71,16 +71,19 @@ def test_sets_drawn_side_by_side_that_the_cache_cannot_keep_serve_their_one_use(
     cache = KernelBenchInputs(m, "cpu")
     seeds = [11, 22, 33]
     assert cache.prefetch(seeds, torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 3
-    assert len(cache.sets) == 1 and len(cache.once) == 2
+    assert (cache.kept, cache.one_use) == (1, 2)
     for seed in seeds:
         got = cache.get(seed, torch.float32, True, lambda: pytest.fail("drawn again"), kb._set_seed)
         after = torch.rand(5)
         want, want_after = _serial(m, seed)
         assert _same(got, want), seed
         assert torch.equal(after, want_after), seed
-    assert not cache.once and cache.draws == 3  # each held set served once; a second use draws it again
+        got[0].zero_()  # a candidate writing into its inputs
+    assert (cache.kept, cache.one_use) == (1, 0) and cache.draws == 3  # each held set served once
+    first = cache.get(11, torch.float32, True, lambda: pytest.fail("drawn again"), kb._set_seed)
+    assert _same(first, _serial(m, 11)[0])  # kept as the child wrote it, handed out afresh: the write never reached it
     again = cache.get(22, torch.float32, True, lambda: list(m.get_inputs()), kb._set_seed)
-    assert _same(again, _serial(m, 22)[0]) and cache.draws == 4
+    assert _same(again, _serial(m, 22)[0]) and cache.draws == 4  # a one-use set's second use draws it again
 
 
 def test_what_a_child_cannot_send_is_drawn_serially(monkeypatch: pytest.MonkeyPatch) -> None:

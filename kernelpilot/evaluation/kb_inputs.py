@@ -24,11 +24,13 @@ draws of a large problem in about the time of one or two.
 
 Memory: a set is kept on the device while the cache's device bytes stay within 15% of free device memory
 (plus what the cache holds), else in host memory within 25% of the available host memory, else not at
-all. ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). A set drawn side by side that
-the cache cannot keep is held as drawn (host memory, within another 25% of what is available) for its one
-use by the candidate it was drawn for: the H200 run of 2026-12-05 kept four of level1/19's six 6 GiB sets,
-and the two others, drawn side by side and then dropped, were drawn again one after the other (about 20 s
-of every verdict's 40 s).
+all. ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). Sets drawn side by side are
+sized against the budgets as they stood before the draw, and one kept in host memory is kept as the child
+wrote it (its shared memory, processed afresh at each use), not copied once more; a set the cache cannot
+keep is held as drawn (within another 25% of the available host memory) for its one use by the candidate
+it was drawn for. The H200 run of 2026-12-05 kept four of level1/19's six 6 GiB sets (the host budget,
+taken after the draw, counted the drawn sets and the copies against itself), and the two others, drawn
+side by side and then dropped, were drawn again one after the other (about 20 s of every verdict's 40 s).
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ def _scalar_globals(module: Any) -> tuple:
     return tuple(out)
 
 
+def _fresh(raw: Any, processed: Any) -> Any:
+    """``processed`` (one item of a set kept as drawn, processed for a use), never sharing the kept item's memory:
+    processing that changes nothing (a CPU tensor of the harness's dtype) returns the item itself."""
+    import torch
+
+    if isinstance(processed, torch.Tensor) and isinstance(raw, torch.Tensor) and raw.numel() \
+            and processed.untyped_storage().data_ptr() == raw.untyped_storage().data_ptr():
+        return processed.clone()
+    return processed
+
+
 def child_timeout_s(size: int) -> float:
     """How long prefetch waits for a drawing child of a ``size``-byte set: 60 s and 10 s a GB, at most 180 s."""
     return min(60.0 + 10.0 * size / 2**30, 180.0)
@@ -81,9 +94,9 @@ class KernelBenchInputs:
         self.module = module
         self.device = device
         self.sets: dict[tuple, tuple[list[Any], Any, Any]] = {}
-        # drawn side by side, not kept, for one use: (get_inputs()'s items as drawn, the CPU generator state
-        # after, how the harness processes an item)
-        self.once: dict[tuple, tuple[list[Any], Any, Callable[[Any], Any]]] = {}
+        # drawn side by side and kept on the host as drawn: (get_inputs()'s items as the child wrote them, the
+        # CPU generator state after, how the harness processes an item, kept for every use or only the next)
+        self.held: dict[tuple, tuple[list[Any], Any, Callable[[Any], Any], bool]] = {}
         self.device_bytes = 0
         self.host_bytes = 0
         self.hits = 0
@@ -126,13 +139,15 @@ class KernelBenchInputs:
                 torch.cuda.set_rng_state(cuda_state, torch.device(self.device))
             self.hits += 1
             return [x.to(self.device, copy=True) if isinstance(x, torch.Tensor) else x for x in tensors]
-        held = self.once.pop(key, None)
-        if held is not None:  # drawn side by side for this use: the state a serial draw leaves, then processed
-            raw, cpu_state, process = held
+        held = self.held.get(key)
+        if held is not None:  # drawn side by side: the state a serial draw leaves, then processed afresh
+            raw, cpu_state, process, reusable = held
+            if not reusable:
+                del self.held[key]
             set_seed(seed)  # the CUDA generator where a serial draw leaves it (get_inputs ran on the CPU)
             torch.set_rng_state(cpu_state)
             self.hits += 1
-            return [process(x) for x in raw]
+            return [_fresh(x, process(x)) if reusable else process(x) for x in raw]
         set_seed(seed)
         inputs = draw()
         self.draws += 1
@@ -154,7 +169,7 @@ class KernelBenchInputs:
         from kernelpilot.evaluation import kb_draws
 
         missing = [s for s in dict.fromkeys(seeds)
-                   if self._key(s, precision, cast) not in self.sets and self._key(s, precision, cast) not in self.once]
+                   if self._key(s, precision, cast) not in self.sets and self._key(s, precision, cast) not in self.held]
         if len(missing) < 2 or os.environ.get(ENV) == "0" or os.environ.get(PARALLEL_ENV) == "0":
             return 0
         size = kb_draws.size_hint(get_inputs)
@@ -182,15 +197,24 @@ class KernelBenchInputs:
             raw, cpu_state = drawn.pop(seed)
             set_seed(seed)  # the parent's CUDA generator where a serial draw leaves it (get_inputs ran on the CPU)
             cuda_state = self._cuda_state()
-            inputs = [process(x) for x in raw]
             self.draws += 1
             self.parallel_draws += 1
             count += 1
             key = self._key(seed, precision, cast)
-            self._keep(key, inputs, cpu_state, cuda_state)
+            if not self._keepable(raw):
+                self.held[key] = (raw, cpu_state, process, False)
+                continue
+            size_of = sum(x.numel() * x.element_size() for x in raw if isinstance(x, torch.Tensor))
+            inputs = [process(x) for x in raw]
+            on_device = all(t.device == torch.device(self.device) for t in inputs if isinstance(t, torch.Tensor))
+            if size_of and on_device and self.device_bytes + size_of <= device_budget:  # the budget before the draw
+                self.sets[key] = (inputs, cpu_state, cuda_state)
+                self.device_bytes += size_of
+                continue
             del inputs
-            if key not in self.sets:
-                self.once[key] = (raw, cpu_state, process)
+            reusable = self.host_bytes + size_of <= host_budget
+            self.held[key] = (raw, cpu_state, process, reusable)
+            self.host_bytes += size_of if reusable else 0
         return count
 
     def _cuda_state(self) -> Any:
@@ -201,14 +225,22 @@ class KernelBenchInputs:
             return torch.cuda.get_rng_state(torch.device(self.device))
         return None
 
+    @staticmethod
+    def _keepable(inputs: list[Any]) -> bool:
+        """Dense, contiguous tensors without ``requires_grad`` and immutable scalars only."""
+        import torch
+
+        if any(not isinstance(x, (torch.Tensor, *_SCALARS)) for x in inputs):
+            return False
+        return not any(t.requires_grad or t.is_sparse or not t.is_contiguous()
+                       for t in inputs if isinstance(t, torch.Tensor))
+
     def _keep(self, key: tuple, inputs: list[Any], cpu_state: Any, cuda_state: Any) -> bool:
         """Keep the set if it may be kept and fits; True when the drawn tensors themselves were kept."""
         import torch
 
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
-        if any(not isinstance(x, (torch.Tensor, *_SCALARS)) for x in inputs):
-            return False
-        if any(t.requires_grad or t.is_sparse or not t.is_contiguous() for t in tensors):
+        if not self._keepable(inputs):
             return False
         size = sum(t.numel() * t.element_size() for t in tensors)
         device_budget, host_budget = self._budgets()
@@ -223,7 +255,17 @@ class KernelBenchInputs:
             self.host_bytes += size
         return False
 
+    @property
+    def kept(self) -> int:
+        """Sets kept for every use (on the device, copied to the host, or on the host as drawn)."""
+        return len(self.sets) + sum(1 for entry in self.held.values() if entry[3])
+
+    @property
+    def one_use(self) -> int:
+        """Sets drawn side by side that wait for their one use."""
+        return sum(1 for entry in self.held.values() if not entry[3])
+
     def clear(self) -> None:
         self.sets.clear()
-        self.once.clear()
+        self.held.clear()
         self.device_bytes = self.host_bytes = 0
