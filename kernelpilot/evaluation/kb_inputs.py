@@ -23,7 +23,7 @@ children before its first trial (``prefetch``, kb_draws.py): the same values and
 draws of a large problem in about the time of one or two.
 
 Memory: a set is kept on the device while the cache's device bytes stay within 15% of free device memory
-(plus what the cache holds), else in host memory within 25% of the available host memory, else not at
+(what the driver reports free and what torch's caching allocator holds unused, plus what the cache holds), else in host memory within 25% of the available host memory, else not at
 all. ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). Sets drawn side by side are
 sized against the budgets as they stood before the draw, and one kept in host memory is kept as the child
 wrote it (its shared memory, processed afresh at each use), not copied once more; a set the cache cannot
@@ -117,7 +117,10 @@ class KernelBenchInputs:
         limit = int(cap) if cap not in (None, "") else None
         device = 0
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
-            free, _total = torch.cuda.mem_get_info(torch.device(self.device))
+            dev = torch.device(self.device)
+            free, _total = torch.cuda.mem_get_info(dev)
+            # what torch's caching allocator holds unused is as free to the next tensor as what it never took
+            free += max(0, torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
             device = int(DEVICE_FRACTION * (free + self.device_bytes))
         host = int(HOST_FRACTION * (_host_available() + self.host_bytes))
         if limit is not None:
