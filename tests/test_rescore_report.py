@@ -60,6 +60,21 @@ def test_difference_reasons_from_typed_fields(v: Verdict, reason: str) -> None:
     assert d is not None and d.reason == reason, d
 
 
+def test_inputs_written_say_how_they_were_seen() -> None:
+    """Values changed, or an output that is the input's storage (values the same: ReLU on non-negative
+    inputs): both *other*, each with its own explanation."""
+    changed = verdict("incorrect", kb())
+    assert changed.correctness is not None
+    changed.correctness.inputs_unmodified = False
+    d = classify(changed)
+    assert d is not None and d.reason == "other" and "checks the inputs after every call" in d.detail
+    aliased = verdict("incorrect", kb())
+    assert aliased.correctness is not None
+    aliased.correctness.inputs_unmodified = aliased.correctness.outputs_own_storage = False
+    d = classify(aliased)
+    assert d is not None and d.reason == "other" and "which storage an output is" in d.detail
+
+
 @pytest.mark.parametrize("v", [
     verdict("ok", kb(speedup=1.5), speedup=1.3),  # both pass and both faster
     verdict("incorrect", kb("incorrect")),  # both fail
