@@ -24,8 +24,9 @@ draws of a large problem in about the time of one or two.
 
 Memory: a set is kept on the device while the cache's device bytes stay within 15% of free device memory
 (what the driver reports free and what torch's caching allocator holds unused, plus what the cache
-holds), else in host memory within 25% of the available host memory, else not at all. ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). Sets drawn side by side are
-sized against the budgets as they stood before the draw, and one kept in host memory is kept as the child
+holds), else in host memory within 25% of the available host memory, else not at all.
+``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). Sets drawn side by side are sized
+against the budgets as they stood before the draw, and one kept in host memory is kept as the child
 wrote it (its shared memory, processed afresh at each use), not copied once more; a set the cache cannot
 keep is held as drawn (within another 25% of the available host memory) for its one use by the candidate
 it was drawn for. The H200 run of 2026-12-05 kept four of level1/19's six 6 GiB sets (the host budget,
