@@ -217,6 +217,11 @@ def test_write_installs_the_swaps_measured_together(tmp_path: Path) -> None:
     assert _to_write([noisy], results, None, 10.0, 0.2)[0] == [noisy]  # slower, but within its own spread
     chosen, notes = _to_write([norm, mlp], results, "outputs differ", 10.0, 0.2)
     assert chosen == [norm] and "outputs differ" in notes[0]
+    # under torch.compile the table says why nothing gained when no passing swap is beyond the spread
+    from kernelpilot.dropin.apply_command import _any_faster
+
+    assert _any_faster([(results[norm], "ok")], 10.0, 0.2)
+    assert not _any_faster([(results[norm], "outputs differ"), (results[noisy], "ok"), (results[head], "ok")], 10.0, 0.2)
 
 
 OWN_BACKWARD_ADD = '''import torch

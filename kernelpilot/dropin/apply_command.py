@@ -165,6 +165,8 @@ def apply_command(args: Any) -> int:
     failed = [r for r in rows if r[3] != "ok"]
     for label, _, _, verdict in failed:
         print(f"left out: {label}: {verdict}")
+    if compile_root and passed and not _any_faster([(r, v) for _, r, _, v in rows], base_ms, base_spread):
+        print(COMPILE_NOTE)
     if getattr(args, "write", False):
         from kernelpilot.dropin.apply_write import write_install
 
@@ -270,6 +272,21 @@ def _disjoint(passed: list[Path], results: dict[Path, RunResult],
     # left out for an overlap (named by the most gaining swap it overlaps), or, overlapping none, for gaining nothing
     apart = [(d, next((t for t in best if _overlap(paths[d], paths[t])), None)) for d in ordered if d not in best]
     return [d for d in passed if d in best], apart
+
+
+COMPILE_NOTE = ("under torch.compile no swap made the step faster beyond the spread: Inductor fuses these modules' "
+                "operators itself, and a custom operator is a boundary it does not fuse across; a kernel gains here "
+                "only where it beats Inductor's own kernels on a large share of the compiled step")
+
+
+def _any_faster(results: list[tuple[RunResult, str]], base_ms: float, base_spread: float) -> bool:
+    """Whether any passing swap (its run and verdict) made the step faster beyond both spreads."""
+    for res, verdict in results:
+        if verdict == "ok" and not res.error and res.step_ms:
+            ms, spread = res.median(WARMUP)
+            if _beyond(ms - base_ms, base_spread, spread) == "faster":
+                return True
+    return False
 
 
 def _to_write(together: list[Path], results: dict[Path, RunResult], together_verdict: str | None,
