@@ -34,8 +34,9 @@ gelu = load_inline(name="gelu_stream", cpp_sources=gelu_cpp_source, cuda_sources
 
 
 class ModelNew(nn.Module):
-    """launches its kernel on a side stream and waits for it on the host (the stream the timer's events
-    are on never sees the work: a stream pattern)."""
+    """launches its kernel on a side stream that never waits for the caller's stream (it may read x before
+    earlier work there has written it, and run before the timer's start event), then waits for it on the
+    host: a stream pattern."""
 
     def __init__(self):
         super().__init__()
