@@ -143,6 +143,34 @@ def test_kernelbench_score_draws_its_sets_side_by_side(monkeypatch: pytest.Monke
     assert any("side by side" in n for n in out["notes"]), out["notes"]
 
 
+def test_kernelbench_score_with_room_for_two_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for two of the five trial sets: two kept, three used once; the next candidate gets the two kept ones
+    and draws the other three side by side again, never one after the other."""
+    from kernelpilot.evaluation.kb_inputs import ENV
+    from kernelpilot.rules import get_rules
+
+    monkeypatch.setenv(PARALLEL_ENV, "1")
+    m = _problem()
+
+    class Ref(torch.nn.Module):
+        def forward(self, x, n, y, *rest):
+            return x * n + y
+
+    m.Model = Ref
+    m.get_init_inputs = lambda: []
+    size = kb_draws.size_hint(m.get_inputs)
+    assert size
+    monkeypatch.setenv(ENV, str(2 * size + 1))
+    cache = KernelBenchInputs(m, "cpu")
+    harness = get_rules("kernelbench").harness
+    for _candidate in range(2):
+        out = kb.score(m, Ref, harness, "fp32", "cpu", False, inputs_cache=cache)
+        assert out["status"] == "correct", out
+        assert (cache.kept, cache.one_use) == (2, 0)
+    assert cache.draws == cache.parallel_draws == harness.trials + harness.trials - 2
+    assert cache.hits == 2 * harness.trials
+
+
 def test_a_stuck_child_is_given_up_with_the_rest() -> None:
     """A child that never answers (a lock copied held by the fork, say) costs one timeout, not one per seed:
     it and every other child are killed and their seeds left to the serial draw."""
