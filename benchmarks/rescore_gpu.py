@@ -97,6 +97,11 @@ def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work:
                "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl", *extra]
     if limit is not None:
         cmd += ["--limit", str(limit)]
+    if mode == "benchmark" and "~" not in name:  # a repeat (~2) measures everything again
+        # the same set's runs under other rule sets: their baselines of the same problem files serve this one
+        for sibling in sorted(work.glob(f"{name.split('-')[0]}-*")):
+            if sibling != run and "~" not in sibling.name and (sibling / "results.sqlite").is_file():
+                cmd += ["--baselines-from", str(sibling)]
     note = ""
     with (work / f"{name}.log").open("a") as log:
         # its own process group: at the deadline SIGINT (the suite stores what finished and exits), and where it

@@ -122,6 +122,39 @@ def test_run_store_and_service_reuse(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_a_run_borrows_another_runs_baselines(tmp_path: Path) -> None:
+    """--baselines-from: a row of an earlier run of the same problem serves this run (copied into its file, so
+    a resume finds it), under the service's identity rule; a folder with no run is a clear error."""
+    from kernelpilot.errors import KernelpilotError
+
+    problem = tmp_path / "p.py"
+    problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+                       "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n")
+    settings = EvalSettings(device="cpu", confine=False)
+    key = request_key(problem, settings)
+    earlier, run = tmp_path / "earlier", tmp_path / "run"
+    earlier.mkdir()
+    run.mkdir()
+    first = BaselineStore(earlier)
+    first.put(key, str(problem), _stored().to_dict(), at=1000.0)
+    first.close()
+    with pytest.raises(KernelpilotError, match="no run there"):
+        BaselineStore(run, [tmp_path / "nothing"])
+    store = BaselineStore(run, [earlier])
+    service = BaselineService(settings, run / "work", processes=1, cache=store, estimate=lambda p: 0)
+    try:
+        service.identity = {"gpu_uuid": "abc", "driver": "580.1", "torch": "2.11.0", "clocks": {}}
+        borrowed = service.request(problem)
+        assert borrowed.done() and borrowed.result().compiled.median_ms == 1.0 and store.borrowed == 1
+        assert store.get("another key") is None
+    finally:
+        service.close()
+        store.close()
+    mine = BaselineStore(run)  # copied with its problem and time: a resume needs no --baselines-from
+    assert mine.get(key) is not None and mine.row(key) == (str(problem), 1000.0)
+    mine.close()
+
+
 def test_when_all_runs_once_after_the_last_future() -> None:
     from concurrent.futures import Future
 

@@ -73,6 +73,12 @@ class BaselineTable:
             row = self._db.execute("SELECT data FROM baselines WHERE key = ?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
+    def row(self, key: str) -> tuple[str, float] | None:
+        """(problem, created_at) of the row with this key."""
+        with self._lock:
+            found = self._db.execute("SELECT problem, created_at FROM baselines WHERE key = ?", (key,)).fetchone()
+        return (str(found[0]), float(found[1])) if found else None
+
     def put(self, key: str, problem: str, baselines: dict[str, Any], at: float | None = None) -> None:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO baselines (key, problem, gpu_uuid, data, created_at) "

@@ -100,6 +100,10 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
                    help="benchmark mode: shared (default) measures eager and torch.compile once per problem and GPU, "
                         "off the GPU slot, and times each candidate beside eager; interleaved compiles and times "
                         "torch.compile beside every candidate in its slot")
+    s.add_argument("--baselines-from", action="append", metavar="RUN",
+                   help="benchmark mode: take a problem's shared baselines from this earlier run on this machine where "
+                        "they match (same problem file, timing settings and GPU, as --resume would reuse them); "
+                        "repeatable. For re-scoring one folder under several rule sets in one session")
     s.add_argument("--baseline-workers", type=positive_int, metavar="N",
                    help="processes compiling and timing the shared baselines, per GPU (default: a third of the cores, at most 6)")
     s.add_argument("--ray", metavar="auto|ADDRESS", help="one Ray actor per GPU of a Ray cluster (needs the `ray` extra)")
@@ -196,7 +200,7 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
         from kernelpilot.evaluation.baseline_service import BaselineService
         from kernelpilot.suite.baseline_store import BaselineStore
 
-        store = BaselineStore(run_dir)
+        store = BaselineStore(run_dir, [Path(p) for p in getattr(args, "baselines_from", None) or []])
         workers = args.baseline_workers or max(1, min(6, (os.cpu_count() or 3) // 3))
         services = [BaselineService(settings, run_dir / "work" / f"baselines-gpu{g if g is not None else i}", gpu=g,
                                     processes=workers, cache=store) for i, g in enumerate(slots)]
