@@ -80,16 +80,10 @@ def _default_sigint() -> None:  # in the child: a shell's background job inherit
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
-              deadline: float, mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> str:  # type: ignore[assignment]
+def suite_command(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
+                  mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+    """The `kernelpilot suite` call for run ``name`` in ``work``: a new run, or the run resumed."""
     run = work / name
-    if (run / "results.sqlite").is_file():
-        planned, done = _planned_and_done(run)
-        if done >= planned:
-            return f"complete ({done} of {planned})"
-    left = deadline - time.monotonic() - GRACE_S
-    if left < 30:
-        return "skipped: no time left"
     if (run / "results.sqlite").is_file():
         cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--jsonl"]
     else:
@@ -102,6 +96,20 @@ def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work:
         for sibling in sorted(work.glob(f"{name.split('-')[0]}-*")):
             if sibling != run and "~" not in sibling.name and (sibling / "results.sqlite").is_file():
                 cmd += ["--baselines-from", str(sibling)]
+    return cmd
+
+
+def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
+              deadline: float, mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> str:  # type: ignore[assignment]
+    run = work / name
+    if (run / "results.sqlite").is_file():
+        planned, done = _planned_and_done(run)
+        if done >= planned:
+            return f"complete ({done} of {planned})"
+    left = deadline - time.monotonic() - GRACE_S
+    if left < 30:
+        return "skipped: no time left"
+    cmd = suite_command(name, problems, solutions, rules, work, checkout, mode, limit, extra)
     note = ""
     with (work / f"{name}.log").open("a") as log:
         # its own process group: at the deadline SIGINT (the suite stores what finished and exits), and where it

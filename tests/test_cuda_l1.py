@@ -116,3 +116,22 @@ def test_rescore_plan_names_the_published_sets_runs(tmp_path: Path, capsys) -> N
                                      f"cl1={out}", "--plan", "cl1-kernelbench-v0.1,leaderboard-kernelbench"])
     err = capsys.readouterr().err
     assert "unknown runs leaderboard-kernelbench" in err and "cl1-kernelbench-v0.1" in err
+
+
+def test_rescore_runs_of_one_set_share_their_baselines(tmp_path: Path) -> None:
+    """A set's runs under other rule sets lend their baselines (--baselines-from); a repeat (~2) and the run itself
+    do not, nor does a build."""
+    rescore = _script("rescore_gpu")
+    work = tmp_path / "work"
+    for name in ("folder-kernelpilot", "folder-kernelbench-v0.1", "folder-kernelbench~2", "corpus-kernelpilot"):
+        (work / name).mkdir(parents=True)
+        (work / name / "results.sqlite").write_bytes(b"")
+    (work / "folder-nothing-yet").mkdir()
+
+    def lent(name: str, mode: str = "benchmark") -> list[str]:
+        cmd = rescore.suite_command(name, ["P"], tmp_path, "kernelbench", work, tmp_path, mode)
+        return [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--baselines-from"]
+
+    assert lent("folder-kernelbench") == [str(work / "folder-kernelbench-v0.1"), str(work / "folder-kernelpilot")]
+    assert lent("folder-kernelpilot") == [str(work / "folder-kernelbench-v0.1")]  # resumed: not from itself
+    assert lent("folder-kernelbench~2") == [] and lent("folder-kernelbench", "build") == []
