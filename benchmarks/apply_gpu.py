@@ -2,7 +2,7 @@
 
     python benchmarks/apply_gpu.py --out "$OUT/apply-$(date +%F)" --batch 16   # all phases, or a few per device call
     # (benchmarks/apply_gpu.sh restores /tmp/apply from APPLY_IN and packs it into $OUT/apply.tar.gz per call):
-    # the 2026-12-04 evidence: prepare + approve (400 s), eager (150 s), compile + write (190 s), each call tarring
+    # the 2026-12-05 evidence: prepare + approve (473 s), then eager + compile + write (497 s), each call tarring
     # /tmp/apply (without kp-data) to $OUT so that a machine taken back can be restored from it:
     python benchmarks/apply_gpu.py --out /tmp/apply --batch 16 --phase prepare --phase approve   # then eager, ...
     python benchmarks/apply_gpu.py --small --device cpu --out /tmp/apply-cpu   # a smoke run of the orchestration, no GPU
