@@ -181,9 +181,12 @@ class KernelBenchInputs:
             return 0
         device_budget, host_budget = self._budgets()
         room = max(0, device_budget - self.device_bytes) + max(0, host_budget - self.host_bytes)
-        once = int(ONCE_FRACTION * _host_available())
+        available = _host_available()
+        once = int(ONCE_FRACTION * available)
         if size * len(missing) > room + once:
             missing = missing[: max(0, room // size) + max(0, once // size)]  # kept, or held for one use
+        # every set drawn here sits in host memory until processed: half of what is available at most
+        missing = missing[: max(0, int(0.5 * available) // size)]
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if cores < PARALLEL_MIN_CORES and not os.environ.get(PARALLEL_ENV):
             return 0  # a child's copy into shared memory costs about half a draw: few cores gain nothing
