@@ -38,6 +38,13 @@ def size_hint(get_inputs: Callable[[], list[Any]]) -> int | None:
             items = list(get_inputs())
     except Exception:  # noqa: BLE001 - a get_inputs the meta device cannot run: no estimate
         return None
+    return nbytes(items)
+
+
+def nbytes(items: list[Any]) -> int:
+    """Bytes of the tensors in an input set."""
+    import torch
+
     return sum(x.numel() * x.element_size() for x in items if isinstance(x, torch.Tensor))
 
 

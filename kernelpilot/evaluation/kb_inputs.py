@@ -172,8 +172,8 @@ class KernelBenchInputs:
 
         from kernelpilot.evaluation import kb_draws
 
-        missing = [s for s in dict.fromkeys(seeds)
-                   if self._key(s, precision, cast) not in self.sets and self._key(s, precision, cast) not in self.held]
+        keys = {s: self._key(s, precision, cast) for s in dict.fromkeys(seeds)}
+        missing = [s for s, key in keys.items() if key not in self.sets and key not in self.held]
         if len(missing) < 2 or os.environ.get(ENV) == "0" or os.environ.get(PARALLEL_ENV) == "0":
             return 0
         size = kb_draws.size_hint(get_inputs)
@@ -191,7 +191,7 @@ class KernelBenchInputs:
         if cores < PARALLEL_MIN_CORES and not os.environ.get(PARALLEL_ENV):
             return 0  # a child's copy into shared memory costs about half a draw: few cores gain nothing
         # each child holds its set until the parent has read it, and the parent a copy being processed
-        parallel = min(len(missing), cores, max(1, int(0.5 * _host_available()) // max(size, 1) - 1))
+        parallel = min(len(missing), cores, max(1, int(0.5 * available) // max(size, 1) - 1))
         if len(missing) < 2 or parallel < 2:
             return 0
         # a child that does not answer in far more than a serial draw takes (0.5-2.5 s a GB) is given up, well
@@ -207,18 +207,18 @@ class KernelBenchInputs:
             self.draws += 1
             self.parallel_draws += 1
             count += 1
-            key = self._key(seed, precision, cast)
+            key = keys[seed]
             if not self._keepable(raw):
                 self.held[key] = (raw, cpu_state, process, False)
                 continue
-            size_of = sum(x.numel() * x.element_size() for x in raw if isinstance(x, torch.Tensor))
-            inputs = [process(x) for x in raw]
-            on_device = all(t.device == torch.device(self.device) for t in inputs if isinstance(t, torch.Tensor))
-            if size_of and on_device and self.device_bytes + size_of <= device_budget:  # the budget before the draw
-                self.sets[key] = (inputs, cpu_state, cuda_state)
-                self.device_bytes += size_of
-                continue
-            del inputs
+            size_of = kb_draws.nbytes(raw)
+            if size_of and self.device_bytes + size_of <= device_budget:  # the budget before the draw
+                inputs = [process(x) for x in raw]  # processed only where it may be kept so
+                if all(t.device == torch.device(self.device) for t in inputs if isinstance(t, torch.Tensor)):
+                    self.sets[key] = (inputs, cpu_state, cuda_state)
+                    self.device_bytes += size_of
+                    continue
+                del inputs
             reusable = self.host_bytes + size_of <= host_budget
             self.held[key] = (raw, cpu_state, process, reusable)
             self.host_bytes += size_of if reusable else 0
@@ -246,10 +246,12 @@ class KernelBenchInputs:
         """Keep the set if it may be kept and fits; True when the drawn tensors themselves were kept."""
         import torch
 
+        from kernelpilot.evaluation import kb_draws
+
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         if not self._keepable(inputs):
             return False
-        size = sum(t.numel() * t.element_size() for t in tensors)
+        size = kb_draws.nbytes(tensors)
         device_budget, host_budget = self._budgets()
         if size and all(t.device == torch.device(self.device) for t in tensors) \
                 and self.device_bytes + size <= device_budget:
