@@ -28,29 +28,32 @@ class BaselineStore(BaselineTable):
 
     def __init__(self, run_dir: Path, others: list[Path] = ()) -> None:  # type: ignore[assignment]
         super().__init__(Path(run_dir) / DB_NAME, timeout=60, wal=True)
-        self.others: list[Path] = []
+        self.others: list[BaselineTable] = []  # opened once, read at each miss of this run's own table
         for other in others:
             path = Path(other) / DB_NAME
             if not path.is_file():
+                self.close()
                 raise KernelpilotError(f"--baselines-from {other}: no run there ({DB_NAME} is missing); pass the "
                                         "folder of an earlier `kernelpilot suite` run")
             if path.resolve() != self.path.resolve():
-                self.others.append(path)
+                self.others.append(BaselineTable(path, timeout=60, wal=True))
         self.borrowed = 0
 
     def get(self, key: str) -> dict[str, Any] | None:
         own = super().get(key)
-        if own is not None or not self.others:
+        if own is not None:
             return own
-        for path in self.others:
-            other = BaselineTable(path, timeout=60, wal=True)
-            try:
-                found = other.get(key)
-                row = other.row(key) if found is not None else None
-            finally:
-                other.close()
+        for other in self.others:
+            found = other.get(key)
+            row = other.row(key) if found is not None else None
             if found is not None and row is not None:
                 self.put(key, row[0], found, at=row[1])
                 self.borrowed += 1
                 return found
         return None
+
+    def close(self) -> None:
+        for other in self.others:
+            other.close()
+        self.others = []
+        super().close()
