@@ -63,6 +63,18 @@ def _planned_and_done(run: Path) -> tuple[int, int]:
         con.close()
 
 
+def _unplanned(run: Path, solutions: Path) -> int:
+    """Generation files in ``solutions`` that the run's plan lacks (written after it started: --add-new plans them)."""
+    import sqlite3
+
+    con = sqlite3.connect(run / "results.sqlite")
+    try:
+        planned = {Path(c).name for (c,) in con.execute("SELECT candidate FROM jobs WHERE candidate IS NOT NULL")}
+    finally:
+        con.close()
+    return sum(1 for f in Path(solutions).rglob("level_*_problem_*_sample_*_kernel.py") if f.name not in planned)
+
+
 def _checkpoint(run: Path) -> None:
     """Fold SQLite's write-ahead log into results.sqlite (a killed suite leaves its last verdicts there), so the
     work folder can be carried to the next call as it is."""
@@ -85,7 +97,8 @@ def suite_command(name: str, problems: list[str], solutions: Path, rules: str, w
     """The `kernelpilot suite` call for run ``name`` in ``work``: a new run, or the run resumed."""
     run = work / name
     if (run / "results.sqlite").is_file():
-        cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--jsonl"]
+        # --add-new: a file added to the corpus or folder since the run started is judged too
+        cmd = [sys.executable, "-m", "kernelpilot", "suite", "--resume", str(run), "--add-new", "--jsonl"]
     else:
         cmd = [sys.executable, "-m", "kernelpilot", "suite", *problems, "--solutions", str(solutions), "--rules", rules, "--out", str(run),
                "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl", *extra]
@@ -104,7 +117,7 @@ def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work:
     run = work / name
     if (run / "results.sqlite").is_file():
         planned, done = _planned_and_done(run)
-        if done >= planned:
+        if done >= planned and not _unplanned(run, solutions):
             return f"complete ({done} of {planned})"
     left = deadline - time.monotonic() - GRACE_S
     if left < 30:

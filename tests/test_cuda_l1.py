@@ -135,3 +135,24 @@ def test_rescore_runs_of_one_set_share_their_baselines(tmp_path: Path) -> None:
     assert lent("folder-kernelbench") == [str(work / "folder-kernelbench-v0.1"), str(work / "folder-kernelpilot")]
     assert lent("folder-kernelpilot") == [str(work / "folder-kernelbench-v0.1")]  # resumed: not from itself
     assert lent("folder-kernelbench~2") == [] and lent("folder-kernelbench", "build") == []
+
+
+def test_rescore_resumes_a_run_with_the_files_added_since(tmp_path: Path) -> None:
+    """A run whose folder gained a generation after it started is not complete: its resume plans it (--add-new)."""
+    from kernelpilot.suite.discovery import Job, ProblemRef
+    from kernelpilot.suite.store import Store
+
+    rescore = _script("rescore_gpu")
+    solutions = tmp_path / "gen"
+    solutions.mkdir()
+    first = solutions / "level_1_problem_19_sample_0_kernel.py"
+    first.write_text("# a generation\n")
+    run = tmp_path / "work" / "corpus-kernelbench"
+    store = Store(run)
+    store.plan([Job(ProblemRef("level1/19_ReLU", tmp_path / "19_ReLU.py", 1, 19), first.resolve(), 0)])
+    store.close()
+    assert rescore._unplanned(run, solutions) == 0
+    (solutions / "level_1_problem_19_sample_1_kernel.py").write_text("# written later\n")
+    assert rescore._unplanned(run, solutions) == 1
+    cmd = rescore.suite_command("corpus-kernelbench", ["P"], solutions, "kernelbench", tmp_path / "work", tmp_path)
+    assert cmd[3:7] == ["suite", "--resume", str(run), "--add-new"]

@@ -120,6 +120,35 @@ def test_resume_keeps_the_plan_and_runs_only_the_chosen_pending_jobs(tmp_path: P
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 5
 
 
+def test_add_new_plans_the_files_added_since_and_keeps_every_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--resume --add-new: samples written into the solutions folder after the run started are planned (a
+    problem that had none loses its `missing` verdict to its new samples); judged jobs keep their verdicts,
+    and problems outside the run's plan stay out."""
+    kb, solutions = _checkout(tmp_path)
+    run = tmp_path / "run"
+    assert _suite(capsys, str(kb), "--solutions", str(solutions), "--out", str(run), "--mode", "test")[0] == 0
+    assert sorted(_db(run)[1]) == sorted(PLAN)  # every job `missing`
+    # two samples of level1/1_A and one of a problem the run never planned arrive later
+    for sample in (0, 1):
+        shutil.copy(DATA / "solutions" / "1_scaled_add.py", solutions / f"level_1_problem_1_sample_{sample}_kernel.py")
+    shutil.copy(DATA / "solutions" / "1_scaled_add.py", solutions / "level_3_problem_1_sample_0_kernel.py")
+    # a plain resume keeps its plan; --add-new with another problem chosen plans the files and runs nothing
+    assert _suite(capsys, "--resume", str(run))[0] == 0 and len(_db(run)[0]) == 5
+    capsys.readouterr()
+    code, events = _suite(capsys, "--resume", str(run), "--add-new", "--problems", "level2/*")
+    assert code == 0 and not [e for e in events if e["event"] == "verdict"]
+    plan, verdicts, _ = _db(run)
+    assert [r[0] for r in plan] == [*PLAN, "level1/1_A#1"]
+    assert [r[6] for r in plan if r[0].startswith("level1/1_A")] == [
+        str((solutions / f"level_1_problem_1_sample_{s}_kernel.py").resolve()) for s in (0, 1)]
+    assert sorted(verdicts) == sorted(PLAN[1:])  # 1_A#0's `missing` verdict is gone, the others stay
+    assert main(["suite", "--resume", str(run), "--add-new", "--problems", "level2/*", "--device", "cpu", "--jsonl"]) == 0
+    assert "--add-new: 0 new file(s)" in capsys.readouterr().err and _db(run)[0] == plan
+    # misuse says what to do
+    assert main(["suite", str(kb), "--solutions", str(solutions), "--out", str(tmp_path / "other"), "--add-new"]) == 2
+    assert "use it with --resume RUN" in capsys.readouterr().err
+
+
 def test_resuming_a_run_planned_with_levels_keeps_its_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A run made before --levels only chose jobs: its plan holds level 1 only (meta levels [1]). A resume runs
     that plan, never adds level 2, and --levels 2 is refused (the plan has no level 2)."""

@@ -22,7 +22,8 @@ checkout (level1/ level2/ level3/ become levels), or problem files.
 Candidates: --solutions DIR (<problem>.py or <problem>/ per problem, or KernelBench's
 level_<L>_problem_<ID>_sample_<S>_kernel.py samples), or an agent session per problem (--model, --replay).
 
-The plan: every job of PROBLEMS, stored when the run starts and never changed (--resume included). --levels,
+The plan: every job of PROBLEMS, stored when the run starts and never changed (--resume included; with
+--add-new a resume also plans the files added to the solutions folder since, the rest kept as it is). --levels,
 --problems and --limit choose which of its jobs without a verdict this call runs; the others stay "not run
 yet" (failures in every rate over all problems, shown apart; the report says the run is incomplete) until a
 later `kernelpilot suite --resume RUN` runs them. For example:
@@ -67,6 +68,9 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
     s.add_argument("--out", metavar="RUN", help="the run folder (default: kernelpilot-runs/<date-time>)")
     s.add_argument("--resume", metavar="RUN", help="continue the run in RUN: evaluate only what has no verdict yet (its plan, "
                    "mode and candidates are the run's own; --levels, --problems, --limit choose among its pending jobs)")
+    s.add_argument("--add-new", action="store_true",
+                   help="with --resume: plan the files added to the run's --solutions folder since it started (a folder "
+                        "still being generated, a corpus grown); jobs already planned are kept as they are")
     s.add_argument("--solutions", metavar="DIR", help="existing candidates, no LLM")
     s.add_argument("--model", metavar="MODEL", help="agent mode: a headless agent session per problem with this litellm model")
     s.add_argument("--replay", metavar="FILE", help="agent mode with every session replaying FILE (demos, tests)")
@@ -218,6 +222,15 @@ def _discover(args: argparse.Namespace, plan_levels: list[int] | None) -> list[A
     return discovery.discover_jobs(refs, Path(args.solutions))
 
 
+def _added(args: argparse.Namespace, store: Any, plan_levels: list[int] | None) -> list[Any]:
+    """--add-new: the solutions folder's jobs that the stored plan lacks planned (Store.extend; on stderr: which);
+    the plan after."""
+    new = store.extend(_discover(args, plan_levels))
+    print(f"kernelpilot: --add-new: {len(new)} new file(s) in {args.solutions} planned"
+          + (f" ({', '.join(j.key for j in new[:5])}{', ...' if len(new) > 5 else ''})" if new else ""), file=sys.stderr)
+    return store.planned_jobs()
+
+
 def run_suite(args: argparse.Namespace) -> int:
     from kernelpilot.errors import KernelpilotError
     from kernelpilot.suite import discovery
@@ -244,6 +257,10 @@ def run_suite(args: argparse.Namespace) -> int:
             store.close()
             return _fail(f"{run_dir} holds no plan (its first call stopped before planning); start a new run with "
                          "`kernelpilot suite PROBLEMS ... --out OTHER`.")
+        if getattr(args, "add_new", False) and not meta.get("solutions"):
+            store.close()
+            return _fail("--add-new looks for new files in the run's --solutions folder; this run has none (an agent "
+                         "run plans one job per problem).")
         # a resumed run keeps what it started with; "levels" in the meta is the plan's own filter (runs made
         # before --levels only chose jobs), never this call's --levels
         for key in ("problems", "solutions", "mode", "model", "replay"):
@@ -254,12 +271,16 @@ def run_suite(args: argparse.Namespace) -> int:
             if not jobs:  # stopped between its meta and its plan: plan now, as its first call would have
                 jobs = _discover(args, meta.get("levels"))
                 store.plan(jobs)
+            elif getattr(args, "add_new", False):
+                jobs = _added(args, store, meta.get("levels"))
             selection = discovery.select_jobs(jobs, store.finished(), levels, select, limit)
             per_problem = ProblemSettings(_overrides(args, meta))
         except KernelpilotError as exc:
             store.close()
             return _fail(str(exc))
     else:
+        if getattr(args, "add_new", False):
+            return _fail("--add-new extends a run's plan: use it with --resume RUN (a new run plans every file anyway).")
         if not args.problems:
             return _fail("no problems given; pass a problem folder, a KernelBench checkout or problem files.")
         if not (args.solutions or args.model or args.replay):

@@ -97,6 +97,25 @@ class Store:
                 [(j.key, j.problem.key, str(j.problem.path), j.problem.level, j.problem.number, j.sample,
                   str(j.candidate) if j.candidate else None) for j in jobs])
 
+    def extend(self, jobs: list[Job]) -> list[Job]:
+        """Plan the jobs the plan lacks, and give a planned job without a candidate the one now found (its
+        ``missing`` verdict, about the file's absence, dropped); every other job and verdict kept. The jobs
+        added or given a candidate."""
+        changed: list[Job] = []
+        with self._lock, self._db:
+            stored = {r[0]: r[1] for r in self._db.execute("SELECT job_key, candidate FROM jobs")}
+            for j in jobs:
+                if j.key not in stored:
+                    self._db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                     (j.key, j.problem.key, str(j.problem.path), j.problem.level, j.problem.number,
+                                      j.sample, str(j.candidate) if j.candidate else None))
+                    changed.append(j)
+                elif stored[j.key] is None and j.candidate is not None:
+                    self._db.execute("UPDATE jobs SET candidate = ? WHERE job_key = ?", (str(j.candidate), j.key))
+                    self._db.execute("DELETE FROM verdicts WHERE job_key = ? AND status = 'missing'", (j.key,))
+                    changed.append(j)
+        return changed
+
     def planned(self) -> list[dict[str, Any]]:
         with self._lock:
             cur = self._db.execute("SELECT job_key, problem, problem_path, level, number, sample, candidate FROM jobs ORDER BY rowid")
