@@ -201,3 +201,21 @@ def test_an_exception_kernelbench_does_not_catch_is_not_compiled(tmp_path: Path)
         got.append(worker.evaluate(msg)["verdict"].get("kernelbench") or {})
     assert got[0].get("status") == "compile_error" and got[0].get("compiled") is False, got[0]
     assert got[1].get("status") == "runtime_error", got[1]
+
+
+def test_the_host_budget_is_shared_among_the_hosts_gpus(monkeypatch) -> None:
+    """40% of the available host memory on a one-GPU host (level1/19's six 6 GiB sets on 128 GiB), a share of it
+    per GPU on a larger one: each GPU's worker keeps its own sets."""
+    from kernelpilot.evaluation import kb_inputs
+
+    monkeypatch.setattr(kb_inputs, "_host_available", lambda: 100 << 30)
+    monkeypatch.delenv(kb_inputs.ENV, raising=False)
+    cache = kb_inputs.KernelBenchInputs(types.ModuleType("problem"), "cpu")
+    monkeypatch.setattr(kb_inputs, "_GPUS_ON_HOST", [1])
+    assert cache._budgets() == (0, 40 << 30)
+    monkeypatch.setattr(kb_inputs, "_GPUS_ON_HOST", [8])
+    assert cache._budgets() == (0, 5 << 30)
+    cache.host_bytes = 20 << 30  # what the cache holds counts as available to it
+    assert cache._budgets() == (0, 6 << 30)
+    monkeypatch.setenv(kb_inputs.ENV, str(1 << 30))
+    assert cache._budgets() == (0, 1 << 30)

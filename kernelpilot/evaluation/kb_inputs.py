@@ -24,7 +24,10 @@ draws of a large problem in about the time of one or two.
 
 Memory: a set is kept on the device while the cache's device bytes stay within 15% of free device memory
 (what the driver reports free and what torch's caching allocator holds unused, plus what the cache
-holds), else in host memory within 25% of the available host memory, else not at all.
+holds), else in host memory within 40% of the available host memory shared by the host's GPUs (a suite
+runs one worker per GPU: 40% on a one-GPU machine, 5% each on eight), else not at all. At 25% the H100
+run of 2026-12-05 kept four of level1/19's six 6 GiB sets and drew the other two again for every
+candidate (15-17 s of its 23-30 s); 40% keeps all six on a 128 GiB host.
 ``$KERNELPILOT_KB_INPUT_CACHE_BYTES`` caps both (0 turns the cache off). Sets drawn side by side are sized
 against the budgets as they stood before the draw, and one kept in host memory is kept as the child
 wrote it (its shared memory, processed afresh at each use), not copied once more; a set the cache cannot
@@ -40,7 +43,7 @@ import os
 from typing import Any, Callable
 
 DEVICE_FRACTION = 0.15
-HOST_FRACTION = 0.25
+HOST_FRACTION = 0.4  # of the available host memory, divided among the host's GPUs (_host_share)
 ONCE_FRACTION = 0.25  # of the available host memory, for sets drawn side by side that the cache cannot keep
 ENV = "KERNELPILOT_KB_INPUT_CACHE_BYTES"
 # sets at least this large (bytes) are drawn side by side in forked children (kb_draws.py); the variable
@@ -60,6 +63,28 @@ def _host_available() -> int:
     except OSError:
         pass
     return 0
+
+
+_GPUS_ON_HOST: list[int] = []
+
+
+def _host_share() -> float:
+    """This worker's share of the host memory the cache may use: HOST_FRACTION over the host's GPUs (NVML's
+    count, blind to CUDA_VISIBLE_DEVICES: every GPU may have a worker drawing its own sets), 1 GPU if unknown."""
+    if not _GPUS_ON_HOST:
+        count = 1
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            try:
+                count = max(1, int(pynvml.nvmlDeviceGetCount()))
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:  # no NVML (a CPU machine, a driver without it): one worker
+            pass
+        _GPUS_ON_HOST.append(count)
+    return HOST_FRACTION / _GPUS_ON_HOST[0]
 
 
 def _scalar_globals(module: Any) -> tuple:
@@ -123,7 +148,7 @@ class KernelBenchInputs:
             # what torch's caching allocator holds unused is as free to the next tensor as what it never took
             free += max(0, torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev))
             device = int(DEVICE_FRACTION * (free + self.device_bytes))
-        host = int(HOST_FRACTION * (_host_available() + self.host_bytes))
+        host = int(_host_share() * (_host_available() + self.host_bytes))
         if limit is not None:
             device, host = min(device, limit), min(host, limit)
         return device, host
