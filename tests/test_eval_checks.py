@@ -271,15 +271,45 @@ def test_side_stream_of_a_library_op_is_the_library_not_the_candidate() -> None:
                                  ("void convolveNd_dgrad_float_engine<float>", 14, 2, 20, conv)]))
     assert trace.home_stream == 7 and [s for _, s in trace.kernels] == [14, 7]  # time order
     assert trace.launched_by == [("aten::conv_transpose3d", "aten::cudnn_convolution_transpose"), ()]
-    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["side-stream"]  # dispatch not watched: reject
-    trace.watched_dispatch = True
-    assert ra.kernel_findings(trace, [], []) == []
+    # torch's own call runs no kernel of the candidate's (the dgrad kernel is cuDNN's: aten launched it), so the
+    # stream question is asked of side-stream findings alone
+    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["no-custom-kernel", "library-kernel", "side-stream"]
+    trace.watched_dispatch = True  # dispatch not watched (above): reject; watched: the library's own stream
+    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["no-custom-kernel", "library-kernel"]
+    assert [f.rule for f in ra.kernel_findings(trace, [], ["cudnn"])] == ["library-only"]  # where cuDNN is allowed
     trace.off_stream_ops = ["convolution"]  # the candidate made another stream current: its doing
-    assert [f.rule for f in ra.kernel_findings(trace, [], [])] == ["side-stream"]
-    # a kernel of the candidate's own (or an elementwise aten op) on another stream is never the library's
+    assert "side-stream" in [f.rule for f in ra.kernel_findings(trace, [], [])]
+    # an elementwise aten op's kernel on another stream is never the library's (nor the candidate's own)
     own = parse_trace(_chrome([("scale_kernel", 13, 1, 5, [("aten::mul", 0, 50)])]))
     own.watched_dispatch = True
+    assert [f.rule for f in ra.kernel_findings(own, ["scale_kernel"], [])] == ["no-custom-kernel", "side-stream"]
+    # ... and a kernel of the candidate's own (launched outside every aten op) on another stream is its doing
+    own = parse_trace(_chrome([("scale_kernel", 13, 1, 5, [("aten::empty", 0, 3)])]))
+    own.watched_dispatch = True
     assert [f.rule for f in ra.kernel_findings(own, ["scale_kernel"], [])] == ["side-stream"]
+
+
+def test_a_kernel_an_aten_op_launched_is_never_the_candidates() -> None:
+    """The H100 folder run of 2026-12-05: a try/except whose fallback (nn.Linear) always runs was `ok`, because
+    cuBLAS's small-GEMM kernel matched no library name and counted as the candidate's. Launched inside
+    aten::addmm, it is cuBLAS's whatever its name; an unknown name outside every aten op is still the candidate's."""
+    from kernelpilot.evaluation.kernel_trace import parse_trace
+
+    gemm = "void gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024, false>(float const*)"
+    addmm = [("aten::linear", 0, 60), ("aten::addmm", 2, 50)]
+    fallback = parse_trace(_chrome([(gemm, 7, 1, 10, addmm),
+                                    ("void at::native::vectorized_elementwise_kernel<4, F>(int, F)", 7, 2, 70,
+                                     [("aten::relu", 65, 20)])]))
+    found = ra.kernel_findings(fallback, ["copy_kernel"], [])
+    assert [f.rule for f in found] == ["no-custom-kernel", "library-kernel"] and "gemvNSP_kernel" in found[0].message
+    # cuBLAS allowed (KernelBench's ops): still no kernel of its own that ran
+    assert [f.rule for f in ra.kernel_findings(fallback, ["copy_kernel"], ["cublas"])] == ["no-custom-kernel"]
+    # with no own names known: library-only where the project allows cuBLAS
+    assert [f.rule for f in ra.kernel_findings(fallback, [], ["cublas"])] == ["library-only"]
+    # an own kernel whose name the sources do not show (a macro made it), launched by the candidate itself
+    mine = parse_trace(_chrome([("void MACRO_made_kernel<float>(float const*)", 7, 1, 100, [("aten::empty", 90, 5)]),
+                                (gemm, 7, 2, 10, addmm)]))
+    assert [f.rule for f in ra.kernel_findings(mine, ["copy_kernel"], [])] == ["library-kernel"]
 
 
 def test_operator_recorder_notes_ops_dispatched_off_the_current_stream() -> None:

@@ -220,13 +220,20 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
                         message="torch.profiler recorded no GPU activity; kernel and stream checks were skipped.")]
     own_bases = {_base_name(k) for k in own_kernels if k}
     names = [k for k, _ in trace.kernels]
+    # a kernel launched inside an aten op's CPU range is that op's (torch's, or the library it calls): whatever its
+    # name, never the candidate's. The H100 run of 2026-12-05 called a try/except whose fallback ran nn.Linear ok:
+    # cuBLAS's small-GEMM kernel there matched none of the library names below and was taken for an own kernel.
+    by_op = [i < len(trace.launched_by) and any(op.startswith("aten::") for op in trace.launched_by[i])
+             for i in range(len(names))]
     # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton;
     # a bare name alike is not enough when the recorded kernel sits in torch's namespaces and the own one does not
-    own = [k for k in names if _own_by_name(k, own_kernels)
+    own = [k for i, k in enumerate(names) if not by_op[i] and (
+           _own_by_name(k, own_kernels)
            or any(_names_kernel(k, b) for b in own_bases if b != _base_name(k))
-           or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k))]
+           or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k)))]
     libraries_allowed = bool({"cublas", "cudnn", "torch.matmul"} & {lib.lower() for lib in allowed_libraries})
-    lib_kernels = [k for k in names if k not in own and _LIBRARY_KERNEL.search(k)]
+    lib_kernels = [k for i, k in enumerate(names) if k not in own and (
+        _LIBRARY_KERNEL.search(k) or (by_op[i] and any(library_op(op) for op in trace.launched_by[i])))]
     library_only = not own and not own_bases and lib_kernels and libraries_allowed
     if library_only:
         # "call cuBLAS and fuse around it": the candidate compiled no kernels of its own and the project
