@@ -168,6 +168,10 @@ class ModelNew(_Reference):
 
     def forward(self, *inputs):
         self.half()
+        for module in self.modules():  # tensors kept as plain attributes (an RNN's hidden state) too
+            for name, value in list(vars(module).items()):
+                if isinstance(value, torch.Tensor) and value.is_floating_point():
+                    setattr(module, name, value.half())
         halved = [x.half() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         out = super().forward(*halved)
         return out.float() if isinstance(out, torch.Tensor) and out.is_floating_point() else out

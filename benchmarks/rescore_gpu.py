@@ -34,10 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published import LAYOUT  # noqa: E402 - benchmarks/published.py, beside this script
+from rescore_compare import (compare_corpus, compare_folder, compare_kb, compare_published,  # noqa: E402
+                             compare_runs, redo_mismatches, write_summary)
+from rescore_refresh import refresh_corpus, refresh_folder, take_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ("kernelbench", "kernelbench-v0.1", "kernelpilot")
-HARNESS_FAILURES = ("timeout", "runtime_error")
 GRACE_S = 25.0  # kept back from the budget for a suite to stop at the deadline (SIGINT, then SIGKILL)
 # the order the runs go in, most useful first: each call of --budget seconds completes what it can of them and
 # a later call with the same --work goes on (a complete run is not started again)
@@ -146,171 +148,6 @@ def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work:
     return f"rc {rc}{note}"
 
 
-def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
-    from kernelpilot.suite.differences import classify
-    from kernelpilot.suite.store import Store
-    from kernelpilot.verdict import Verdict
-
-    by_name = {e["generation_name"]: e for e in manifest["files"]}
-    store = Store(run)
-    rows = store.rows()
-    store.close()
-    out = {"rules": rules, "verdicts": len(rows), "as_expected": 0, "mismatches": [], "harness_failures": []}
-    for r in rows:
-        e = by_name.get(Path(r.candidate or "").name)
-        if e is None or not r.verdict:
-            continue
-        v = Verdict.from_dict(r.verdict)
-        want = e["kernelpilot"][rules]
-        rejects = {f.rule for f in v.findings if f.severity == "reject"}
-        problems = []
-        if v.status != want["status"]:
-            problems.append(f"ours {v.status} (expected {want['status']})")
-        if not set(want["rules"]) <= rejects:
-            problems.append(f"reject findings {sorted(rejects)} lack {sorted(set(want['rules']) - rejects)}")
-        if rules != "kernelpilot":
-            kb = v.kernelbench.status if v.kernelbench else "no score"
-            if kb != e["kernelbench"][rules]:
-                problems.append(f"KernelBench {kb} (expected {e['kernelbench'][rules]})")
-            d = classify(v)
-            got = d.reason if d else None
-            if got != e["difference"][rules] and not (got == "timing" and e["difference"][rules] is None):
-                problems.append(f"difference {got} (expected {e['difference'][rules]})")
-        if v.status in HARNESS_FAILURES and v.status != want["status"]:  # an expected runtime_error is the candidate's
-            out["harness_failures"].append({"file": e["file"], "status": v.status, "error": v.error[:300]})
-        if problems:
-            out["mismatches"].append({"file": e["file"], "job": r.job_key, "problems": problems, "summary": v.summary})
-        else:
-            out["as_expected"] += 1
-    out["expected_files"] = len(manifest["files"])
-    return out
-
-
-def compare_runs(first: Path, again: Path) -> dict:
-    """A run judged a second time (``NAME~2``): every job both runs judged, with its status, KernelBench status and
-    reject rules; the jobs where any differ are listed (a verdict that changes between two runs of the same
-    files on the same machine is not about the candidate)."""
-    from kernelpilot.suite.store import Store
-
-    def judged(run: Path) -> dict[str, tuple]:
-        store = Store(run)
-        rows = store.rows()
-        store.close()
-        out = {}
-        for r in rows:
-            v = r.verdict or {}
-            rejects = sorted({f.get("rule") for f in v.get("findings") or [] if f.get("severity") == "reject"})
-            out[r.job_key] = (r.status, (v.get("kernelbench") or {}).get("status"), rejects)
-        return out
-
-    a, b = judged(first), judged(again)
-    both = sorted(set(a) & set(b))
-    differ = [{"job": j, "first": a[j], "again": b[j]} for j in both if a[j] != b[j]]
-    return {"first": first.name, "again": again.name, "judged_twice": len(both), "identical": len(both) - len(differ),
-            "different": differ}
-
-
-def compare_kb(run: Path, rules: str, expected: dict[str, list[str]]) -> dict:
-    """KernelBench's own examples and adversarial kernels: both statuses per file; under our default rules,
-    ours against kb_corpus.EXPECTED (honest examples ok, the adversarial kernels caught)."""
-    import sqlite3
-
-    con = sqlite3.connect(run / "results.sqlite")
-    rows = {}
-    try:
-        for job, status, verdict in con.execute("SELECT job_key, status, verdict FROM verdicts"):
-            v = json.loads(verdict) if verdict else {}
-            rows[job.split("#")[0]] = {"ours": status, "kernelbench": (v.get("kernelbench") or {}).get("status") or "-"}
-    finally:
-        con.close()
-    unexpected = [k for k, r in rows.items() if rules == "kernelpilot" and r["ours"] not in expected.get(k, ["ok"])]
-    failures = [k for k, r in rows.items() if r["ours"] in HARNESS_FAILURES and "crash" not in k and "hang" not in k]
-    return {"verdicts": len(rows), "planned": len(expected), "rows": rows, "unexpected": sorted(unexpected), "harness_failures": sorted(failures)}
-
-
-def compare_folder(run: Path, rules: str, manifest: dict) -> dict:
-    from kernelpilot.suite.store import Store
-
-    by_name = {e["file"]: e for e in manifest["files"]}
-    store = Store(run)
-    rows = store.rows()
-    store.close()
-    per_pattern: dict[str, dict[str, int]] = {}
-    off: list[dict] = []
-    failures: list[dict] = []
-    both = 0
-    for r in rows:
-        e = by_name.get(Path(r.candidate or "").name)
-        if e is None or not r.verdict:
-            continue
-        kb = (r.verdict.get("kernelbench") or {}).get("status")
-        both += kb is not None
-        key = f"{r.status} / KernelBench {kb}"
-        per_pattern.setdefault(e["pattern"], {}).setdefault(key, 0)
-        per_pattern[e["pattern"]][key] += 1
-        if r.status in HARNESS_FAILURES and r.status != e["kernelpilot"]["status"]:
-            failures.append({"file": e["file"], "problem": e["problem"], "status": r.status,
-                             "error": (r.verdict.get("error") or "")[:300]})
-        if rules != "kernelpilot" and (r.status != e["kernelpilot"]["status"]
-                                       or (e["kernelbench"] is not None and kb != e["kernelbench"])):
-            off.append({"file": e["file"], "problem": e["problem"], "pattern": e["pattern"], "ours": r.status,
-                        "kernelbench": kb, "error": (r.verdict.get("error") or "")[:200]})
-    return {"rules": rules, "verdicts": len(rows), "with_both_scores": both, "per_pattern": per_pattern,
-            "unexpected": off, "harness_failures": failures, "generations": len(manifest["files"])}
-
-
-def compare_published(run: Path, rules: str, manifest: dict) -> dict:
-    """No expected statuses here (published solutions): both scores counted, and every timeout or runtime error
-    listed with its error, to be read one by one (the candidate's, or ours?)."""
-    from kernelpilot.suite.store import Store
-
-    by_name = {e["generation"]: e for e in manifest["generations"]}
-    store = Store(run)
-    rows = store.rows()
-    store.close()
-    pairs: dict[str, int] = {}
-    errors: list[dict] = []
-    for r in rows:
-        e = by_name.get(Path(r.candidate or "").name)
-        if e is None or not r.verdict:
-            continue
-        kb = (r.verdict.get("kernelbench") or {}).get("status")
-        key = f"{r.status} / KernelBench {kb}"
-        pairs[key] = pairs.get(key, 0) + 1
-        if r.status in HARNESS_FAILURES:
-            errors.append({"file": e["generation"], "problem": e["problem"], "model": e["model"], "status": r.status,
-                           "kernelbench": kb, "error": (r.verdict.get("error") or "")[:300]})
-    return {"rules": rules, "verdicts": len(rows), "generations": len(manifest["generations"]),
-            "pairs": dict(sorted(pairs.items(), key=lambda kv: -kv[1])), "timeouts_and_runtime_errors": errors}
-
-
-def redo_mismatches(run: Path, rules: str, manifest: dict) -> list[dict]:
-    """Take the corpus verdicts that were not as expected out of ``run`` so that ``--resume`` judges them again
-    (after a fix); each is kept, whole, in ``run/redone.jsonl`` and returned (the summary lists them)."""
-    import sqlite3
-
-    if not (run / "results.sqlite").is_file():
-        return []
-    found = compare_corpus(run, rules, manifest)
-    jobs = [m["job"] for m in found["mismatches"]]
-    if not jobs:
-        return []
-    con = sqlite3.connect(run / "results.sqlite")
-    taken = []
-    try:
-        with con, (run / "redone.jsonl").open("a") as kept:
-            for job in jobs:
-                row = con.execute("SELECT status, verdict FROM verdicts WHERE job_key = ?", (job,)).fetchone()
-                if row is None:
-                    continue
-                kept.write(json.dumps({"job": job, "status": row[0], "verdict": row[1], "redone_at": time.time()}) + "\n")
-                con.execute("DELETE FROM verdicts WHERE job_key = ?", (job,))
-                taken.append({"job": job, "earlier_status": row[0]})
-    finally:
-        con.close()
-    return taken
-
-
 def published_sets(p: argparse.ArgumentParser, given: list[str]) -> dict[str, Path]:
     """--published NAME=DIR (and --leaderboard DIR) as NAME -> folder, each checked to hold the layout."""
     sets: dict[str, Path] = {}
@@ -328,43 +165,6 @@ def published_sets(p: argparse.ArgumentParser, given: list[str]) -> dict[str, Pa
             p.error(f"--published: {name} given twice")
         sets[name] = d
     return sets
-
-
-def write_summary(out: Path, summary: dict, final: bool = False) -> None:
-    """rescore-summary.json and .md under OUT, written after every run (a call killed at its limit keeps them)."""
-    (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    lines = ["# Re-scoring evidence", ""]
-    for rules, c in summary["corpus"].items():
-        lines.append(f"- corpus under {rules}: {c['verdicts']} of {c['expected_files']} verdicts, {c['as_expected']} as "
-                     f"expected, {len(c['mismatches'])} not, {len(c['harness_failures'])} unexpected timeouts or runtime errors")
-        lines += [f"  - {m['file']}: {'; '.join(m['problems'])}" for m in c["mismatches"]]
-    for rules, c in summary["kb"].items():
-        lines.append(f"- KernelBench's examples and adversarial kernels under {rules}: {c['verdicts']} of {c['planned']} verdicts, "
-                     f"{len(c['harness_failures'])} timeouts or runtime errors"
-                     + (f", ours not as expected under our rules: {', '.join(c['unexpected'])}" if c["unexpected"] else ""))
-        lines += [f"  - {job}: ours {row['ours']}, KernelBench {row['kernelbench']}" for job, row in sorted(c["rows"].items())]
-    for rules, c in summary["folder"].items():
-        lines.append(f"- folder under {rules}: {c['verdicts']} of {c['generations']} verdicts, {c['with_both_scores']} "
-                     f"with both scores, {len(c['unexpected'])} unexpected, {len(c['harness_failures'])} unexpected "
-                     "timeouts or runtime errors")
-        lines += [f"  - {u['file']} ({u['problem']}, {u['pattern']}): ours {u['ours']}, KernelBench {u['kernelbench']}"
-                  for u in c["unexpected"][:40]]
-    for set_name, runs in (summary.get("published") or {}).items():
-        for rules, c in runs.items():
-            lines.append(f"- {set_name} under {rules}: {c['verdicts']} of {c['generations']} verdicts; ours / KernelBench's: "
-                         + ", ".join(f"{k} {n}" for k, n in c["pairs"].items()))
-            lines += [f"  - {e['file']} ({e['problem']}, {e['model']}): {e['status']}, KernelBench {e['kernelbench']}: "
-                      f"{e['error'][:160]}" for e in c["timeouts_and_runtime_errors"][:60]]
-    for name, c in (summary.get("repeats") or {}).items():
-        lines.append(f"- {name}: {c['judged_twice']} jobs judged in both runs, {c['identical']} with the same status, "
-                     f"KernelBench status and reject rules, {len(c['different'])} not")
-        lines += [f"  - {d['job']}: {d['first']} then {d['again']}" for d in c["different"]]
-    for name, taken in (summary.get("redone") or {}).items():
-        if taken:
-            lines.append(f"- {name}: judged again after fixes: " + ", ".join(f"{t['job']} (was {t['earlier_status']})" for t in taken))
-    (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
-    if final:
-        print("\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,8 +197,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="how far each suite evaluates (build: no GPU, a CPU smoke of the orchestration)")
     p.add_argument("--limit", type=int, help="each suite call runs at most N pending jobs (a smoke; the rest stay "
                    "for the next call)")
-    p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus verdicts that were not "
-                   "as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
+    p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus and folder verdicts that "
+                   "were not as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
+    p.add_argument("--refresh-only", action="store_true", help="bring the work folder up to today's files (generation "
+                   "folders, corpus copy; verdicts of changed files taken out, with --redo-mismatches those not as "
+                   "expected too) and stop: no GPU needed, run it here before carrying the work folder")
     args = p.parse_args(argv)
     published = published_sets(p, args.published + ([f"leaderboard={args.leaderboard}"] if args.leaderboard else []))
     known = PLAN + tuple(f"{n}-{r}" for n in published for r in PUBLISHED_RULES)
@@ -414,25 +217,46 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     work = Path(args.work) if args.work else out / "runs"
     work.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     gen = work / "generations"
     folder_args = ["--problems", str(args.folder_problems), "--fallbacks", str(args.folder_fallbacks),
                    "--elementwise", str(args.folder_elementwise)]
-    if not (gen / "expected.json").is_file():
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(checkout),
-                        "--out", str(gen), "--corpus", str(work / "corpus"), *folder_args], check=True)
-    corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
-    folder_manifest = json.loads((gen / "expected.json").read_text())
     original = Path(args.kernelbench_original).resolve() if args.kernelbench_original else None
-    gen01, original_manifest, original_root = gen, folder_manifest, levels_root
+    gen01, original_root = gen, levels_root
+    # the folders and the corpus copy as today's sources write them; verdicts of files that changed are taken out
+    changed = {"corpus": refresh_corpus(work / "corpus"), "folder": refresh_folder(gen, checkout, folder_args)}
     if original is not None:
         original_root = original / "KernelBench" if (original / "KernelBench" / "level1").is_dir() else original
         gen01 = work / "generations-v0.1"
-        if not (gen01 / "expected.json").is_file():
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kb_generations.py"), "--kernelbench", str(original),
-                            "--out", str(gen01), "--problems", str(args.folder_problems), "--fallbacks",
-                            str(args.folder_fallbacks)], check=True)  # every elementwise problem: small at these sizes
-        original_manifest = json.loads((gen01 / "expected.json").read_text())
-    summary: dict = {"calls": [], "corpus": {}, "folder": {}}
+        # every elementwise problem: small at these sizes
+        changed["folder-v0.1"] = refresh_folder(gen01, original, ["--problems", str(args.folder_problems),
+                                                                  "--fallbacks", str(args.folder_fallbacks)])
+    corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
+    folder_manifest = json.loads((gen / "expected.json").read_text())
+    original_manifest = json.loads((gen01 / "expected.json").read_text())
+    summary: dict = {"calls": [], "corpus": {}, "folder": {}, "kb": {}}
+
+    def solutions_of(run_name: str) -> Path | None:
+        what, rules = run_name.split("~", 1)[0].split("-", 1)
+        if what == "folder":
+            return gen01 if rules == "kernelbench-v0.1" and original is not None else gen
+        return work / "corpus" if what == "corpus" else None
+
+    taken: dict[str, list[dict]] = {}
+    for run in sorted(d for d in work.iterdir() if (d / "results.sqlite").is_file()):
+        folder = solutions_of(run.name)
+        key = "corpus" if folder == work / "corpus" else "folder-v0.1" if folder == gen01 and gen01 != gen else "folder"
+        if folder is not None and changed.get(key):
+            taken[run.name] = take_out(run, set(changed[key]), "its file changed since it was judged")
+        if args.redo_mismatches and folder is not None and run.name.startswith("folder-") and "~" not in run.name:
+            rules = run.name.split("-", 1)[1]
+            found = compare_folder(run, rules, original_manifest if folder == gen01 and gen01 != gen else folder_manifest)
+            redo = {u["file"] for u in found["unexpected"]} | {u["file"] for u in found["harness_failures"]}
+            taken.setdefault(run.name, []).extend(take_out(run, redo, "not as expected"))
+    summary["refreshed"] = {"changed_files": {k: v for k, v in changed.items() if v}, "taken_out": {k: v for k, v in taken.items() if v}}
+    if args.refresh_only:
+        write_summary(out, summary, final=True)
+        return 0
     from kb_corpus import EXPECTED, kernelbench_jobs
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
