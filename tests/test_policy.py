@@ -190,3 +190,28 @@ def test_native_include_outside_candidate_is_refused(line: str) -> None:
     src = f"#include <cuda_runtime.h>\n#include \"common.cuh\"\n{line}\n"
     findings = check_native(src, "k.cu")
     assert [(f.rule, f.line, f.severity) for f in findings] == [("native-include-outside", 3, "reject")]
+
+
+def test_modules_the_problem_imports_are_allowed_unless_refused_for_a_reason(tmp_path: Path) -> None:
+    """KernelBench's level3/30_SwinTransformerV2 imports numpy to build constant tables; a candidate that keeps
+    the problem's code was refused `import-numpy` under our default rules (the H100 folder run of 2026-12-05).
+    A module the problem itself imports is allowed unless it is refused for a reason of its own (os, ctypes)."""
+    from kernelpilot.evaluation.policy import problem_imports
+
+    problem = tmp_path / "30_Swin.py"
+    problem.write_text("import numpy as np\nimport os\nfrom scipy import special\nimport torch\n"
+                       "import ctypes\nfrom torch.hub import load\n")
+    assert problem_imports(problem) == {"numpy", "scipy"}
+    assert problem_imports(tmp_path / "missing.py") == frozenset() and problem_imports(None) == frozenset()
+    cand = tmp_path / "cand.py"
+    cand.write_text("import numpy as np\nimport os\nimport ctypes\nimport pandas\nimport torch\n")
+    alone = {f.rule: f.severity for f in check_candidate(cand)}
+    assert alone == {"import-numpy": "reject", "import-os": "reject", "import-ctypes": "reject", "import-pandas": "reject"}
+    found = {f.rule: f for f in check_candidate(cand, problem=problem)}
+    assert {r: f.severity for r, f in found.items()} == {
+        "import-numpy": "warn", "import-os": "reject", "import-ctypes": "reject", "import-pandas": "reject"}
+    assert "the problem file imports it too" in found["import-numpy"].message
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "problem.py").write_text("import numpy\n")
+    assert problem_imports(folder) == {"numpy"}

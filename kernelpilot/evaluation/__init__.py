@@ -195,7 +195,7 @@ class Evaluator(WorkerRequests):
         try:
             from kernelpilot.evaluation.policy import check_candidate
 
-            v.findings.extend(check_candidate(cand_path, relaxed=s.relaxed_policy, rules=s.ruleset))
+            v.findings.extend(check_candidate(cand_path, relaxed=s.relaxed_policy, rules=s.ruleset, problem=problem_path))
         except ImportError:
             v.flags.append("static policy unavailable: candidate sources were not scanned")
         if any(f.severity == "reject" for f in v.findings):

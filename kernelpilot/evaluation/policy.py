@@ -393,14 +393,41 @@ def _apply_relaxed(findings: list[Finding], relaxed: Iterable[str]) -> list[Find
 # --------------------------------------------------------------------------------------------
 # Whole candidates
 
-def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Any = None) -> list[Finding]:
+def problem_imports(problem_path: str | Path | None) -> frozenset[str]:
+    """The top-level modules the problem file imports that the policy refuses only for not being on the
+    allow-list (numpy in KernelBench's level3/30_SwinTransformerV2): a candidate may import them too. A module
+    refused for a reason of its own (os, subprocess, ctypes, ...) stays refused, problem or not."""
+    path = Path(problem_path) if problem_path is not None else None
+    if path is not None and path.is_dir():
+        path = path / "problem.py"
+    if path is None or not path.is_file():
+        return frozenset()
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return frozenset()
+    modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    return frozenset(_top(m) for m in modules
+                     if _module_verdict(m) is not None and _top(m) not in _MODULE_REASONS
+                     and not any(m == d or m.startswith(d + ".") for d in DENIED_SUBMODULES))
+
+
+def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Any = None,
+                    problem: str | Path | None = None) -> list[Finding]:
     """Check a candidate directory (every .py and native source) or a single-file .py candidate.
 
     ``rules`` (kernelpilot.rules): under a KernelBench preset a finding refuses only when the preset says
-    so (processes, native loaders, sockets); every other one is listed as a warning."""
+    so (processes, native loaders, sockets); every other one is listed as a warning. ``problem``: the
+    problem file, whose own imports of modules off the allow-list the candidate may share (problem_imports)."""
     from kernelpilot.rules import get_rules
 
     found = _check_candidate(Path(candidate_path), list(relaxed))
+    shared = problem_imports(problem)
+    for f in found:
+        if f.severity == "reject" and f.rule.startswith("import-") and f.rule[len("import-"):] in shared:
+            f.severity = "warn"
+            f.message += " (Allowed here: the problem file imports it too.)"
     ruleset = get_rules(rules)
     for f in found:
         severity = ruleset.static_severity(f.rule, f.severity)
