@@ -216,6 +216,15 @@ def levels_root(checkout: Path) -> Path:
     sys.exit(f"{checkout} holds no level1/ (pass a KernelBench checkout, or its KernelBench/ folder)")
 
 
+def write_corpus(folder: Path) -> None:
+    """The hand-written corpus (tests/data/generations) in KernelBench's layout in ``folder``, with its manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((CORPUS / "expected.json").read_text())
+    for e in manifest["files"]:
+        shutil.copyfile(CORPUS / e["file"], folder / e["generation_name"])
+    (folder / "expected.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
 def write(args: argparse.Namespace) -> int:
     root = levels_root(Path(args.kernelbench).expanduser().resolve())
     out = Path(args.out).expanduser()
@@ -245,12 +254,7 @@ def write(args: argparse.Namespace) -> int:
                 continue  # each builds a kernel of its own: only the smallest problems get one
             emit(lv, pid, problem, pattern, body + WRAPPERS[pattern].replace("NAME", f"{lv}_{pid}"))
     if args.corpus:  # a folder of its own: the suite reads every generation below --solutions
-        corpus = Path(args.corpus).expanduser()
-        corpus.mkdir(parents=True, exist_ok=True)
-        manifest = json.loads((CORPUS / "expected.json").read_text())
-        for e in manifest["files"]:
-            shutil.copyfile(CORPUS / e["file"], corpus / e["generation_name"])
-        (corpus / "expected.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        write_corpus(Path(args.corpus).expanduser())
     doc = {"about": "generations written by benchmarks/kb_generations.py; kernelpilot: our expected status under the "
                     "kernelbench presets (rules: reject findings that must be present), kernelbench: KernelBench's "
                     "expected status (null where it depends on the problem)",

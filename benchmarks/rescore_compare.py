@@ -6,7 +6,6 @@ examples against kb_corpus.EXPECTED, a published set's pairs of statuses, a run 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 HARNESS_FAILURES = ("timeout", "runtime_error")
@@ -45,7 +44,8 @@ def compare_corpus(run: Path, rules: str, manifest: dict) -> dict:
         if v.status in HARNESS_FAILURES and v.status != want["status"]:  # an expected runtime_error is the candidate's
             out["harness_failures"].append({"file": e["file"], "status": v.status, "error": v.error[:300]})
         if problems:
-            out["mismatches"].append({"file": e["file"], "job": r.job_key, "problems": problems, "summary": v.summary})
+            out["mismatches"].append({"file": e["file"], "candidate": e["generation_name"], "job": r.job_key,
+                                      "problems": problems, "summary": v.summary})
         else:
             out["as_expected"] += 1
     out["expected_files"] = len(manifest["files"])
@@ -150,33 +150,6 @@ def compare_published(run: Path, rules: str, manifest: dict) -> dict:
             "pairs": dict(sorted(pairs.items(), key=lambda kv: -kv[1])), "timeouts_and_runtime_errors": errors}
 
 
-def redo_mismatches(run: Path, rules: str, manifest: dict) -> list[dict]:
-    """Take the corpus verdicts that were not as expected out of ``run`` so that ``--resume`` judges them again
-    (after a fix); each is kept, whole, in ``run/redone.jsonl`` and returned (the summary lists them)."""
-    import sqlite3
-
-    if not (run / "results.sqlite").is_file():
-        return []
-    found = compare_corpus(run, rules, manifest)
-    jobs = [m["job"] for m in found["mismatches"]]
-    if not jobs:
-        return []
-    con = sqlite3.connect(run / "results.sqlite")
-    taken = []
-    try:
-        with con, (run / "redone.jsonl").open("a") as kept:
-            for job in jobs:
-                row = con.execute("SELECT status, verdict FROM verdicts WHERE job_key = ?", (job,)).fetchone()
-                if row is None:
-                    continue
-                kept.write(json.dumps({"job": job, "status": row[0], "verdict": row[1], "redone_at": time.time()}) + "\n")
-                con.execute("DELETE FROM verdicts WHERE job_key = ?", (job,))
-                taken.append({"job": job, "earlier_status": row[0]})
-    finally:
-        con.close()
-    return taken
-
-
 def write_summary(out: Path, summary: dict, final: bool = False) -> None:
     """rescore-summary.json and .md under OUT, written after every run (a call killed at its limit keeps them)."""
     (out / "rescore-summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
@@ -215,9 +188,6 @@ def write_summary(out: Path, summary: dict, final: bool = False) -> None:
             whys[t["why"]] = whys.get(t["why"], 0) + 1
         lines.append(f"- {name}: {len(items)} verdict(s) taken out to be judged again ("
                      + "; ".join(f"{n} {w}" for w, n in whys.items()) + ")")
-    for name, taken in (summary.get("redone") or {}).items():
-        if taken:
-            lines.append(f"- {name}: judged again after fixes: " + ", ".join(f"{t['job']} (was {t['earlier_status']})" for t in taken))
     (out / "rescore-summary.md").write_text("\n".join(lines) + "\n")
     if final:
         print("\n".join(lines))

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from published import LAYOUT  # noqa: E402 - benchmarks/published.py, beside this script
 from rescore_compare import (compare_corpus, compare_folder, compare_kb, compare_published,  # noqa: E402
-                             compare_runs, redo_mismatches, write_summary)
+                             compare_runs, write_summary)
 from rescore_refresh import refresh_corpus, refresh_folder, take_out  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,12 +69,14 @@ def _unplanned(run: Path, solutions: Path) -> int:
     """Generation files in ``solutions`` that the run's plan lacks (written after it started: --add-new plans them)."""
     import sqlite3
 
+    from kernelpilot.suite.discovery import GENERATION_GLOB
+
     con = sqlite3.connect(run / "results.sqlite")
     try:
         planned = {Path(c).name for (c,) in con.execute("SELECT candidate FROM jobs WHERE candidate IS NOT NULL")}
     finally:
         con.close()
-    return sum(1 for f in Path(solutions).rglob("level_*_problem_*_sample_*_kernel.py") if f.name not in planned)
+    return sum(1 for f in Path(solutions).rglob(GENERATION_GLOB) if f.name not in planned)
 
 
 def _checkpoint(run: Path) -> None:
@@ -222,37 +224,39 @@ def main(argv: list[str] | None = None) -> int:
     folder_args = ["--problems", str(args.folder_problems), "--fallbacks", str(args.folder_fallbacks),
                    "--elementwise", str(args.folder_elementwise)]
     original = Path(args.kernelbench_original).resolve() if args.kernelbench_original else None
-    gen01, original_root = gen, levels_root
     # the folders and the corpus copy as today's sources write them; verdicts of files that changed are taken out
     changed = {"corpus": refresh_corpus(work / "corpus"), "folder": refresh_folder(gen, checkout, folder_args)}
-    if original is not None:
-        original_root = original / "KernelBench" if (original / "KernelBench" / "level1").is_dir() else original
-        gen01 = work / "generations-v0.1"
-        # every elementwise problem: small at these sizes
-        changed["folder-v0.1"] = refresh_folder(gen01, original, ["--problems", str(args.folder_problems),
-                                                                  "--fallbacks", str(args.folder_fallbacks)])
-    corpus_manifest = json.loads((work / "corpus" / "expected.json").read_text())
-    folder_manifest = json.loads((gen / "expected.json").read_text())
-    original_manifest = json.loads((gen01 / "expected.json").read_text())
+    roots = {"corpus": levels_root, "folder": levels_root}
+    folders = {"corpus": work / "corpus", "folder": gen}
+    if original is not None:  # folder-kernelbench-v0.1 on the original sizes, every elementwise problem: small there
+        folders["folder-v0.1"] = work / "generations-v0.1"
+        roots["folder-v0.1"] = original / "KernelBench" if (original / "KernelBench" / "level1").is_dir() else original
+        changed["folder-v0.1"] = refresh_folder(folders["folder-v0.1"], original, [
+            "--problems", str(args.folder_problems), "--fallbacks", str(args.folder_fallbacks)])
+    manifests = {k: json.loads((d / "expected.json").read_text()) for k, d in folders.items()}
     summary: dict = {"calls": [], "corpus": {}, "folder": {}, "kb": {}}
 
-    def solutions_of(run_name: str) -> Path | None:
+    def source_of(run_name: str) -> str | None:
+        """Which of ``folders`` a run of ours judges (None: KernelBench's examples, a published set)."""
         what, rules = run_name.split("~", 1)[0].split("-", 1)
         if what == "folder":
-            return gen01 if rules == "kernelbench-v0.1" and original is not None else gen
-        return work / "corpus" if what == "corpus" else None
+            return "folder-v0.1" if rules == "kernelbench-v0.1" and original is not None else "folder"
+        return "corpus" if what == "corpus" else None
 
     taken: dict[str, list[dict]] = {}
     for run in sorted(d for d in work.iterdir() if (d / "results.sqlite").is_file()):
-        folder = solutions_of(run.name)
-        key = "corpus" if folder == work / "corpus" else "folder-v0.1" if folder == gen01 and gen01 != gen else "folder"
-        if folder is not None and changed.get(key):
-            taken[run.name] = take_out(run, set(changed[key]), "its file changed since it was judged")
-        if args.redo_mismatches and folder is not None and run.name.startswith("folder-") and "~" not in run.name:
-            rules = run.name.split("-", 1)[1]
-            found = compare_folder(run, rules, original_manifest if folder == gen01 and gen01 != gen else folder_manifest)
+        key = source_of(run.name)
+        if key is None:
+            continue
+        taken[run.name] = take_out(run, set(changed[key] or ()), "its file changed since it was judged")
+        rules = run.name.split("~", 1)[0].split("-", 1)[1]
+        if args.redo_mismatches and key == "corpus":  # a repeat's too, as before
+            found = compare_corpus(run, rules, manifests[key])
+            taken[run.name] += take_out(run, {m["candidate"] for m in found["mismatches"]}, "not as expected")
+        elif args.redo_mismatches and "~" not in run.name:
+            found = compare_folder(run, rules, manifests[key])
             redo = {u["file"] for u in found["unexpected"]} | {u["file"] for u in found["harness_failures"]}
-            taken.setdefault(run.name, []).extend(take_out(run, redo, "not as expected"))
+            taken[run.name] += take_out(run, redo, "not as expected")
     summary["refreshed"] = {"changed_files": {k: v for k, v in changed.items() if v}, "taken_out": {k: v for k, v in taken.items() if v}}
     if args.refresh_only:
         write_summary(out, summary, final=True)
@@ -260,8 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     from kb_corpus import EXPECTED, kernelbench_jobs
 
     kb_jobs = kernelbench_jobs(checkout, work / "kb")  # copied: problems/<key>.py, solutions/<key>.py
-    summary["kb"] = {}
-    manifests = {n: json.loads((d / "manifest.json").read_text()) for n, d in published.items()}
+    boards = {n: json.loads((d / "manifest.json").read_text()) for n, d in published.items()}
     if published:
         summary["published"] = {n: {} for n in published}
     for name in args.plan:  # NAME~2: the run NAME judged again from scratch, in a run folder of its own
@@ -273,17 +276,13 @@ def main(argv: list[str] | None = None) -> int:
             manifest, solutions, problems = {}, work / "kb" / "solutions", [str(work / "kb" / "problems")]
         elif what in published:
             board = published[what]
-            manifest, solutions = manifests[what], board / "generations"
+            manifest, solutions = boards[what], board / "generations"
             problems = sorted({str(board / "KernelBench" / f"{e['problem']}.py") for e in manifest["generations"]})
             extra = ["--claims", str(board / "claims.csv")]
-        elif what == "folder" and rules == "kernelbench-v0.1" and original is not None:
-            manifest, solutions = original_manifest, gen01
-            problems = _problems(original_root, manifest)
         else:
-            manifest, solutions = (corpus_manifest, work / "corpus") if what == "corpus" else (folder_manifest, gen)
-            problems = _problems(levels_root, manifest)
-        if args.redo_mismatches and what == "corpus":
-            summary.setdefault("redone", {})[name] = redo_mismatches(work / name, rules, manifest)
+            key = source_of(name)
+            manifest, solutions = manifests[key], folders[key]
+            problems = _problems(roots[key], manifest)
         summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode,
                                                  args.limit, extra)})
         run = work / name

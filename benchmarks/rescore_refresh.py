@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from kb_generations import write_corpus  # beside this file: rescore_gpu.py and the tests put benchmarks/ on the path
+
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "benchmarks" / "kb_generations.py"
-CORPUS = ROOT / "tests" / "data" / "generations"
 STAMP = ".generator"
 
 
@@ -68,13 +69,9 @@ def refresh_folder(folder: Path, checkout: Path, args: list[str]) -> list[str] |
 def refresh_corpus(folder: Path) -> list[str]:
     """Copy the hand-written corpus (tests/data/generations) into ``folder`` in KernelBench's layout; the
     generation names whose bytes changed or are new."""
-    manifest = json.loads((CORPUS / "expected.json").read_text())
     fresh = folder.with_name(folder.name + ".fresh")
     shutil.rmtree(fresh, ignore_errors=True)
-    fresh.mkdir(parents=True)
-    for e in manifest["files"]:
-        shutil.copyfile(CORPUS / e["file"], fresh / e["generation_name"])
-    (fresh / "expected.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_corpus(fresh)
     folder.mkdir(parents=True, exist_ok=True)
     changed = _sync(fresh, folder)
     shutil.rmtree(fresh)

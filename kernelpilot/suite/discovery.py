@@ -30,6 +30,7 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError
 
 GENERATION = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py")
+GENERATION_GLOB = "level_*_problem_*_sample_*_kernel.py"  # the files GENERATION may name
 LEVEL_DIR = re.compile(r"level(\d+)")
 KB_ID = re.compile(r"(?:level)?(\d+)/(\d+)")  # "level2/5" or "2/5": level 2, KernelBench id 5
 COMMIT_HASH = re.compile(r"[0-9a-fA-F]{7,40}")
@@ -148,7 +149,7 @@ def discover_jobs(problems: list[ProblemRef], solutions: Path) -> list[Job]:
         raise SuiteInputError(f"solutions folder {solutions} does not exist; pass the folder that holds one "
                               "<problem>.py or <problem>/ per problem, or KernelBench's level_<L>_problem_<ID>_sample_<S>_kernel.py files.")
     generated: dict[tuple[int, int], dict[int, Path]] = {}
-    for f in sorted(solutions.rglob("level_*_problem_*_sample_*_kernel.py")):
+    for f in sorted(solutions.rglob(GENERATION_GLOB)):
         parsed = parse_generation_name(f.name)
         if parsed:
             level, number, sample = parsed
