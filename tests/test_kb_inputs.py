@@ -211,9 +211,9 @@ def test_the_host_budget_is_shared_among_the_hosts_gpus(monkeypatch) -> None:
     monkeypatch.setattr(kb_inputs, "_host_available", lambda: 100 << 30)
     monkeypatch.delenv(kb_inputs.ENV, raising=False)
     cache = kb_inputs.KernelBenchInputs(types.ModuleType("problem"), "cpu")
-    monkeypatch.setattr(kb_inputs, "_GPUS_ON_HOST", [1])
+    monkeypatch.setattr(kb_inputs, "_gpus_on_host", lambda: 1)
     assert cache._budgets() == (0, 40 << 30)
-    monkeypatch.setattr(kb_inputs, "_GPUS_ON_HOST", [8])
+    monkeypatch.setattr(kb_inputs, "_gpus_on_host", lambda: 8)
     assert cache._budgets() == (0, 5 << 30)
     cache.host_bytes = 20 << 30  # what the cache holds counts as available to it
     assert cache._budgets() == (0, 6 << 30)

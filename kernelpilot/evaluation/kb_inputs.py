@@ -39,6 +39,7 @@ side by side and then dropped, were drawn again one after the other (about 20 s 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable
 
@@ -65,26 +66,25 @@ def _host_available() -> int:
     return 0
 
 
-_GPUS_ON_HOST: list[int] = []
+@functools.lru_cache(maxsize=1)
+def _gpus_on_host() -> int:
+    """The host's GPUs by NVML's count, blind to CUDA_VISIBLE_DEVICES (every GPU may have a worker drawing its
+    own sets); 1 where NVML is missing (a CPU machine, a driver without it)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return max(1, int(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 1
 
 
 def _host_share() -> float:
-    """This worker's share of the host memory the cache may use: HOST_FRACTION over the host's GPUs (NVML's
-    count, blind to CUDA_VISIBLE_DEVICES: every GPU may have a worker drawing its own sets), 1 GPU if unknown."""
-    if not _GPUS_ON_HOST:
-        count = 1
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            try:
-                count = max(1, int(pynvml.nvmlDeviceGetCount()))
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:  # no NVML (a CPU machine, a driver without it): one worker
-            pass
-        _GPUS_ON_HOST.append(count)
-    return HOST_FRACTION / _GPUS_ON_HOST[0]
+    """This worker's share of the host memory the cache may use: HOST_FRACTION over the host's GPUs."""
+    return HOST_FRACTION / _gpus_on_host()
 
 
 def _scalar_globals(module: Any) -> tuple:

@@ -71,6 +71,9 @@ _PROCESS_CALLS = frozenset({"system", "popen", "fork", "forkpty", "posix_spawn",
                             "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"})
 
 
+_NOT_ALLOWED = "is not on the allow-list of candidate imports"  # no reason of its own beyond that
+
+
 def _top(module: str) -> str:
     return module.split(".")[0]
 
@@ -85,7 +88,7 @@ def _module_verdict(module: str) -> str | None:
     for allowed in ALLOWED_MODULES:
         if module == allowed or module.startswith(allowed + "."):
             return None
-    return _MODULE_REASONS.get(_top(module), "is not on the allow-list of candidate imports")
+    return _MODULE_REASONS.get(_top(module), _NOT_ALLOWED)
 
 
 class _Checker(ast.NodeVisitor):
@@ -408,9 +411,7 @@ def problem_imports(problem_path: str | Path | None) -> frozenset[str]:
         return frozenset()
     modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
-    return frozenset(_top(m) for m in modules
-                     if _module_verdict(m) is not None and _top(m) not in _MODULE_REASONS
-                     and not any(m == d or m.startswith(d + ".") for d in DENIED_SUBMODULES))
+    return frozenset(_top(m) for m in modules if _module_verdict(m) == _NOT_ALLOWED)
 
 
 def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Any = None,

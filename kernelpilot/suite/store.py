@@ -89,13 +89,15 @@ class Store:
             self._db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                  [(k, json.dumps(v, default=str)) for k, v in values.items()])
 
+    @staticmethod
+    def _job_row(j: Job) -> tuple[Any, ...]:
+        return (j.key, j.problem.key, str(j.problem.path), j.problem.level, j.problem.number, j.sample,
+                str(j.candidate) if j.candidate else None)
+
     def plan(self, jobs: list[Job]) -> None:
         """Record the planned jobs (kept from an earlier start: a resume adds none it already has)."""
         with self._lock:
-            self._db.executemany(
-                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(j.key, j.problem.key, str(j.problem.path), j.problem.level, j.problem.number, j.sample,
-                  str(j.candidate) if j.candidate else None) for j in jobs])
+            self._db.executemany("INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)", [self._job_row(j) for j in jobs])
 
     def extend(self, jobs: list[Job]) -> list[Job]:
         """Plan the jobs the plan lacks, and give a planned job without a candidate the one now found (its
@@ -106,9 +108,7 @@ class Store:
             stored = {r[0]: r[1] for r in self._db.execute("SELECT job_key, candidate FROM jobs")}
             for j in jobs:
                 if j.key not in stored:
-                    self._db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                     (j.key, j.problem.key, str(j.problem.path), j.problem.level, j.problem.number,
-                                      j.sample, str(j.candidate) if j.candidate else None))
+                    self._db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)", self._job_row(j))
                     changed.append(j)
                 elif stored[j.key] is None and j.candidate is not None:
                     self._db.execute("UPDATE jobs SET candidate = ? WHERE job_key = ?", (str(j.candidate), j.key))
