@@ -16,6 +16,11 @@ aten op that was called while the current stream was not the caller's (``off_str
 runtime_audit.kernel_findings judges a side-stream kernel the library's own when a library op
 (convolution, matmul, attention: runtime_audit.LIBRARY_OPS) launched it and no op was dispatched off the
 caller's stream.
+
+A side stream of the candidate's that is joined to the caller's stream both ways is no side-stream finding
+either (stream_joins.py): for that the call runs between two markers launched on the caller's stream
+(annotated ``START_MARK`` and ``END_MARK``, so they are told from the candidate's own fills), each kernel keeps
+its GPU span and launch correlation, and CUDA synchronization records are asked of the profiler.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernelpilot.evaluation.stream_joins import SyncEvent
+
+START_MARK, END_MARK = "kernelpilot::call_start", "kernelpilot::call_end"
 
 @dataclass
 class KernelTrace:
@@ -34,32 +42,77 @@ class KernelTrace:
     launched_by: list[tuple[str, ...]] = field(default_factory=list)  # per kernel: enclosing aten ops, outer first
     off_stream_ops: list[str] = field(default_factory=list)  # aten ops dispatched off the caller's stream
     watched_dispatch: bool = False  # off_stream_ops was recorded (False: unknown)
+    spans: list[tuple[float, float]] = field(default_factory=list)  # per kernel: GPU start and end (us)
+    correlations: list[int] = field(default_factory=list)  # per kernel: its launch's correlation id
+    start_mark: tuple[float, int] | None = None  # the marker before the call: GPU end, launch correlation
+    end_mark: tuple[float, int] | None = None  # the marker after the call: GPU start, launch correlation
+    syncs: list[SyncEvent] = field(default_factory=list)  # CUDA synchronizations, in the order recorded
+    syncs_recorded: bool = False  # the profiler was asked for them (False: a side stream cannot be joined)
 
 
-def parse_trace(trace: dict[str, Any]) -> KernelTrace:
-    """The kernels of a chrome trace from torch.profiler, the first one (the caller's marker) dropped."""
+def parse_trace(trace: dict[str, Any], syncs_recorded: bool = False) -> KernelTrace:
+    """The kernels of a chrome trace from torch.profiler, without the caller's markers: those launched under
+    the ``START_MARK`` / ``END_MARK`` annotations, else (an unannotated trace) the first kernel is the start."""
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
     gpu = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
                  key=lambda e: float(e.get("ts", 0)))
-    launches = {(e.get("args") or {}).get("correlation"): e for e in events
-                if e.get("cat") in ("cuda_runtime", "cuda_driver") and (e.get("args") or {}).get("correlation")}
+    runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and _int(e, "correlation") >= 0]
+    launches = {_int(e, "correlation"): e for e in runtime}
     ops_by_tid: dict[Any, list[dict[str, Any]]] = {}
     for e in events:
         if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("aten::"):
             ops_by_tid.setdefault(e.get("tid"), []).append(e)
-    result = KernelTrace()
-    for e in gpu:
+    notes = [a for a in events if a.get("name") in (START_MARK, END_MARK) and a.get("cat") in ("user_annotation", "cpu_op")]
+    marked: dict[str, set[int]] = {START_MARK: set(), END_MARK: set()}
+    for a in notes:  # the launch inside the annotation (on its thread; any thread if the ids differ)
+        inside = [r for r in runtime if _inside(r, a, same_thread=True)] or [r for r in runtime if _inside(r, a)]
+        marked[str(a.get("name"))].update(_int(r, "correlation") for r in inside)
+    starts = [i for i, e in enumerate(gpu) if _int(e, "correlation") in marked[START_MARK]]
+    ends = [i for i, e in enumerate(gpu) if _int(e, "correlation") in marked[END_MARK]]
+    start_i = starts[0] if starts else (0 if gpu else None)
+    end_i = ends[-1] if ends else None
+    result = KernelTrace(syncs_recorded=syncs_recorded)
+    for i, e in enumerate(gpu):
         args = e.get("args") or {}
         try:
             stream = int(args.get("stream", e.get("tid", -1)))
         except (TypeError, ValueError):
             stream = -1
-        result.kernels.append((str(e.get("name", "")), stream))
-        result.launched_by.append(_enclosing_ops(launches.get(args.get("correlation")), ops_by_tid))
-    if result.kernels:
-        result.home_stream = result.kernels[0][1]
-        result.kernels, result.launched_by = result.kernels[1:], result.launched_by[1:]  # drop the marker
+        begin, corr = float(e.get("ts", 0)), _int(e, "correlation")
+        finish = begin + float(e.get("dur", 0))
+        if i == start_i:
+            result.home_stream, result.start_mark = stream, (finish, corr)
+        elif i == end_i:
+            result.end_mark = (begin, corr)
+        else:
+            result.kernels.append((str(e.get("name", "")), stream))
+            result.launched_by.append(_enclosing_ops(launches.get(corr), ops_by_tid))
+            result.spans.append((begin, finish))
+            result.correlations.append(corr)
+    for e in events:
+        if e.get("cat") == "cuda_sync":
+            args = e.get("args") or {}
+            result.syncs.append(SyncEvent(
+                kind=str(args.get("cuda_sync_kind") or e.get("name", "")), correlation=_int(e, "correlation"),
+                stream=_int(e, "stream"), wait_on_stream=_int(e, "wait_on_stream"),
+                record_correlation=_int(e, "wait_on_cuda_event_record_corr_id")))
+    result.syncs.sort(key=lambda y: y.correlation)
     return result
+
+
+def _int(event: dict[str, Any], key: str) -> int:
+    """An integer argument of a trace event, -1 where absent or not a number."""
+    try:
+        return int((event.get("args") or {}).get(key, -1))
+    except (TypeError, ValueError):
+        return -1
+
+
+def _inside(inner: dict[str, Any], outer: dict[str, Any], same_thread: bool = False) -> bool:
+    """``inner`` ran within ``outer``'s time range (and on its thread)."""
+    t0, o0 = float(inner.get("ts", 0)), float(outer.get("ts", 0))
+    return ((not same_thread or inner.get("tid") == outer.get("tid")) and o0 <= t0
+            and t0 + float(inner.get("dur", 0)) <= o0 + float(outer.get("dur", 0)))
 
 
 def _enclosing_ops(launch: dict[str, Any] | None, ops_by_tid: dict[Any, list[dict[str, Any]]]) -> tuple[str, ...]:
@@ -74,18 +127,36 @@ def _enclosing_ops(launch: dict[str, Any] | None, ops_by_tid: dict[Any, list[dic
 
 
 def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> KernelTrace:
-    """Profile one call; a one-element fill on the caller's stream marks the home stream. The call runs
-    as it is timed, under no dispatch mode (the audit's operator recorder notes the streams ops ran on)."""
+    """Profile one call between two one-element fills on the caller's stream (the first marks the home stream;
+    both bound the call on the GPU clock for stream_joins). The call runs as it is timed, under no dispatch mode
+    (the audit's operator recorder notes the streams ops ran on). CUDA synchronization records are asked for;
+    a profiler that refuses them profiles without (no side stream can then count as joined)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     marker = torch.empty(1, device=device)
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        marker.fill_(1.0)
+    syncs = True
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        prof = profile(activities=activities, experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True))
+        prof.start()
+    except (ImportError, TypeError, RuntimeError, ValueError, AttributeError):
+        syncs = False
+        prof = profile(activities=activities)
+        prof.start()
+    try:
+        with record_function(START_MARK):
+            marker.fill_(1.0)
         with torch.no_grad():
             fn(*inputs)
+        with record_function(END_MARK):
+            marker.fill_(2.0)
         torch.cuda.synchronize()
+    finally:
+        prof.stop()
     fd, path = tempfile.mkstemp(suffix=".json", prefix="kp-trace-")
     os.close(fd)
     try:
@@ -94,4 +165,4 @@ def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> Kern
             trace = json.load(fh)
     finally:
         os.unlink(path)
-    return parse_trace(trace)
+    return parse_trace(trace, syncs_recorded=syncs)

@@ -19,7 +19,8 @@ Checks (each failure is a Finding with a stable rule id):
   candidate that compiled no kernel at all and runs only kernels of a library the project allows gets
   ``library-only`` (warn) instead: "call cuBLAS and fuse around it" is an honest answer.
 - ``library-kernel``: cuBLAS/cuDNN kernels launched without an aten op (raw library calls), unless allowed.
-- ``side-stream``: a kernel/copy on a stream other than the one the caller's marker kernel ran on.
+- ``side-stream``: a kernel/copy on a stream other than the one the caller's marker kernel ran on, unless
+  that stream is joined to the caller's both ways (stream_joins.py).
 - ``background-thread``: Python threads that appear across candidate calls (``native-thread`` warn for
   OS threads, which drivers may also start).
 - ``patched-function``/``timer-patch``: identity of timers, torch.cuda and checker functions
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kernelpilot.evaluation.kernel_trace import KernelTrace, profile_call  # noqa: F401  (re-exported)
+from kernelpilot.evaluation.stream_joins import joined_streams
 from kernelpilot.rules import Rules, get_rules
 from kernelpilot.verdict import Finding
 
@@ -256,15 +258,18 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
                     "write the kernel or allow the library in the project config."))
     if trace.home_stream is not None:
         # a library's own internal streams (cuDNN's conv_transpose dgrad engines), joined before it returns,
-        # are not the candidate's: see kernel_trace.py
+        # are not the candidate's: see kernel_trace.py; nor is a stream the candidate joined both ways
+        joined = joined_streams(trace)
         other = sorted({(s, k) for i, (k, s) in enumerate(trace.kernels)
-                        if s != trace.home_stream and not library_launched(trace, i)})
+                        if s != trace.home_stream and s not in joined and not library_launched(trace, i)})
         if other:
             stream, kernel = other[0]
             findings.append(Finding(
                 rule="side-stream", evidence=f"{_base_name(kernel)} on stream {stream}",
                 message=f"kernel {_base_name(kernel)} ran on stream {stream}, not the caller's stream "
-                        f"{trace.home_stream}; launch on torch's current stream so the timer sees it."))
+                        f"{trace.home_stream}, and that stream is not joined to it both ways (wait for the "
+                        "caller's stream before the work, make the caller's stream wait for it before returning); "
+                        "launch on torch's current stream, or join the stream, so the timer sees the work."))
     return findings
 
 

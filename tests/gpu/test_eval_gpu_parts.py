@@ -75,6 +75,27 @@ def test_profiler_sees_streams_and_kernel_names() -> None:
     trace = ra.profile_call(on_side, [x], "cuda")
     assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel", "side-stream"]
 
+    def joined(t: torch.Tensor) -> torch.Tensor:  # both ways: the side stream waits, then the caller's does
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = t * 3
+        torch.cuda.current_stream().wait_stream(side)
+        y.record_stream(torch.cuda.current_stream())
+        return y
+
+    trace = ra.profile_call(joined, [x], "cuda")
+    assert trace.syncs_recorded and trace.end_mark is not None and trace.syncs, trace.syncs
+    assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel"]
+
+    def host_joined(t: torch.Tensor) -> torch.Tensor:  # the host waits after, the side stream never waits before
+        with torch.cuda.stream(side):
+            y = t * 3
+        side.synchronize()
+        return y
+
+    trace = ra.profile_call(host_joined, [x], "cuda")
+    assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel", "side-stream"]
+
 
 def test_library_streams_are_not_the_candidates_side_streams() -> None:
     """A grouped fp32 conv_transpose3d (KernelBench level1/72's shapes): cuDNN may run it on streams of its
