@@ -126,3 +126,29 @@ def test_a_free_slot_takes_the_problem_it_judged_last_first() -> None:
     q.put((b, 5))  # a waiting slot wakes for any job
     t.join(timeout=5)
     assert got == [(b, 5)]
+
+
+def test_a_candidate_that_compiles_nothing_is_not_queued_behind_builds(tmp_path: Path) -> None:
+    """Pure PyTorch candidates take a lane of their own: with every build thread busy (a long CUDA build), one
+    still goes through its build step (policy, nothing to compile) at once; one that compiles waits its turn."""
+    import threading
+
+    from kernelpilot.suite.pool import compiles_nothing
+
+    problems, solutions = _suite(tmp_path, 1)
+    rewrite = solutions / "2_scaled_add.py"
+    rewrite.write_text((problems / "1_scaled_add.py").read_text().replace("class Model(", "class ModelNew("))
+    compiled = solutions / "1_scaled_add.py"
+    assert compiles_nothing(rewrite) and not compiles_nothing(compiled)
+    assert not compiles_nothing(tmp_path / "missing.py")
+    settings = EvalSettings(device="cpu", confine=False, rules="kernelbench")
+    pool = LocalPool(settings, [0], tmp_path / "work", build_workers=1, warm=False)
+    release = threading.Event()
+    try:
+        pool._builders.submit(release.wait, 120)  # the one build thread is taken by a long build
+        waiting = pool.submit(problems / "1_scaled_add.py", compiled, "build")
+        quick = pool.submit(problems / "1_scaled_add.py", rewrite, "build").result(timeout=60).verdict
+        assert quick.status == "ok" and not waiting.done()
+    finally:
+        release.set()
+        pool.close(cancel=True)

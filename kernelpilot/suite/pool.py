@@ -8,6 +8,10 @@ GPU (``Evaluator(gpu=N)``, its own workdir) and serves one request at a time, so
 measurements ever share a GPU. The slot's evaluation finds the build done (a no-op ninja step).
 A hang or a crash costs its slot the watchdog time; the engine gives the slot a fresh worker.
 
+A candidate with nothing to compile (pure PyTorch) takes a lane of its own (``QUICK_LANE`` threads): behind a
+wall of CUDA builds (45-80 s each, one per core) it would wait for a thread while its GPU slot had nothing to
+judge (the H100 folder run of 2026-12-05: the slot busy half the wall time of a call that built ~45 extensions).
+
 A free slot takes the oldest queued candidate of the problem it judged last, else the oldest of all
 (``ProblemQueue``): its worker holds one problem at a time (the model, its float64 copy, KernelBench's
 input sets), so candidates of one problem that build out of order are not judged between other
@@ -115,6 +119,20 @@ def default_build_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+QUICK_LANE = 2  # threads for candidates that compile nothing
+
+
+def compiles_nothing(candidate: Path) -> bool:
+    """Whether a candidate's build step compiles nothing (no kernel of its own): its lane, not its verdict.
+    A file that does not load as a candidate goes the usual way (its build step says why)."""
+    from kernelpilot.evaluation.candidate import CandidateError, load_candidate
+
+    try:
+        return load_candidate(candidate).kind == "pytorch"
+    except (CandidateError, OSError, SyntaxError, ValueError):
+        return False
+
+
 class LocalPool:
     """Build threads feeding one GPU slot per entry of ``gpus`` (None: the caller's CUDA_VISIBLE_DEVICES)."""
 
@@ -135,6 +153,7 @@ class LocalPool:
         self.workdir = Path(workdir)
         self._builders = ThreadPoolExecutor(max_workers=build_workers or default_build_workers(),
                                             thread_name_prefix="kp-build")
+        self._quick = ThreadPoolExecutor(max_workers=QUICK_LANE, thread_name_prefix="kp-quick")
         self._local = threading.local()
         self._queue = ProblemQueue()
         self._closed = False
@@ -166,7 +185,8 @@ class LocalPool:
         future: Future[SlotResult] = Future()
         settings = settings or self.settings
         shared = [svc.request(Path(problem), settings) for svc in self.baselines] if mode == "benchmark" else []
-        self._builders.submit(self._build, Path(problem), Path(candidate), mode, settings, future, shared)
+        lane = self._quick if compiles_nothing(Path(candidate)) else self._builders
+        lane.submit(self._build, Path(problem), Path(candidate), mode, settings, future, shared)
         return future
 
     def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", **_: Any) -> Verdict:
@@ -183,7 +203,8 @@ class LocalPool:
             return
         self._closed = True
         self._cancelled = cancel
-        self._builders.shutdown(wait=not cancel, cancel_futures=cancel)
+        for lane in (self._quick, self._builders):
+            lane.shutdown(wait=not cancel, cancel_futures=cancel)
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
@@ -199,8 +220,9 @@ class LocalPool:
         if ev is None:
             from kernelpilot.evaluation import Evaluator
 
+            quick = threading.current_thread().name.startswith("kp-quick")  # compiles nothing: no builder waits
             ev = Evaluator(self.settings, workdir=self.workdir / f"build-{threading.get_ident()}", keep_warm=False,
-                           standby_builder=True)
+                           standby_builder=not quick)
             self._local.evaluator = ev
             self._build_evaluators.append(ev)
         return ev
