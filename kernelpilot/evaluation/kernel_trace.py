@@ -35,6 +35,7 @@ from kernelpilot.evaluation.stream_joins import SyncEvent
 
 START_MARK, END_MARK = "kernelpilot::call_start", "kernelpilot::call_end"
 
+
 @dataclass
 class KernelTrace:
     kernels: list[tuple[str, int]] = field(default_factory=list)  # (name, stream), time order
