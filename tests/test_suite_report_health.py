@@ -200,3 +200,24 @@ def test_the_report_names_the_kernelbench_commit(tmp_path: Path, capsys: pytest.
     assert main(["report", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kernelbench"][0]["commit"] == head
     assert f"KernelBench commit `{head}`" in (run / "report.md").read_text()
+
+
+def test_a_problem_without_a_sample_0_is_missing_in_the_sample_0_view(tmp_path: Path) -> None:
+    """A published set numbers samples by model: a problem the first model did not solve has no sample 0. In the
+    sample-0 view (what KernelBench scores) it is missing, a failure as KernelBench counts it, not a job left for
+    later; best-of-k takes the samples it has. A planned sample 0 without a verdict is still not run yet."""
+    store = Store(tmp_path / "run")
+    store.set_meta(rules="kernelbench", mode="benchmark", source="fixture")
+    ref = ProblemRef("level1/A", Path("/p/A.py"), 1, 1)
+    later = [Job(ref, Path(f"/s/A_{s}.py"), s) for s in (2, 5)]
+    pending = Job(ProblemRef("level1/B", Path("/p/B.py"), 1, 2), Path("/s/B_0.py"), 0)
+    store.plan([*later, pending])
+    store.begin(["kernelpilot", "suite"])
+    assert store.add(later[0], _bench(2.0, 1.0, 1.5))
+    report = build_report(store)
+    sample0, best = report["views"]["sample0"]["overall"], report["views"]["best_of_k"]["overall"]
+    assert (sample0["passed"], sample0["failed"], sample0["not_run_yet"]) == (0, 1, 1)
+    assert sample0["statuses"] == {"missing": 1}
+    assert (best["passed"], best["failed"], best["not_run_yet"]) == (1, 0, 1)
+    assert not report["complete"] and report["not_run_yet_jobs"] == [later[1].key, pending.key]
+    store.close()

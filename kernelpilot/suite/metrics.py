@@ -14,7 +14,10 @@ Definitions (the report prints them):
   problem's best sample (pass first, then speedup vs torch.compile, then vs eager).
 - not run yet: a planned problem with no verdict in the view (the run is incomplete: --levels,
   --problems or --limit left it for later, or the run stopped). It counts as a failure in every rate
-  over all problems, as KernelBench counts a missing one, and is counted apart from the failures.
+  over all problems, as KernelBench counts a missing one, and is counted apart from the failures. A
+  problem none of whose planned candidates is sample 0 (a published set whose sample 0 of that problem
+  does not exist) is ``missing`` in the ``sample0`` view: a failure, as KernelBench scores it, not a job
+  left for later.
 - no torch.compile baseline: an ``ok`` benchmark verdict without a torch.compile time
   (``performance.compiled_missing`` says why, or there is no compiled time nor speedup vs compile). It
   counts as not faster in ``fast_1_vs_compile`` (all problems); ``fast_1_vs_compile_with_baseline`` is
@@ -48,6 +51,7 @@ class Pick:
     problem: str
     level: int | None
     row: Row | None
+    absent: bool = False  # no candidate of this view was planned (sample 0 of a folder that lacks it)
 
     @property
     def ok(self) -> bool:
@@ -55,7 +59,9 @@ class Pick:
 
     @property
     def status(self) -> str:
-        return self.row.status if self.row is not None else NOT_RUN
+        if self.row is not None:
+            return self.row.status
+        return "missing" if self.absent else NOT_RUN
 
 
 def no_compile_baseline(row: Row) -> bool:
@@ -74,13 +80,16 @@ def _rank(row: Row) -> tuple[int, float, float]:
 def views(planned: list[dict[str, Any]], rows: list[Row]) -> dict[str, list[Pick]]:
     """``sample0`` and ``best_of_k`` picks, one per planned problem (in plan order)."""
     problems: dict[str, int | None] = {}
+    samples: dict[str, set[int]] = {}
     for job in planned:
         problems.setdefault(job["problem"], job["level"])
+        samples.setdefault(job["problem"], set()).add(job.get("sample", 0))
     by_problem: dict[str, list[Row]] = {p: [] for p in problems}
     for r in rows:
         by_problem.setdefault(r.problem, []).append(r)
         problems.setdefault(r.problem, r.level)
-    sample0 = [Pick(p, problems[p], next((r for r in by_problem[p] if r.sample == 0), None)) for p in problems]
+    sample0 = [Pick(p, problems[p], next((r for r in by_problem[p] if r.sample == 0), None),
+                    absent=p in samples and 0 not in samples[p]) for p in problems]
     best = [Pick(p, problems[p], max(by_problem[p], key=_rank) if by_problem[p] else None) for p in problems]
     return {"sample0": sample0, "best_of_k": best}
 
@@ -98,7 +107,7 @@ def summarize(picks: list[Pick]) -> dict[str, Any]:
     """Every figure of one group of problems (a level, or all)."""
     n = len(picks)
     passed = [p for p in picks if p.ok]
-    not_run = sum(1 for p in picks if p.row is None)
+    not_run = sum(1 for p in picks if p.row is None and not p.absent)
     no_baseline = sum(1 for p in picks if p.row is not None and no_compile_baseline(p.row))
     eager = [p.row.speedup_vs_eager for p in passed if p.row and p.row.speedup_vs_eager]
     compiled = [p.row.speedup_vs_compile for p in passed
@@ -126,7 +135,7 @@ def summarize(picks: list[Pick]) -> dict[str, Any]:
         "not_run_yet": not_run,
         "failed": n - len(passed) - not_run,
         "problem_too_large": sum(1 for p in picks if p.status == "problem_too_large"),
-        "statuses": dict(sorted(Counter(p.status for p in picks if p.row is not None).items())),
+        "statuses": dict(sorted(Counter(p.status for p in picks if p.row is not None or p.absent).items())),
     }
     out["fast_p_vs_eager"]["0"] = _rate(len(passed), n)
     return out

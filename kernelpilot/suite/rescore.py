@@ -73,8 +73,8 @@ def summarize_kernelbench(picks: list[m.Pick], static: dict[str, StaticResult]) 
         "static_valid": len(valid),
         "pass_and_static_valid": sum(1 for p in valid if kb_pass(p.row)),
         "pass_without_own_kernel": sum(1 for p in passed if _rules(p.row) & {"no-kernel"}),
-        "statuses": _count(kb_score(p.row).get("status") or ("not run yet" if p.row is None else "no score")
-                           for p in picks),
+        "statuses": _count(kb_score(p.row).get("status") or (("missing" if p.absent else "not run yet") if p.row is None
+                                                             else "no score") for p in picks),
     }
 
 
