@@ -127,27 +127,40 @@ def _enclosing_ops(launch: dict[str, Any] | None, ops_by_tid: dict[Any, list[dic
     return tuple(str(op.get("name", "")) for op in around)
 
 
+class _SyncsFailed(Exception):
+    """The profiler failed with CUDA synchronization records asked for (not the call itself)."""
+
+
 def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> KernelTrace:
     """Profile one call between two one-element fills on the caller's stream (the first marks the home stream;
     both bound the call on the GPU clock for stream_joins). The call runs as it is timed, under no dispatch mode
-    (the audit's operator recorder notes the streams ops ran on). CUDA synchronization records are asked for;
-    a profiler that refuses them profiles without (no side stream can then count as joined)."""
+    (the audit's operator recorder notes the streams ops ran on). CUDA synchronization records are asked for; a
+    profiler that fails with them (refuses the option, or fails to stop or export) profiles the call again
+    without, so the kernel checks never lose their trace to them (no side stream can then count as joined)."""
+    try:
+        return _profile(fn, inputs, device, syncs=True)
+    except _SyncsFailed:
+        return _profile(fn, inputs, device, syncs=False)
+
+
+def _profile(fn: Callable[..., Any], inputs: list[Any], device: str, syncs: bool) -> KernelTrace:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     marker = torch.empty(1, device=device)
     torch.cuda.synchronize()
-    syncs = True
     try:
-        from torch._C._profiler import _ExperimentalConfig
+        options: dict[str, Any] = {}
+        if syncs:
+            from torch._C._profiler import _ExperimentalConfig
 
-        prof = profile(activities=activities, experimental_config=_ExperimentalConfig(enable_cuda_sync_events=True))
+            options["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **options)
         prof.start()
-    except (ImportError, TypeError, RuntimeError, ValueError, AttributeError):
-        syncs = False
-        prof = profile(activities=activities)
-        prof.start()
+    except Exception as exc:
+        if syncs:
+            raise _SyncsFailed(str(exc)) from exc
+        raise
     try:
         with record_function(START_MARK):
             marker.fill_(1.0)
@@ -156,14 +169,23 @@ def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str) -> Kern
         with record_function(END_MARK):
             marker.fill_(2.0)
         torch.cuda.synchronize()
-    finally:
-        prof.stop()
+    except BaseException:  # the call's own failure (a CUDA error included) is the caller's to judge
+        try:
+            prof.stop()
+        except Exception:  # noqa: BLE001 - the call's exception is the one to report
+            pass
+        raise
     fd, path = tempfile.mkstemp(suffix=".json", prefix="kp-trace-")
     os.close(fd)
     try:
+        prof.stop()
         prof.export_chrome_trace(path)
         with open(path, encoding="utf-8") as fh:
             trace = json.load(fh)
+    except Exception as exc:
+        if syncs:
+            raise _SyncsFailed(str(exc)) from exc
+        raise
     finally:
         os.unlink(path)
     return parse_trace(trace, syncs_recorded=syncs)
