@@ -3,7 +3,8 @@
 # a COMMIT file at its root names its commit), its runs kept in /tmp/rs-work between calls on a warm machine and
 # packed into $OUT/runs.tar.gz for a fresh one (carry it back and pass WORK_IN=path/to/runs.tar.gz).
 #   OUT=... [WORK_IN=...] bash benchmarks/rescore_gpu.sh [rescore_gpu.py flags: --budget S --plan ...]
-# Back under $OUT: rescore-summary.md/.json, rescore.log, reports.tar.gz (every run's report), runs.tar.gz.
+# Back under $OUT: versions.txt, preflight.log, rescore-summary.md/.json, rescore.log, reports.tar.gz (every run's
+# report), runs.tar.gz.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT}
@@ -13,6 +14,19 @@ if [ ! -d "$work" ] && [ -n "${WORK_IN:-}" ]; then mkdir -p "$work" && tar xzf "
 mkdir -p "$work" "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/versions.txt" 2>&1
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$OUT/versions.txt" 2>&1
+# preflight (about 20 s): the profiler's trace as the kernel and stream rules read it; a failure there would make
+# every verdict's kernel checks wrong, so the call stops (a joined side stream not recognised is only noted);
+# once per machine (/tmp/rs-preflight holds the passing log)
+if [ -f /tmp/rs-preflight ]; then cp /tmp/rs-preflight "$OUT/preflight.log"
+elif ! (cd "$root" && timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_eval_gpu_parts.py \
+      -k "profiler_sees_streams or library_streams or joined_both_ways") > "$OUT/preflight.log" 2>&1; then
+  if grep -q "FAILED.*\(profiler_sees_streams\|library_streams\)" "$OUT/preflight.log"; then
+    tail -40 "$OUT/preflight.log"; echo "preflight failed: the rescore did not run"; exit 1
+  fi
+else
+  cp "$OUT/preflight.log" /tmp/rs-preflight
+fi
+tail -3 "$OUT/preflight.log"
 (cd "$root" && python3 benchmarks/rescore_gpu.py --kernelbench "$root/.kb" --out "$out" --work "$work" "$@") > "$OUT/rescore.log" 2>&1
 echo "rescore_gpu.py exit $?" >> "$OUT/rescore.log"
 cp "$out"/rescore-summary.* "$OUT/" 2>/dev/null

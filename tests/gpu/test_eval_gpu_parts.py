@@ -66,6 +66,12 @@ def test_profiler_sees_streams_and_kernel_names() -> None:
     trace = ra.profile_call(lambda t: t * 2, [x], "cuda")
     assert trace.home_stream is not None and trace.kernels
     assert all(s == trace.home_stream for _, s in trace.kernels)
+    # both markers found by their annotations (kept out of the kernels), the launch joined to its aten op
+    assert trace.start_mark is not None and trace.end_mark is not None and len(trace.kernels) == 1, trace
+    assert "aten::mul" in trace.launched_by[0], trace.launched_by
+    w = torch.randn(256, 512, device="cuda")
+    linear = ra.profile_call(lambda a: torch.nn.functional.linear(a, w), [torch.randn(64, 512, device="cuda")], "cuda")
+    assert linear.kernels and all(any(op.startswith("aten::") for op in ops) for ops in linear.launched_by), linear
     side = torch.cuda.Stream()
 
     def on_side(t: torch.Tensor) -> torch.Tensor:
@@ -74,6 +80,17 @@ def test_profiler_sees_streams_and_kernel_names() -> None:
 
     trace = ra.profile_call(on_side, [x], "cuda")
     assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel", "side-stream"]
+
+
+def test_a_side_stream_joined_both_ways_is_not_flagged() -> None:
+    """The profiler's CUDA synchronization records show both waits (stream_joins.py); a host wait after the
+    work alone leaves the side stream unordered against the caller's earlier work: still a finding."""
+    import torch
+
+    from kernelpilot.evaluation import runtime_audit as ra
+
+    x = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
 
     def joined(t: torch.Tensor) -> torch.Tensor:  # both ways: the side stream waits, then the caller's does
         side.wait_stream(torch.cuda.current_stream())
