@@ -21,8 +21,10 @@ def test_ray_actors_per_gpu_build_the_suite(tmp_path: Path) -> None:
     from kernelpilot.suite.ray_pool import RayPool
 
     (tmp_path / "sol").mkdir()
-    for name in ("1_scaled_add.py", "2_tiny_softmax.py"):
-        shutil.copy(DATA / "solutions" / name, tmp_path / "sol" / name)
+    shutil.copy(DATA / "solutions" / "1_scaled_add.py", tmp_path / "sol" / "1_scaled_add.py")
+    # a pure PyTorch rewrite: it compiles nothing, so it goes to the actors' quick concurrency group
+    rewrite = (DATA / "problems" / "2_tiny_softmax.py").read_text().replace("class Model(", "class ModelNew(")
+    (tmp_path / "sol" / "2_tiny_softmax.py").write_text(rewrite)
     (tmp_path / "sol" / "3_no_solution.py").write_text("import threading\n")  # the static policy refuses it
     jobs = discover_jobs(discover_problems([DATA / "problems"]), tmp_path / "sol")
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.suite.pool import SlotResult, SlotStats
+from kernelpilot.suite.pool import QUICK_LANE, SlotResult, SlotStats, compiles_nothing
 from kernelpilot.verdict import Verdict
 
 MAX_CANDIDATE_BYTES = 32 << 20
@@ -121,7 +121,10 @@ class RayPool:
         if count < 1:
             raise RuntimeError(f"the Ray cluster at {address} has no GPUs (resources: {ray.cluster_resources()}); "
                                "start its nodes with GPUs (`ray start --head --num-gpus N`).")
-        remote = ray.remote(num_gpus=gpus_per_actor, max_concurrency=build_workers + 1)(SuiteActor)
+        # two concurrency groups per actor: a candidate that compiles nothing is not queued behind the CUDA
+        # builds that hold the others (pool.py's quick lane)
+        remote = ray.remote(num_gpus=gpus_per_actor, max_concurrency=build_workers + 1,
+                            concurrency_groups={"quick": QUICK_LANE, "build": build_workers + 1})(SuiteActor)
         self.actors = [remote.remote(settings.to_dict(), str(workdir), gpus_per_actor > 0) for _ in range(count)]
         self._outstanding = [0] * count
         self._lock = threading.Lock()
@@ -135,7 +138,8 @@ class RayPool:
             order = sorted(range(len(self.actors)), key=lambda i: (self._outstanding[i], (i - start) % len(self.actors)))
             index = order[0]
             self._outstanding[index] += 1
-        ref = self.actors[index].evaluate.remote(problem.name, problem.read_bytes(), candidate.name,
+        lane = "quick" if compiles_nothing(candidate) else "build"
+        ref = self.actors[index].evaluate.options(concurrency_group=lane).remote(problem.name, problem.read_bytes(), candidate.name,
                                                  pack_candidate(candidate), candidate.is_file(), mode,
                                                  settings.to_dict() if settings is not None else None)
         future: Future[SlotResult] = Future()
