@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kernelpilot.cli import main
-from kernelpilot.suite.discovery import ProblemRef, discover_jobs, discover_problems, problem_matches, select_jobs
+from kernelpilot.suite.discovery import (ProblemRef, SuiteInputError, discover_jobs, discover_problems, problem_matches,
+                                         select_jobs)
 from kernelpilot.suite.store import Store
 
 DATA = Path(__file__).parent / "data" / "suite"
@@ -188,6 +189,10 @@ def test_bad_choices_say_what_to_do_and_leave_nothing_behind(tmp_path: Path, cap
     assert "takes no PROBLEMS" in capsys.readouterr().err
     assert main(["suite", "--resume", str(run), "--problems", "9/9"]) == 2
     assert "matches no problem of the run" in capsys.readouterr().err
+    assert main(["suite", "--resume", str(run), "--samples", "7"]) == 2
+    assert "--samples 7: the run has no sample 7" in capsys.readouterr().err
+    assert main(["suite", "--resume", str(run), "--samples", "first"]) == 2
+    assert "is not a list of sample indices" in capsys.readouterr().err
     assert _db(run)[1] == PLAN[:1]  # the refused calls ran nothing
 
 
@@ -206,6 +211,15 @@ def test_problem_items_and_selection() -> None:
     assert [j.key for j in sel.todo] == ["level1/23_Softmax#1"] and (sel.already, sel.pending, sel.left) == (1, 2, 1)
     sel = select_jobs(jobs, set(), limit=2)
     assert [j.key for j in sel.todo] == ["level1/23_Softmax#0", "level1/23_Softmax#1"] and sel.left == 1
+    # --samples: sample 0 of every problem (what KernelBench scores), the other samples left for a later call
+    sel = select_jobs(jobs, set(), samples=[0])
+    assert [j.key for j in sel.todo] == ["level1/23_Softmax#0", "1_scaled_add#0"] and sel.left == 1
+    sel = select_jobs(jobs, set(), problems=["1/23"], samples=[1])
+    assert [j.key for j in sel.todo] == ["level1/23_Softmax#1"]
+    with pytest.raises(SuiteInputError, match="no sample 3 .its samples: 0, 1"):
+        select_jobs(jobs, set(), samples=[3])
+    with pytest.raises(SuiteInputError, match="of --samples at once"):
+        select_jobs(jobs, set(), problems=["1_scaled_add"], samples=[1])
 
 
 def test_a_level_folder_keeps_its_level(tmp_path: Path) -> None:

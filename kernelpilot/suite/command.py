@@ -24,11 +24,12 @@ level_<L>_problem_<ID>_sample_<S>_kernel.py samples), or an agent session per pr
 
 The plan: every job of PROBLEMS, stored when the run starts and never changed (--resume included; with
 --add-new a resume also plans the files added to the solutions folder since, the rest kept as it is). --levels,
---problems and --limit choose which of its jobs without a verdict this call runs; the others stay "not run
+--problems, --samples and --limit choose which of its jobs without a verdict this call runs; the others stay "not run
 yet" (failures in every rate over all problems, shown apart; the report says the run is incomplete) until a
 later `kernelpilot suite --resume RUN` runs them. For example:
   kernelpilot suite KernelBench --solutions runs/m --out kb --levels 1 --limit 20   plan all levels, run 20 level-1 jobs
-  kernelpilot suite --resume kb --problems 'level1/2*,level2/5,3/7'                  then these problems' pending jobs"""
+  kernelpilot suite --resume kb --problems 'level1/2*,level2/5,3/7'                  then these problems' pending jobs
+  kernelpilot suite KernelBench --solutions runs/m --out kb --samples 0              sample 0 of every problem first"""
 
 
 def _gpus(text: str) -> list[int]:
@@ -51,6 +52,16 @@ def _levels(text: str) -> list[int]:
     return values
 
 
+def _samples(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of sample indices; use e.g. 0 or 0,1")
+    return values
+
+
 def _problem_items(text: str) -> list[str]:
     from kernelpilot.suite.discovery import parse_problem_items
 
@@ -67,7 +78,7 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
     s.add_argument("problems", metavar="PROBLEMS", nargs="*", help="problem folder, KernelBench checkout, or problem files")
     s.add_argument("--out", metavar="RUN", help="the run folder (default: kernelpilot-runs/<date-time>)")
     s.add_argument("--resume", metavar="RUN", help="continue the run in RUN: evaluate only what has no verdict yet (its plan, "
-                   "mode and candidates are the run's own; --levels, --problems, --limit choose among its pending jobs)")
+                   "mode and candidates are the run's own; --levels, --problems, --samples, --limit choose among its pending jobs)")
     s.add_argument("--add-new", action="store_true",
                    help="with --resume: plan the files added to the run's --solutions folder since it started (a folder "
                         "still being generated, a corpus grown); jobs already planned are kept as they are")
@@ -96,6 +107,9 @@ def add_parsers(sub: Any, fmt: Any, duration: Any, positive_int: Any, positive_f
                    help="this call runs only pending jobs of these problems: a glob on problem keys ('level1/2*', quoted) or "
                         "a comma-separated list of keys, stems or KernelBench ids (level1/23_Softmax,level2/5,1/23; an id "
                         "alone, 23, matches it in every level)")
+    s.add_argument("--samples", type=_samples, metavar="S,S",
+                   help="this call runs only pending jobs of these sample indices, e.g. 0 (the sample KernelBench "
+                        "scores: a large published set's sample-0 view first, the other samples by a later --resume)")
     s.add_argument("--limit", type=positive_int, metavar="N",
                    help="run at most N of the chosen pending jobs this call, in plan order (the rest stay for --resume)")
     s.add_argument("--gpus", type=_gpus, metavar="I,J", help="local GPUs to use (default: every visible one)")
@@ -237,6 +251,7 @@ def run_suite(args: argparse.Namespace) -> int:
     from kernelpilot.suite.store import DB_NAME, Store
 
     levels, select, limit = getattr(args, "levels", None), getattr(args, "select", None), getattr(args, "limit", None)
+    samples = getattr(args, "samples", None)
     if getattr(args, "claims", None) is not None:  # a malformed claims file stops the call before anything runs
         from kernelpilot.suite.claims import parse_claims
 
@@ -250,7 +265,7 @@ def run_suite(args: argparse.Namespace) -> int:
             return _fail(f"{run_dir} is not a suite run (no {DB_NAME}); pass the RUN folder a `kernelpilot suite` made.")
         if args.problems:
             return _fail("--resume continues the run's own plan and takes no PROBLEMS; choose among its pending jobs "
-                         "with --problems PATTERN, --levels L,L or --limit N.")
+                         "with --problems PATTERN, --levels L,L, --samples S,S or --limit N.")
         store = Store(run_dir)
         meta = store.meta()
         if not meta:
@@ -273,7 +288,7 @@ def run_suite(args: argparse.Namespace) -> int:
                 store.plan(jobs)
             elif getattr(args, "add_new", False):
                 jobs = _added(args, store, meta.get("levels"))
-            selection = discovery.select_jobs(jobs, store.finished(), levels, select, limit)
+            selection = discovery.select_jobs(jobs, store.finished(), levels, select, limit, samples)
             per_problem = ProblemSettings(_overrides(args, meta))
         except KernelpilotError as exc:
             store.close()
@@ -291,7 +306,7 @@ def run_suite(args: argparse.Namespace) -> int:
         meta: dict[str, Any] = {}
         try:  # everything is checked before the run folder is made: a refused call leaves nothing behind
             jobs = _discover(args, None)
-            selection = discovery.select_jobs(jobs, set(), levels, select, limit)
+            selection = discovery.select_jobs(jobs, set(), levels, select, limit, samples)
             per_problem = ProblemSettings(_overrides(args, meta))
         except KernelpilotError as exc:
             return _fail(str(exc))
@@ -315,7 +330,7 @@ def run_suite(args: argparse.Namespace) -> int:
     todo = selection.todo
     if not args.jsonl and (len(todo) < selection.pending):
         print(f"this call runs {len(todo)} of the run's {selection.pending} jobs without a verdict (--levels, --problems, "
-              f"--limit); the other {selection.left} stay not run yet.")
+              f"--samples, --limit); the other {selection.left} stay not run yet.")
     progress = Progress(selection.already + len(todo), already=selection.already, jsonl=args.jsonl,
                         planned=len(jobs), left=selection.left)
     pool: Any = None

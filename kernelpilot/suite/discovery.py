@@ -212,10 +212,12 @@ class Selection:
 
 
 def select_jobs(jobs: list[Job], finished: set[str], levels: list[int] | None = None,
-                problems: list[str] | None = None, limit: int | None = None) -> Selection:
+                problems: list[str] | None = None, limit: int | None = None,
+                samples: list[int] | None = None) -> Selection:
     """The jobs of the plan ``jobs`` that this call runs: in one of ``levels``, named by an item of ``problems``,
-    without a verdict (``finished`` holds the job keys that have one), the first ``limit`` of them. A level or an
-    item that names no planned problem is an error: a typo would otherwise run nothing, or everything."""
+    one of ``samples`` (sample 0 first: what KernelBench scores), without a verdict (``finished`` holds the job
+    keys that have one), the first ``limit`` of them. A level, an item or a sample that names no planned job is
+    an error: a typo would otherwise run nothing, or everything."""
     refs = list({j.problem.key: j.problem for j in jobs}.values())
     if levels is not None:
         known = sorted({r.level for r in refs if r.level is not None})
@@ -230,11 +232,20 @@ def select_jobs(jobs: list[Job], finished: set[str], levels: list[int] | None = 
                 examples = ", ".join(r.key for r in refs[:3]) + (", ..." if len(refs) > 3 else "")
                 raise SuiteInputError(f"--problems: {item!r} matches no problem of the run ({len(refs)} problems: {examples}); "
                                       "pass a glob on their keys ('level1/2*'), keys, or KernelBench ids (1/23, level2/5).")
+    if samples is not None:
+        have = sorted({j.sample for j in jobs})
+        unknown = [s for s in samples if s not in have]
+        if unknown:
+            shown = ", ".join(map(str, have[:8])) + (", ..." if len(have) > 8 else "")
+            raise SuiteInputError(f"--samples {','.join(map(str, samples))}: the run has no sample "
+                                  f"{', '.join(map(str, unknown))} (its samples: {shown}); pass samples of the run.")
     chosen = [j for j in jobs
               if (levels is None or j.problem.level in levels)
-              and (problems is None or any(problem_matches(item, j.problem) for item in problems))]
+              and (problems is None or any(problem_matches(item, j.problem) for item in problems))
+              and (samples is None or j.sample in samples)]
     if not chosen:
-        raise SuiteInputError("no planned job is both in --levels and named by --problems; loosen one of them.")
+        raise SuiteInputError("no planned job is in --levels, named by --problems and of --samples at once; "
+                              "loosen one of them.")
     todo = [j for j in chosen if j.key not in finished][:limit]
     return Selection(chosen=chosen, todo=todo, already=sum(1 for j in chosen if j.key in finished),
                      pending=sum(1 for j in jobs if j.key not in finished))
