@@ -55,12 +55,15 @@ def _problems(levels_root: Path, manifest: dict) -> list[str]:
     return sorted({str(levels_root / f"{e['problem']}.py") for e in manifest["files"]})
 
 
-def _planned_and_done(run: Path) -> tuple[int, int]:
+def _planned_and_done(run: Path, samples: list[int] | None = None) -> tuple[int, int]:
+    """Jobs planned and judged in ``run`` (of ``samples`` only, when given)."""
     import sqlite3
 
+    where, args = ("WHERE sample IN (%s)" % ",".join("?" * len(samples)), samples) if samples else ("", [])
     con = sqlite3.connect(run / "results.sqlite")
     try:
-        return (con.execute("SELECT COUNT(*) FROM jobs").fetchone()[0], con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+        return (con.execute(f"SELECT COUNT(*) FROM jobs {where}", args).fetchone()[0],
+                con.execute(f"SELECT COUNT(*) FROM verdicts {where}", args).fetchone()[0])
     finally:
         con.close()
 
@@ -97,7 +100,8 @@ def _default_sigint() -> None:  # in the child: a shell's background job inherit
 
 
 def suite_command(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
-                  mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+                  mode: str = "benchmark", limit: int | None = None, extra: list[str] = (),  # type: ignore[assignment]
+                  samples: list[int] | None = None) -> list[str]:
     """The `kernelpilot suite` call for run ``name`` in ``work``: a new run, or the run resumed."""
     run = work / name
     if (run / "results.sqlite").is_file():
@@ -108,6 +112,8 @@ def suite_command(name: str, problems: list[str], solutions: Path, rules: str, w
                "--kernelbench-checkout", str(checkout), "--mode", mode, "--jsonl", *extra]
     if limit is not None:
         cmd += ["--limit", str(limit)]
+    if samples:
+        cmd += ["--samples", ",".join(map(str, samples))]
     if mode == "benchmark" and "~" not in name:  # a repeat (~2) measures everything again
         # the same set's runs under other rule sets: their baselines of the same problem files serve this one
         for sibling in sorted(work.glob(f"{name.split('-')[0]}-*")):
@@ -117,16 +123,17 @@ def suite_command(name: str, problems: list[str], solutions: Path, rules: str, w
 
 
 def run_suite(name: str, problems: list[str], solutions: Path, rules: str, work: Path, checkout: Path,
-              deadline: float, mode: str = "benchmark", limit: int | None = None, extra: list[str] = ()) -> str:  # type: ignore[assignment]
+              deadline: float, mode: str = "benchmark", limit: int | None = None, extra: list[str] = (),  # type: ignore[assignment]
+              samples: list[int] | None = None) -> str:
     run = work / name
     if (run / "results.sqlite").is_file():
-        planned, done = _planned_and_done(run)
+        planned, done = _planned_and_done(run, samples)
         if done >= planned and not _unplanned(run, solutions):
-            return f"complete ({done} of {planned})"
+            return f"complete ({done} of {planned}{f', samples {samples}' if samples else ''})"
     left = deadline - time.monotonic() - GRACE_S
     if left < 30:
         return "skipped: no time left"
-    cmd = suite_command(name, problems, solutions, rules, work, checkout, mode, limit, extra)
+    cmd = suite_command(name, problems, solutions, rules, work, checkout, mode, limit, extra, samples)
     note = ""
     with (work / f"{name}.log").open("a") as log:
         # its own process group: at the deadline SIGINT (the suite stores what finished and exits), and where it
@@ -199,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="how far each suite evaluates (build: no GPU, a CPU smoke of the orchestration)")
     p.add_argument("--limit", type=int, help="each suite call runs at most N pending jobs (a smoke; the rest stay "
                    "for the next call)")
+    p.add_argument("--published-samples", metavar="S,S", type=lambda t: [int(x) for x in t.split(",") if x.strip()],
+                   help="a published set's runs judge only these samples (0: the one KernelBench scores); the corpus, "
+                        "the folders and KernelBench's examples run whole")
     p.add_argument("--redo-mismatches", action="store_true", help="judge again the corpus and folder verdicts that "
                    "were not as expected (after a fix; the earlier verdicts are kept in the run's redone.jsonl)")
     p.add_argument("--refresh-only", action="store_true", help="bring the work folder up to today's files (generation "
@@ -272,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and what != args.only:
             continue
         extra: list[str] = []
+        samples: list[int] | None = None
         if what == "kb":
             manifest, solutions, problems = {}, work / "kb" / "solutions", [str(work / "kb" / "problems")]
         elif what in published:
@@ -279,12 +290,13 @@ def main(argv: list[str] | None = None) -> int:
             manifest, solutions = boards[what], board / "generations"
             problems = sorted({str(board / "KernelBench" / f"{e['problem']}.py") for e in manifest["generations"]})
             extra = ["--claims", str(board / "claims.csv")]
+            samples = args.published_samples
         else:
             key = source_of(name)
             manifest, solutions = manifests[key], folders[key]
             problems = _problems(roots[key], manifest)
         summary["calls"].append({name: run_suite(name, problems, solutions, rules, work, checkout, deadline, args.mode,
-                                                 args.limit, extra)})
+                                                 args.limit, extra, samples)})
         run = work / name
         if not (run / "results.sqlite").is_file():
             continue

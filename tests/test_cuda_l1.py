@@ -156,3 +156,33 @@ def test_rescore_resumes_a_run_with_the_files_added_since(tmp_path: Path) -> Non
     assert rescore._unplanned(run, solutions) == 1
     cmd = rescore.suite_command("corpus-kernelbench", ["P"], solutions, "kernelbench", tmp_path / "work", tmp_path)
     assert cmd[3:7] == ["suite", "--resume", str(run), "--add-new"]
+
+
+def test_rescore_judges_a_published_sets_chosen_samples(tmp_path: Path) -> None:
+    """--published-samples 0: a published set's suite calls choose sample 0 (new run or resumed), and the run
+    counts as complete once those are judged, the other samples left for later."""
+    from kernelpilot.suite.discovery import Job, ProblemRef
+    from kernelpilot.suite.store import Store
+    from kernelpilot.verdict import Verdict
+
+    rescore = _script("rescore_gpu")
+    work = tmp_path / "work"
+    new = rescore.suite_command("leaderboard-kernelbench-v0.1", ["P"], tmp_path, "kernelbench-v0.1", work, tmp_path,
+                                samples=[0])
+    assert new[new.index("--samples") + 1] == "0" and "--resume" not in new
+    run = work / "leaderboard-kernelbench-v0.1"
+    ref = ProblemRef("level1/19_ReLU", tmp_path / "19_ReLU.py", 1, 19)
+    jobs = [Job(ref, tmp_path / f"s{s}.py", s) for s in (0, 1, 2)]
+    store = Store(run)
+    store.plan(jobs)
+    store.begin(["test"])
+    assert store.add(jobs[0], Verdict(status="ok", mode="benchmark"))
+    store.close()
+    assert rescore._planned_and_done(run) == (3, 1) and rescore._planned_and_done(run, [0]) == (1, 1)
+    assert rescore._planned_and_done(run, [1, 2]) == (2, 0)
+    resumed = rescore.suite_command(run.name, ["P"], tmp_path, "kernelbench-v0.1", work, tmp_path, samples=[0])
+    assert "--resume" in resumed and resumed[resumed.index("--samples") + 1] == "0"
+    assert rescore.run_suite(run.name, ["P"], tmp_path, "kernelbench-v0.1", work, tmp_path, deadline=0.0,
+                             samples=[0]).startswith("complete (1 of 1")
+    assert rescore.run_suite(run.name, ["P"], tmp_path, "kernelbench-v0.1", work, tmp_path,
+                             deadline=0.0) == "skipped: no time left"
