@@ -51,7 +51,9 @@ def main() -> int:
            and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")]
     report = {"problem": str(args.problem), "input_numel": [getattr(x, "numel", lambda: 0)() for x in inputs],
               "parsed": {"home_stream": parsed.home_stream, "kernels": parsed.kernels[:20],
-                         "launched_by": [list(x) for x in parsed.launched_by[:20]]},
+                         "launched_by": [list(x) for x in parsed.launched_by[:20]],
+                         "start_mark": parsed.start_mark, "end_mark": parsed.end_mark,
+                         "syncs_recorded": parsed.syncs_recorded, "syncs": [vars(y) for y in parsed.syncs[:20]]},
               "raw_gpu_events": [{k: e.get(k) for k in ("cat", "name", "ph", "ts", "dur")} |
                                  {"stream": (e.get("args") or {}).get("stream"),
                                   "correlation": (e.get("args") or {}).get("correlation")} for e in gpu[:40]],
