@@ -101,8 +101,13 @@ def test_a_side_stream_joined_both_ways_is_not_flagged() -> None:
         return y
 
     trace = ra.profile_call(joined, [x], "cuda")
-    assert trace.syncs_recorded and trace.end_mark is not None and trace.syncs, trace.syncs
-    assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel"]
+    # everything stream_joins reads, in the failure message (the H100 run of 2026-12-05 failed here with the
+    # records present: what they held decides the fix)
+    seen = (f"home {trace.home_stream} start {trace.start_mark} end {trace.end_mark} kernels "
+            f"{list(zip([s for _, s in trace.kernels], trace.correlations, trace.spans))} syncs "
+            f"{[vars(y) for y in trace.syncs]}")
+    assert trace.syncs_recorded and trace.end_mark is not None and trace.syncs, seen
+    assert [f.rule for f in ra.kernel_findings(trace, [], ["mul"])] == ["no-custom-kernel"], seen
 
     def host_joined(t: torch.Tensor) -> torch.Tensor:  # the host waits after, the side stream never waits before
         with torch.cuda.stream(side):
