@@ -19,10 +19,16 @@ KERNEL = "void gelu_kernel(float const*, float*, long long)"
 
 
 def _trace(kernels: list[tuple[str, int, int, float, float]], syncs: list[dict[str, Any]],
-           end_at: float = 500.0, annotate: bool = True) -> dict[str, Any]:
+           end_at: float = 500.0, annotate: bool = True, spin: bool = False) -> dict[str, Any]:
     """kernels: (name, stream, launch correlation, GPU start, GPU duration); the markers are added on HOME:
-    the start one (correlation 1) ends at GPU time 102, the end one (correlation END) starts at ``end_at``."""
+    the start one (correlation 1) ends at GPU time 102, the end one (correlation END) starts at ``end_at``;
+    ``spin``: the caller's stream spins (correlation 0, GPU 0-99) under the start annotation first."""
     events: list[dict[str, Any]] = []
+    if spin:
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.0, "dur": 1, "tid": 1,
+                       "args": {"correlation": 0}})
+        events.append({"ph": "X", "cat": "kernel", "name": "spin_kernel(long)", "ts": 0.0, "dur": 99,
+                       "args": {"stream": HOME, "correlation": 0}})
     marks = [(START_MARK, 1, 0.0, 100.0, "void at::native::vectorized_elementwise_kernel<4, FillFunctor>"),
              (END_MARK, END, 900.0, end_at, "void at::native::vectorized_elementwise_kernel<4, FillFunctor>")]
     for mark, corr, cpu, gpu, name in marks:
@@ -127,3 +133,28 @@ def test_joins_through_a_chain_of_streams_and_host_waits() -> None:
     # ... or for an event recorded on the side stream after its launch (cudaEventSynchronize)
     event = [ENTRY, {"kind": "Event Sync", "corr": 32, "on": SIDE, "rec": 30}]
     assert _side(_trace([SIDE_KERNEL], event)) == []
+
+
+def test_waits_on_events_of_unknown_stream_count_when_the_clock_agrees() -> None:
+    """A kineto that collects no CUDA-event records leaves the awaited event's stream unknown (-1). The waits still
+    count from their place in launch order, with the caller's stream spinning before the start marker: a side
+    stream that did not really wait starts before the marker ends, and fails on the clock."""
+    entry = {"kind": "Stream Wait Event", "corr": 11, "stream": SIDE}
+    exit_ = {"kind": "Stream Wait Event", "corr": 31, "stream": HOME}
+    spun = parse_trace(_trace([SIDE_KERNEL], [entry, exit_], spin=True), syncs_recorded=True)
+    assert spun.start_spin and spun.start_mark == (102.0, 1) and spun.kernels == [(KERNEL, SIDE)]
+    assert joined_streams(spun) == {SIDE}
+    # without the spin the clock cannot tell a real entry wait from a wait for nothing: not joined
+    assert joined_streams(parse_trace(_trace([SIDE_KERNEL], [entry, exit_]), syncs_recorded=True)) == set()
+    # a wait that ordered nothing: the side kernel started while the caller's stream still spun
+    early = (KERNEL, SIDE, 20, 40.0, 30.0)
+    assert joined_streams(parse_trace(_trace([early], [entry, exit_], spin=True), syncs_recorded=True)) == set()
+    # the caller's wait came before the side launch (corr 20): it awaited none of it
+    before = {"kind": "Stream Wait Event", "corr": 15, "stream": HOME}
+    assert joined_streams(parse_trace(_trace([SIDE_KERNEL], [entry, before], spin=True), syncs_recorded=True)) == set()
+    # no entry wait at all (the corpus's host-joined side stream): not joined, whatever the clock says
+    host = {"kind": "Stream Sync", "corr": 31, "stream": SIDE}
+    assert joined_streams(parse_trace(_trace([SIDE_KERNEL], [host], spin=True), syncs_recorded=True)) == set()
+    # an exit wait whose side kernel still ran when the end marker started
+    late = (KERNEL, SIDE, 20, 150.0, 400.0)
+    assert joined_streams(parse_trace(_trace([late], [entry, exit_], spin=True), syncs_recorded=True)) == set()

@@ -18,6 +18,13 @@ marker the caller launched before the call ended and ended before the marker lau
 began. A trace without those records (an older profiler) joins nothing, so a side stream stays a finding.
 A stream created without ``cudaStreamNonBlocking`` in native code is joined implicitly by the legacy
 default stream; CUPTI records no event for that, so it is not recognised (a side-stream finding).
+
+Where the profiler does not say which stream an awaited event was recorded on (a kineto that does not collect
+CUPTI's CUDA-event records: ``wait_on_stream`` -1), a wait still counts, from its place in launch order, and the
+GPU clock decides: the caller's stream spins for about 0.1 ms before its start marker (kernel_trace.py), so a
+side stream that did not really wait for it starts before that marker ends; and a side kernel still running
+when the end marker starts was not awaited. (A wait that joins nothing can pass the exit clock only when the
+side work was done before the caller went on: the timer saw it.)
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from kernelpilot.evaluation.kernel_trace import KernelTrace
 
 STREAM_WAIT, EVENT_SYNC, STREAM_SYNC, CONTEXT_SYNC = "Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"
+UNKNOWN = -1  # in ``ordered``: waits on events of unknown stream may order a stream (the start spin ran)
 _DEVICE_SYNCS = (CONTEXT_SYNC, "Device Sync")
 
 
@@ -44,7 +52,15 @@ class SyncEvent:
 
 
 def _exit_step(y: SyncEvent, covered: dict[int, int]) -> bool:
-    """Extend ``covered`` (stream -> launches with a smaller correlation finish before the end marker)."""
+    """Extend ``covered`` (stream -> launches with a smaller correlation finish before the end marker; key -1:
+    any stream, from waits whose event's stream is unknown)."""
+    if y.kind in (STREAM_WAIT, EVENT_SYNC) and y.wait_on_stream < 0 and y.record_correlation < 0:
+        if y.kind == STREAM_WAIT and (y.stream not in covered or y.correlation >= covered[y.stream]):
+            return False
+        if covered.get(-1, -1) >= y.correlation:
+            return False
+        covered[-1] = y.correlation  # the wait came after these launches; the clock check confirms it
+        return True
     if y.kind == STREAM_WAIT:
         # the waiter reaches the end marker after this wait: the awaited stream's launches before its record do
         if y.stream not in covered or y.correlation >= covered[y.stream]:
@@ -67,7 +83,9 @@ def _entry_step(y: SyncEvent, ordered: dict[int, int], floor: list[int]) -> bool
     ``floor[0]``: a correlation after which the host had waited for that work (every stream is ordered)."""
     if y.kind == STREAM_WAIT:
         source = y.wait_on_stream
-        if source not in ordered or y.record_correlation <= ordered[source] or y.stream < 0:
+        if source < 0 and y.record_correlation < 0 and y.stream >= 0 and UNKNOWN in ordered:
+            pass  # an event of unknown stream, with the caller's stream spinning before the call: the clock decides
+        elif source not in ordered or y.record_correlation <= ordered[source] or y.stream < 0:
             return False
         if ordered.get(y.stream, 1 << 62) <= y.correlation:
             return False
@@ -99,6 +117,8 @@ def joined_streams(trace: "KernelTrace") -> frozenset[int]:
     device_floor = max((y.correlation for y in syncs if y.kind in _DEVICE_SYNCS), default=-1)
     covered: dict[int, int] = {home: end_corr}
     ordered: dict[int, int] = {home: start_corr}
+    if trace.start_spin:
+        ordered[UNKNOWN] = start_corr
     floor = [1 << 62]
     changed = True
     while changed:
@@ -114,7 +134,7 @@ def joined_streams(trace: "KernelTrace") -> frozenset[int]:
         first = min(trace.correlations[i] for i in indices)
         last = max(trace.correlations[i] for i in indices)
         entry = first > min(ordered.get(stream, 1 << 62), floor[0])
-        exit_ = last < max(covered.get(stream, -1), device_floor)
+        exit_ = last < max(covered.get(stream, -1), covered.get(-1, -1), device_floor)
         on_clock = all(start_done <= trace.spans[i][0] and trace.spans[i][1] <= end_begins for i in indices)
         if entry and exit_ and on_clock:
             joined.add(stream)

@@ -103,7 +103,7 @@ def test_a_side_stream_joined_both_ways_is_not_flagged() -> None:
     trace = ra.profile_call(joined, [x], "cuda")
     # everything stream_joins reads, in the failure message (the H100 run of 2026-12-05 failed here with the
     # records present: what they held decides the fix)
-    seen = (f"home {trace.home_stream} start {trace.start_mark} end {trace.end_mark} kernels "
+    seen = (f"home {trace.home_stream} start {trace.start_mark} spin {trace.start_spin} end {trace.end_mark} kernels "
             f"{list(zip([s for _, s in trace.kernels], trace.correlations, trace.spans))} syncs "
             f"{[vars(y) for y in trace.syncs]}")
     assert trace.syncs_recorded and trace.end_mark is not None and trace.syncs, seen
