@@ -9,7 +9,7 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 SUITE_HELP = """\
 Score many problems: every candidate gets the same verdict as `kernelpilot eval`, one row per verdict in
@@ -32,34 +32,23 @@ later `kernelpilot suite --resume RUN` runs them. For example:
   kernelpilot suite KernelBench --solutions runs/m --out kb --samples 0              sample 0 of every problem first"""
 
 
-def _gpus(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices; use e.g. 0 or 0,1")
-    return values
+def _index_list(what: str, example: str) -> Callable[[str], list[int]]:
+    """An argparse type: a comma-separated list of non-negative integers (``what``, e.g. ``example``)."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            values = []
+        if not values or any(v < 0 for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a list of {what}; use e.g. {example}")
+        return values
+
+    return parse
 
 
-def _levels(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of KernelBench levels; use e.g. 1 or 1,2")
-    return values
-
-
-def _samples(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of sample indices; use e.g. 0 or 0,1")
-    return values
+_gpus = _index_list("GPU indices", "0 or 0,1")
+_levels = _index_list("KernelBench levels", "1 or 1,2")
+_samples = _index_list("sample indices", "0 or 0,1")
 
 
 def _problem_items(text: str) -> list[str]:
