@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from kernelpilot.evaluation.kernel_trace import KernelTrace
 
 STREAM_WAIT, EVENT_SYNC, STREAM_SYNC, CONTEXT_SYNC = "Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"
-UNKNOWN = -1  # in ``ordered``: waits on events of unknown stream may order a stream (the start spin ran)
+ANY_STREAM = -1  # in ``covered``: a wait on an event of unknown stream covers every stream's earlier launches
 _DEVICE_SYNCS = (CONTEXT_SYNC, "Device Sync")
 
 
@@ -51,41 +51,39 @@ class SyncEvent:
     record_correlation: int = -1  # the cudaEventRecord call that recorded it; -1: unknown
 
 
+def _unknown_source(y: SyncEvent) -> bool:
+    """A wait (or host event sync) whose event's stream and record the profiler did not say."""
+    return y.kind in (STREAM_WAIT, EVENT_SYNC) and y.wait_on_stream < 0 and y.record_correlation < 0
+
+
 def _exit_step(y: SyncEvent, covered: dict[int, int]) -> bool:
-    """Extend ``covered`` (stream -> launches with a smaller correlation finish before the end marker; key -1:
-    any stream, from waits whose event's stream is unknown)."""
-    if y.kind in (STREAM_WAIT, EVENT_SYNC) and y.wait_on_stream < 0 and y.record_correlation < 0:
-        if y.kind == STREAM_WAIT and (y.stream not in covered or y.correlation >= covered[y.stream]):
-            return False
-        if covered.get(-1, -1) >= y.correlation:
-            return False
-        covered[-1] = y.correlation  # the wait came after these launches; the clock check confirms it
-        return True
-    if y.kind == STREAM_WAIT:
-        # the waiter reaches the end marker after this wait: the awaited stream's launches before its record do
-        if y.stream not in covered or y.correlation >= covered[y.stream]:
-            return False
-        target, upto = y.wait_on_stream, y.record_correlation
-    elif y.kind == EVENT_SYNC:  # the host waited for the event, then launched the end marker
+    """Extend ``covered`` (stream -> launches with a smaller correlation finish before the end marker; key
+    ``ANY_STREAM``: every stream, from waits whose event's stream is unknown)."""
+    if y.kind == STREAM_WAIT and (y.stream not in covered or y.correlation >= covered[y.stream]):
+        return False  # the waiter does not reach the end marker after this wait
+    unknown = _unknown_source(y)
+    if unknown:  # the wait came after these launches; the clock check confirms it
+        target, upto = ANY_STREAM, y.correlation
+    elif y.kind in (STREAM_WAIT, EVENT_SYNC):  # the awaited stream's launches before its record
         target, upto = y.wait_on_stream, y.record_correlation
     elif y.kind == STREAM_SYNC:
         target, upto = y.stream, y.correlation
     else:
         return False
-    if target < 0 or upto < 0 or covered.get(target, -1) >= upto:
+    if (target < 0 and not unknown) or upto < 0 or covered.get(target, -1) >= upto:
         return False
     covered[target] = upto
     return True
 
 
-def _entry_step(y: SyncEvent, ordered: dict[int, int], floor: list[int]) -> bool:
+def _entry_step(y: SyncEvent, ordered: dict[int, int], floor: list[int], spin: bool) -> bool:
     """Extend ``ordered`` (stream -> launches with a larger correlation run after the caller's earlier work).
-    ``floor[0]``: a correlation after which the host had waited for that work (every stream is ordered)."""
+    ``floor[0]``: a correlation after which the host had waited for that work (every stream is ordered).
+    ``spin``: the caller's stream spun before the call, so a wait on an event of unknown stream may order a
+    stream (the clock decides)."""
     if y.kind == STREAM_WAIT:
-        source = y.wait_on_stream
-        if source < 0 and y.record_correlation < 0 and y.stream >= 0 and UNKNOWN in ordered:
-            pass  # an event of unknown stream, with the caller's stream spinning before the call: the clock decides
-        elif source not in ordered or y.record_correlation <= ordered[source] or y.stream < 0:
+        known = y.wait_on_stream in ordered and y.record_correlation > ordered[y.wait_on_stream]
+        if y.stream < 0 or not (known or (spin and _unknown_source(y))):
             return False
         if ordered.get(y.stream, 1 << 62) <= y.correlation:
             return False
@@ -117,14 +115,12 @@ def joined_streams(trace: "KernelTrace") -> frozenset[int]:
     device_floor = max((y.correlation for y in syncs if y.kind in _DEVICE_SYNCS), default=-1)
     covered: dict[int, int] = {home: end_corr}
     ordered: dict[int, int] = {home: start_corr}
-    if trace.start_spin:
-        ordered[UNKNOWN] = start_corr
     floor = [1 << 62]
     changed = True
     while changed:
         changed = False
         for y in syncs:
-            changed = _exit_step(y, covered) | _entry_step(y, ordered, floor) | changed
+            changed = _exit_step(y, covered) | _entry_step(y, ordered, floor, trace.start_spin) | changed
     by_stream: dict[int, list[int]] = {}
     for i, (_, stream) in enumerate(trace.kernels):
         if stream != home:
@@ -134,7 +130,7 @@ def joined_streams(trace: "KernelTrace") -> frozenset[int]:
         first = min(trace.correlations[i] for i in indices)
         last = max(trace.correlations[i] for i in indices)
         entry = first > min(ordered.get(stream, 1 << 62), floor[0])
-        exit_ = last < max(covered.get(stream, -1), covered.get(-1, -1), device_floor)
+        exit_ = last < max(covered.get(stream, -1), covered.get(ANY_STREAM, -1), device_floor)
         on_clock = all(start_done <= trace.spans[i][0] and trace.spans[i][1] <= end_begins for i in indices)
         if entry and exit_ and on_clock:
             joined.add(stream)
