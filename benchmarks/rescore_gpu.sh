@@ -20,7 +20,7 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 if [ -f /tmp/rs-preflight ]; then cp /tmp/rs-preflight "$OUT/preflight.log"
 else
   (cd "$root" && timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_eval_gpu_parts.py \
-      -k "profiler_sees_streams or library_streams or joined_both_ways") > "$OUT/preflight.log" 2>&1
+      -k "profiler_sees_streams or library_streams or joined_both_ways or watch_covers") > "$OUT/preflight.log" 2>&1
   if grep -q "FAILED.*\(profiler_sees_streams\|library_streams\)" "$OUT/preflight.log"; then
     tail -40 "$OUT/preflight.log"; echo "preflight failed: the rescore did not run"; exit 1
   fi
