@@ -68,6 +68,27 @@ def test_spare_takes_over_after_a_crash_and_a_hang(tmp_path: Path) -> None:
     assert all(_gone(pid) for pid in pids)  # closing the evaluator stops the spare too
 
 
+@pytest.mark.slow
+def test_a_spare_taken_long_after_it_came_up_reports_its_start_not_its_age(tmp_path: Path) -> None:
+    import select
+
+    settings = EvalSettings(device="cpu", confine=False, allowed_libraries=["add"], start_timeout_s=300,
+                            test_timeout_s=120)
+    with Evaluator(settings, workdir=tmp_path / "work", spare_worker=True) as ev:
+        assert _ask(ev, "good.py").status == "ok"
+        spare = ev._spare
+        assert spare is not None and spare.pending_ready
+        # up (its ready message waiting in the pipe, unread), then idle for a while before it is taken
+        assert select.select([spare._from_worker], [], [], 300)[0], "the spare did not come up"
+        up = time.monotonic() - spare.launched_at
+        time.sleep(3.0)
+        assert _ask(ev, "segfault.py").status == "runtime_error"
+        after = _ask(ev, "good.py")
+        assert ev._client is spare and after.status == "ok", after.error
+        assert 0 < after.phases["worker_start"] <= up + 0.5, (after.phases, up)  # not its age (up + 3 s and more)
+        assert after.phases["worker_wait"] == 0.0, after.phases
+
+
 def test_no_spare_unless_asked(tmp_path: Path) -> None:
     settings = EvalSettings(device="cpu", confine=False, allowed_libraries=["add"], start_timeout_s=300)
     with Evaluator(settings, workdir=tmp_path / "work") as ev:

@@ -91,6 +91,7 @@ class WorkerClient:
         self.starts = 0
         self.pending_ready = False  # launched, ready message not read yet
         self.launched_at = 0.0
+        self.ready_at = 0.0
         self.served = 0  # requests sent to the current worker process
         self._unanswered_prepares = 0  # "prepare" requests whose answer has not been read yet
 
@@ -204,6 +205,11 @@ class WorkerClient:
             self.stop()
             raise WorkerDied(f"the evaluation worker did not start: {ready.get('error', 'unknown error')}", tail)
         self.environment = dict(ready.get("environment") or {})
+        now = time.monotonic()
+        try:  # when the worker was up: a spare launched long before it was taken was ready long before it was read
+            self.ready_at = min(max(float(ready.get("ready_at", now)), self.launched_at), now)
+        except (TypeError, ValueError):
+            self.ready_at = now
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

@@ -319,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             worker.confinement = applied + ["confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
         sync = worker.pristine.synchronize if worker.pristine is not None else None
         watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(args.out_fd, frame), sync))
-        protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment()})
+        protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment(),
+                                "ready_at": time.monotonic()})  # the system-wide clock the client reads too
     except Exception as exc:
         traceback.print_exc()
         protocol.send(args.out_fd, {"op": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}"})

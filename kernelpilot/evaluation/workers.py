@@ -58,8 +58,9 @@ class WorkerOwner:
     def _worker(self, readable: list[Path] | None = None, writable: list[Path] | None = None,
                 wait: bool = True, phases: dict[str, float] | None = None) -> Any:
         """The worker for these paths, launched if needed; with ``wait``, up and ready. When this call
-        reads a launched worker's ready message, ``phases`` gets ``worker_start`` (launch -> ready) and
-        ``worker_wait`` (of that, what this call waited; the rest overlapped the build)."""
+        reads a launched worker's ready message, ``phases`` gets ``worker_start`` (launch -> up, by the worker's
+        clock: a spare taken long after it came up counts its start only) and ``worker_wait`` (what this call
+        waited; the rest overlapped the build)."""
         readable = [p.resolve() for p in readable or []]
         writable_needed = [p.resolve() for p in writable or []]
         if self._client is not None and not self._client.covers(readable, writable_needed):
@@ -79,7 +80,8 @@ class WorkerOwner:
             self._client.wait_ready(self.settings.start_timeout_s)
             if phases is not None:
                 now = time.monotonic()
-                for key, seconds in (("worker_start", now - self._client.launched_at), ("worker_wait", now - t0)):
+                up, launched = self._client.ready_at, self._client.launched_at  # by the worker's clock
+                for key, seconds in (("worker_start", up - launched), ("worker_wait", max(0.0, up - t0))):
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
         return self._client
 
