@@ -166,7 +166,8 @@ def profile_call(fn: Callable[..., Any], inputs: list[Any], device: str,
 
     ``watch()`` wraps the call alone (the watchdog's call allowance): starting the profiler, stopping it and
     reading its trace are the harness's work, which for a call of many events takes far longer than the call
-    (a forward that formatted a 5-D tensor on each call, 7,776 ``item()`` syncs: H100, torch 2.11)."""
+    (a fallback whose error message formatted a 5-D tensor on each call, about 15k ``item()`` syncs: H100,
+    torch 2.11)."""
     try:
         return _profile(fn, inputs, device, syncs=True, watch=watch)
     except _SyncsFailed:
