@@ -176,3 +176,20 @@ def test_the_extension_links_with_gold_when_the_machine_has_it(tmp_path: Path) -
     gold.chmod(0o755)
     assert linker_flags({"PATH": str(bin_dir)}) == list(GOLD_FLAGS)
     assert linker_flags({"PATH": str(bin_dir), "KERNELPILOT_LINKER": "default"}) == []
+
+
+def test_errors_from_torch_apis_since_removed_name_the_replacement() -> None:
+    """Recorded by hand (nvcc 13.0 and g++ against torch 2.14.1's headers): old_api.cu passes Tensor::type() to
+    AT_DISPATCH_FLOATING_TYPES and calls AT_CHECK, old_thc.cpp includes THC/THC.h, old_check.cpp calls AT_CHECK;
+    20 of the leaderboard's and CUDA-L1's published files fail the first way."""
+    diags = [d for d in parse_diagnostics(log("removed_torch_apis.txt")) if d.severity == "error"]
+    assert [(d.file, d.line) for d in diags] == [("old_api.cu", 4), ("old_api.cu", 5), ("old_thc.cpp", 2),
+                                                 ("old_check.cpp", 2)]
+    check, dispatch, thc, gcc_check = (d.message for d in diags)
+    assert check.startswith('identifier "AT_CHECK" is undefined (AT_CHECK is gone from torch: use TORCH_CHECK')
+    assert dispatch.startswith('no suitable conversion function from "const at::DeprecatedTypeProperties"')
+    assert "pass x.scalar_type(); written for an older torch" in dispatch
+    assert "THC headers" in thc and "TORCH_CHECK" in gcc_check
+    # an error about something else keeps its message as the compiler gave it
+    plain = parse_diagnostics(log("ninja_nvcc_error.txt"), root=ROOT)
+    assert plain[0].message == 'identifier "undefined_offset" is undefined'

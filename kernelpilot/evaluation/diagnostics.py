@@ -62,6 +62,27 @@ _NINJA_FAILED_RE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<target>.+)$")
 _NINJA_STEP_RE = re.compile(r"^\[\d+/\d+\] (?P<cmd>.*)$")
 _COMPILE_SOURCE_RE = re.compile(r"(?:^|\s)-c\s+(?P<src>\S+)")
 
+# C++ APIs torch has removed that published generations still use: the error names the API's replacement, and
+# says the file was written for an older torch (the leaderboard's and CUDA-L1's files pass Tensor::type() to
+# AT_DISPATCH macros: 20 of 623; torch 2.14's headers refuse it)
+_OLDER_TORCH = "written for an older torch than this one"
+_REMOVED_TORCH_APIS = (
+    (re.compile(r"DeprecatedTypeProperties.*\bto\b.*ScalarType"),
+     "Tensor::type() passed to an AT_DISPATCH macro, which this torch no longer accepts: pass x.scalar_type()"),
+    (re.compile(r"\bAT_CHECK\b.*(?:undefined|not declared)|(?:undefined|not declared).*\bAT_CHECK\b"),
+     "AT_CHECK is gone from torch: use TORCH_CHECK"),
+    (re.compile(r"THC/THC\w*\.h"), "torch no longer ships the THC headers: use ATen's (ATen/cuda/CUDAContext.h)"),
+)
+
+
+def removed_api_hint(message: str) -> str:
+    """A compiler error's message with the replacement named, when it is about a C++ API torch removed."""
+    for pattern, hint in _REMOVED_TORCH_APIS:
+        if pattern.search(message):
+            return f"{message} ({hint}; {_OLDER_TORCH})"
+    return message
+
+
 _SEVERITY = {
     "error": "error",
     "fatal error": "error",
@@ -110,6 +131,8 @@ def parse_diagnostics(text: str, *, root: Path | None = None) -> list[Diagnostic
     pending_object: str | None = None  # from "ld: kernel.cuda.o: in function `f':"
 
     def add(d: Diagnostic) -> None:
+        if d.severity == "error":
+            d.message = removed_api_hint(d.message)
         key = (d.severity, d.file, d.line, d.message)
         if key not in seen:
             seen.add(key)
