@@ -143,10 +143,32 @@ def test_a_call_under_an_instrument_gets_its_slowdown_times_the_slowest_call() -
         time.sleep(0.3)
     with dog.calls("audit", "forward under the operator recorder", slowdown=30.0):
         assert sent[-1]["allow_s"] >= 1.0 + 30 * 0.3
+        time.sleep(0.5)
     with dog.calls("verify", "candidate call"):  # the instrumented call is not taken as the candidate's own time
-        assert sent[-1]["allow_s"] == 1.0
+        assert 1.0 + 2 * 0.3 <= sent[-1]["allow_s"] < 1.0 + 2 * 0.5, sent[-1]
     dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0))  # a new request forgets the old one's calls
     with dog.calls("audit", "forward under the operator recorder", slowdown=30.0):
+        assert sent[-1]["allow_s"] == 1.0
+
+
+def test_calls_get_twice_the_slowest_call_seen_beside_the_eager_allowance() -> None:
+    """A correct candidate far slower than eager is timed, not killed: the timed rounds' allowance (100x the
+    eager time per call) is raised to twice its slowest verified call; a new request starts from nothing."""
+    import time
+
+    from kernelpilot.evaluation import watchdog
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0, multiple=100.0))
+    dog.reference_s = 0.001  # eager: 1 ms a call
+    with dog.calls("verify", "candidate call"):
+        assert sent[-1]["allow_s"] == pytest.approx(1.0 + 0.1)
+        time.sleep(0.4)  # 400x eager
+    with dog.calls("timing", "timed calls", n=30):
+        assert sent[-1]["allow_s"] >= 1.0 + 30 * 2 * 0.4, sent[-1]  # not 1 + 30 x 0.1 = 4 s
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0))
+    with dog.calls("timing", "timed calls", n=30):
         assert sent[-1]["allow_s"] == 1.0
 
 

@@ -24,6 +24,9 @@ from typing import Any
 
 from kernelpilot.evaluation import protocol
 
+SEEN_MARGIN = 2.0  # a call may take this many times the slowest call of the same request seen so far
+
+
 @dataclass(frozen=True)
 class Allowance:
     floor_s: float = 5.0  # any one call (or batch) may take this long, whatever the eager time
@@ -109,13 +112,16 @@ class Watchdog:
     @contextmanager
     def calls(self, phase: str, call: str, n: int = 1, slowdown: float = 0.0) -> Iterator[None]:
         """``slowdown``: the block runs the calls under an instrument that slows each one down about that
-        many times (a Python dispatch mode: every ATen call goes through Python); they also get that many
-        times the longest call seen so far, so a slow but finishing candidate is not taken for a hang."""
+        many times (a Python dispatch mode: every ATen call goes through Python); they get that many times the
+        longest call seen so far (without one, ``SEEN_MARGIN`` times), so a slow but finishing candidate is not
+        taken for a hang: the eager-based allowance alone (``Allowance.multiple``) would call a correct
+        candidate a few hundred times slower than eager a timeout in the timed rounds."""
         import time
 
         allow = self.allowance.calls(n, self.reference_s, self._first)
-        if slowdown:
-            allow = max(allow, self.allowance.floor_s + n * slowdown * self.candidate_s)
+        # a slow but finishing candidate is no hang: each call also gets the slowest call seen so far, twice
+        # (times the instrument's slowdown under one)
+        allow = max(allow, self.allowance.floor_s + n * (slowdown or SEEN_MARGIN) * self.candidate_s)
         self._first = False
         self.arm(phase, call, allow)
         start = time.monotonic()
