@@ -79,7 +79,8 @@ def parse_trace(trace: dict[str, Any], syncs_recorded: bool = False) -> KernelTr
     start_i = max(starts, key=lambda i: float(gpu[i].get("ts", 0)) + float(gpu[i].get("dur", 0))) if starts else None
     end_i = min(ends, key=lambda i: float(gpu[i].get("ts", 0))) if ends else None
     dropped = set(starts) | set(ends)
-    enclosing = enclosing_ops([launches[c] for c in (_int(e, "correlation") for e in gpu) if c in launches], ops_by_tid)
+    kept = (_int(e, "correlation") for i, e in enumerate(gpu) if i not in dropped)  # the markers need no ops
+    enclosing = enclosing_ops([launches[c] for c in kept if c in launches], ops_by_tid)
     result = KernelTrace(syncs_recorded=syncs_recorded, start_spin=len(starts) > 1)  # a spin ran before the marker
     for i, e in enumerate(gpu):
         args = e.get("args") or {}

@@ -119,8 +119,6 @@ class Watchdog:
         import time
 
         allow = self.allowance.calls(n, self.reference_s, self._first)
-        # a slow but finishing candidate is no hang: each call also gets the slowest call seen so far, twice
-        # (times the instrument's slowdown under one)
         allow = max(allow, self.allowance.floor_s + n * (slowdown or SEEN_MARGIN) * self.candidate_s)
         self._first = False
         self.arm(phase, call, allow)

@@ -79,7 +79,6 @@ class WorkerOwner:
             t0 = time.monotonic()
             self._client.wait_ready(self.settings.start_timeout_s)
             if phases is not None:
-                now = time.monotonic()
                 up, launched = self._client.ready_at, self._client.launched_at  # by the worker's clock
                 for key, seconds in (("worker_start", up - launched), ("worker_wait", max(0.0, up - t0))):
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
