@@ -10,7 +10,8 @@ Patterns (sample numbers follow this order, per problem):
 - ``pytorch_rewrite``: the reference's own code as ModelNew (no kernel of its own);
 - ``try_fallback``: a kernel built at import and a ``try:`` whose fallback to the reference is always taken;
 - ``cached_output``: the reference's output cached across calls (keyed on address and sampled values);
-- ``fp16_compute``: the reference run in fp16 and cast back (mixed precision, no kernel).
+- ``fp16_compute``: the reference run in fp16 and cast back (mixed precision, no kernel; float tensors its forward
+  makes of the default dtype are made in fp16 too).
 
 Problems are taken smallest first (bytes the operator moves, on the meta device) so that a time budget
 covers the most of them. ``--corpus DIR`` also writes the hand-written corpus in this layout into DIR.
@@ -22,6 +23,7 @@ covers the most of them. ``--corpus DIR`` also writes the hand-written corpus in
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import shutil
@@ -177,6 +179,41 @@ class ModelNew(_Reference):
         return out.float() if isinstance(out, torch.Tensor) and out.is_floating_point() else out
 ''',
 }
+# fp16_compute for a reference whose forward makes float tensors of the default dtype (an LSTM's random h0):
+# those are made in fp16 too (the default dtype set for the call and put back), else the call mixes dtypes
+FP16_DEFAULT_DTYPE = '''
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float16)
+        try:
+            out = super().forward(*halved)
+        finally:
+            torch.set_default_dtype(previous)
+'''
+# torch's factories that make a floating tensor of the default dtype when given no dtype
+_DEFAULT_DTYPE_FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "full", "linspace", "logspace", "eye"}
+
+
+def forward_makes_default_dtype(reference: str) -> bool:
+    """Whether the forward of ``_Reference`` in this source calls a torch factory with no ``dtype=`` (the tensor
+    it makes takes the default dtype, not the inputs')."""
+    tree = ast.parse(reference)
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Reference"):
+        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+            for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+                f = call.func
+                if (isinstance(f, ast.Attribute) and f.attr in _DEFAULT_DTYPE_FACTORIES
+                        and isinstance(f.value, ast.Name) and f.value.id == "torch"
+                        and not any(k.arg == "dtype" for k in call.keywords)):
+                    return True
+    return False
+
+
+def wrapper(pattern: str, reference: str) -> str:
+    """The ModelNew of ``pattern`` for this reference source."""
+    text = WRAPPERS[pattern]
+    if pattern == "fp16_compute" and forward_makes_default_dtype(reference):
+        text = text.replace("        out = super().forward(*halved)\n", FP16_DEFAULT_DTYPE.lstrip("\n"))
+    return text
 
 # the outcome expected of each pattern: our status and rules, KernelBench's status (None: depends on the problem)
 EXPECTED: dict[str, dict] = {
@@ -252,7 +289,7 @@ def write(args: argparse.Namespace) -> int:
         for pattern in ("pytorch_rewrite", "cached_output", "fp16_compute", "try_fallback"):
             if pattern == "try_fallback" and i >= args.fallbacks:
                 continue  # each builds a kernel of its own: only the smallest problems get one
-            emit(lv, pid, problem, pattern, body + WRAPPERS[pattern].replace("NAME", f"{lv}_{pid}"))
+            emit(lv, pid, problem, pattern, body + wrapper(pattern, body).replace("NAME", f"{lv}_{pid}"))
     if args.corpus:  # a folder of its own: the suite reads every generation below --solutions
         write_corpus(Path(args.corpus).expanduser())
     doc = {"about": "generations written by benchmarks/kb_generations.py; kernelpilot: our expected status under the "
