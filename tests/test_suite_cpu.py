@@ -62,6 +62,8 @@ def test_fake_gpus_never_overlap_on_a_slot(tmp_path: Path) -> None:
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
     assert {r.gpu for r in rows} <= {"gpu0", "gpu1"}
     assert all(r.verdict and {"suite_build", "suite_slot", "worker_busy"} <= set(r.verdict["phases"]) for r in rows)
+    for r in rows:  # each problem was loaded while its candidate built: that time is a phase of its own
+        assert 0 < r.verdict["phases"]["prepare"] <= r.verdict["phases"]["worker_busy"], r.verdict["phases"]
     assert run_jobs(store, pool, jobs, "test") == 0  # everything finished: nothing submitted again
     store.close()
 

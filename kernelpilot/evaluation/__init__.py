@@ -285,6 +285,8 @@ class Evaluator(WorkerRequests):
             v.worker_window = [float(window[0]), float(window[1])]
         if isinstance(response.get("busy_s"), (int, float)):
             v.phases["worker_busy"] = float(response["busy_s"])
+        if isinstance(response.get("prepare_s"), (int, float)):  # part of worker_busy, before the request
+            v.phases["prepare"] = float(response["prepare_s"])
         v.error = merged.error
         v.flags += within_compile_flag(declared, v.performance)
         if not self.keep_warm and self._client is not None:

@@ -11,8 +11,9 @@ Requests are ``{"op": ..., ...}``; responses are ``{"ok": bool, ...}``. Ops:
 - ``prepare`` (load the problem, compile the baseline, while the candidate builds) ->
   ``{"op": "prepared", "ok": bool}``, which the caller skips.
 - ``evaluate`` -> ``{"ok": true, "verdict": {...partial Verdict dict...}, "exit": bool, "window": [start, end],
-  "busy_s": ...}``; ``exit`` means the worker is about to leave (poisoned CUDA context, patched
-  functions, stray threads).
+  "busy_s": ..., "prepare_s": ...}``; ``exit`` means the worker is about to leave (poisoned CUDA context,
+  patched functions, stray threads); ``busy_s`` is the worker's time on this request and the ``prepare``
+  before it, ``prepare_s`` (only after a prepare) the part of it the prepare took.
 - ``baselines`` -> ``{"ok": bool, "baselines": {...}}`` (eager and torch.compile timed, baselines.py).
 - ``shutdown`` -> the worker exits without answering.
 

@@ -361,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
+            if prepared_s:  # the problem loaded (and the baseline compiled) ahead: the verdict's "prepare" phase
+                response["prepare_s"] = round(prepared_s, 3)
             prepared_s = 0.0
             sys.stdout.flush()
             sys.stderr.flush()
