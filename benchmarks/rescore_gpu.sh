@@ -14,13 +14,14 @@ if [ ! -d "$work" ] && [ -n "${WORK_IN:-}" ]; then mkdir -p "$work" && tar xzf "
 mkdir -p "$work" "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/versions.txt" 2>&1
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$OUT/versions.txt" 2>&1
-# preflight (about 20 s): the profiler's trace as the kernel and stream rules read it; a failure there would make
-# every verdict's kernel checks wrong, so the call stops (a joined side stream not recognised is only noted);
+# preflight (about 40 s): the profiler's trace as the kernel and stream rules read it; a failure there would make
+# every verdict's kernel checks wrong, so the call stops (a joined side stream not recognised, or a baselines
+# record without what its verdicts need, is only noted);
 # once per machine (/tmp/rs-preflight holds the log once the kernel-check part passed)
 if [ -f /tmp/rs-preflight ]; then cp /tmp/rs-preflight "$OUT/preflight.log"
 else
-  (cd "$root" && timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_eval_gpu_parts.py \
-      -k "profiler_sees_streams or library_streams or joined_both_ways or watch_covers") > "$OUT/preflight.log" 2>&1
+  (cd "$root" && timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_eval_gpu_parts.py tests/gpu/test_baselines_gpu.py \
+      -k "profiler_sees_streams or library_streams or joined_both_ways or watch_covers or baselines_on_the_gpu") > "$OUT/preflight.log" 2>&1
   if grep -q "FAILED.*\(profiler_sees_streams\|library_streams\)" "$OUT/preflight.log"; then
     tail -40 "$OUT/preflight.log"; echo "preflight failed: the rescore did not run"; exit 1
   fi

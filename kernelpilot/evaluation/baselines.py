@@ -44,6 +44,9 @@ class Baselines:
     # seconds this measurement held the GPU exclusively (a suite's GPU slot waits meanwhile): the timing, or
     # all of it for a problem too large to share the GPU's memory (``exclusive``); 0.0 in records before 2026-12-03
     exclusive_s: float = 0.0
+    # the problem's analysis (bytes moved, flops) the speed of light was computed from: the verdicts that use
+    # these baselines take it from here instead of analysing the problem again ({} in records before 2026-12-05)
+    problem_info: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),
@@ -139,7 +142,8 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         out.notes.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
     else:
         out.ceilings = asdict(ceil)
-        sol = for_problem(state.info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+        out.problem_info = state.analysis()
+        sol = for_problem(out.problem_info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
                           candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None)
         out.speed_of_light = sol
         if sol.floor_ms and out.eager.median_ms > 0:

@@ -37,12 +37,30 @@ class ProblemState:
     dtype: Any
     compiled: Any = None
     compile_note: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] | None = None  # the problem's analysis (bytes moved, flops): analysis() makes it once
+    path: str = ""  # the problem file, for analysis()
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
     input_bytes: int = 0  # one input set
     call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
     references: Any = None  # reference_cache.ReferenceCache: reference outputs per input seed, between edits
     kb_inputs: Any = None  # kb_inputs.KernelBenchInputs: KernelBench's input sets per seed, between candidates
+
+    def analysis(self, known: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The problem's analysis on the meta device (bytes moved, flops, flops by op; or a note why not),
+        what the speed of light needs: ``known`` (the one the shared baselines carry) when given, else made
+        here once, on first use (a recurrent problem's takes seconds: a verdict that is never timed, or one
+        whose baselines carry it, does not pay for it)."""
+        if known and self.info is None:
+            self.info = dict(known)
+        if self.info is None:
+            try:
+                from kernelpilot.problem import analyse, load_problem
+
+                info = analyse(load_problem(Path(self.path)), device="meta")
+                self.info = {"bytes_moved": info.bytes_moved, "flops": info.flops, "flops_by_op": info.flops_by_op}
+            except Exception as exc:  # noqa: BLE001 - the speed of light is then unavailable, and says why
+                self.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
+        return self.info
 
 
 def compile_failure(exc: BaseException) -> str:
@@ -144,20 +162,13 @@ class ProblemCache:
         except Exception:  # noqa: BLE001 - no float64 copy (it does not fit, or a module refuses): dtype reference
             model64 = None
         state = ProblemState(key, module, init_inputs, Reference(model, model64, module),
-                             problem_dtype(sample, model))
+                             problem_dtype(sample, model), path=str(p))
         state.input_bytes = sum(x.numel() * x.element_size() for x in sample if isinstance(x, torch.Tensor))
         state.reference_s, state.call_bytes = reference_s, call_bytes
         from kernelpilot.evaluation.reference_cache import ReferenceCache
 
         state.references = ReferenceCache(self.device)
         del sample
-        try:
-            from kernelpilot.problem import analyse
-
-            info = analyse(load_problem(p), device="meta")
-            state.info = {"bytes_moved": info.bytes_moved, "flops": info.flops, "flops_by_op": info.flops_by_op}
-        except Exception as exc:
-            state.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
         self.problems[key] = state
         return state
 

@@ -120,10 +120,12 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
     flags = list(run.notes)
     missing = ""
     source = "interleaved"
+    known: dict[str, Any] = {}  # the problem's analysis, when the shared baselines carry it
     if shared is not None:
         from kernelpilot.evaluation.baselines import Baselines
 
         base = Baselines.from_dict(shared)
+        known = base.problem_info
         comp, source = base.compiled, "shared"
         missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
         if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
@@ -150,7 +152,7 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
         flags.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
         return asdict(perf), None, flags, findings
     try:
-        sol = for_problem(state.info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+        sol = for_problem(state.analysis(known), str(state.dtype), ceil, getattr(worker, "initial_state", None),
                           candidate_ms=cand.median_ms, compiled_ms=comp.median_ms if comp else None)
         flags += suspicion_flags(sol, cand.median_ms, perf.speedup_vs_compile)
         sol_dict = asdict(sol)

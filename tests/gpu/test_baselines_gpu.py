@@ -25,6 +25,7 @@ def test_baselines_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert b.compiled is not None and b.compiled.median_ms > 0, b.notes
         sol = b.speed_of_light
         assert sol is not None and sol.floor_ms and sol.bound in ("memory", "compute")
+        assert b.problem_info.get("bytes_moved", 0) > 0  # the analysis the verdicts using these baselines take
         assert b.ceilings["copy_tbps"] > 0.5 and b.gpu
         assert 0 < (b.eager_pct_of_ceiling or 0) <= 105  # eager cannot beat the roofline by much
         assert b.triton and b.cuda and b.gpu_uuid and b.driver  # the identity the machine's cache is keyed on
