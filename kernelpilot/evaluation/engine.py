@@ -13,6 +13,7 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, Iterator
 
 from kernelpilot.evaluation.timed import benchmark, input_pool, timing_settings  # noqa: F401 - engine's names too
@@ -73,8 +74,6 @@ def _phase(phases: dict[str, float], name: str, detail: str = "") -> Iterator[No
 def _forget_candidate_modules(before: set[str], msg: dict[str, Any]) -> None:
     """Drop the modules a candidate imported from its own directory (a Triton candidate's kernels.py), so
     the next candidate with a file of the same name imports its own."""
-    from pathlib import Path
-
     directory = Path(msg.get("candidate_dir") or Path(msg["candidate_model"]).parent).resolve()
     for name in set(sys.modules) - before:
         file = getattr(sys.modules.get(name), "__file__", None)
@@ -113,15 +112,21 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     threads0 = ra.ThreadSnapshot.take()
     watch = ra.ThreadWatch()
     modules0 = set(sys.modules)
-    from kernelpilot.evaluation import gpu_lock
+    from kernelpilot.evaluation import gpu_lock, self_timing
 
     lock = gpu_lock.current()
     waited = lock.waited_s
+    timed_self = self_timing.signs(Path(msg["candidate_model"]))
+    # untimed GPU work may overlap a baseline's compile, never a timing; a candidate that times itself
+    # (and picks its path by it) runs with the GPU to itself throughout, as a timing does
+    hold = self_timing.gpu_alone("the candidate times itself") if timed_self else lock.shared()
     try:
-        with watch, lock.shared():  # untimed GPU work: it may overlap a baseline's compile, never a timing
+        with watch, hold:
             out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
     finally:
         _forget_candidate_modules(modules0, msg)
+    if timed_self:
+        out["findings"].append(asdict(self_timing.finding(timed_self)))
     if lock.waited_s > waited:
         phases["gpu_wait"] = round(lock.waited_s - waited, 3)  # waiting for another process's timing
     from kernelpilot.evaluation import compile_hook

@@ -8,7 +8,9 @@ not). Each gets one reason, the first of ``REASONS`` that its evidence supports:
 - ``caching``: the candidate returned a cached output (``result-replay``) or one output buffer on every call
   (``output-reuse``);
 - ``stream``: work outside the timed stream: side streams, threads (``side-stream``, ``background-thread``...);
-- ``timing``: a patched timer (``timer-patch``), or both pass and the two timings disagree on fast_1;
+- ``timing``: a patched timer (``timer-patch``); a candidate that picks its path by timing itself
+  (``self-timing``) passing one check and failing the other (its two instances, ours and KernelBench's, may
+  have picked differently); or both pass and the two timings disagree on fast_1;
 - ``fallback``: the compiled kernel never ran, PyTorch or a library did (``no-custom-kernel``);
 - ``no_kernel``: a PyTorch rewrite with no kernel of its own (``no-kernel``);
 - ``global_state``: torch's global switches (TF32, cudnn flags, matmul precision): KernelBench's reference
@@ -35,7 +37,7 @@ REASONS: tuple[Reason, ...] = ("caching", "stream", "timing", "fallback", "no_ke
 REASON_TITLES: dict[Reason, str] = {
     "caching": "caching (a cached or reused output)",
     "stream": "stream or thread (work the timer does not see)",
-    "timing": "timing (a patched timer, or the two timings disagree on fast_1)",
+    "timing": "timing (a patched timer, a candidate that times itself, or the two timings disagree on fast_1)",
     "fallback": "fallback ran (no-custom-kernel: PyTorch or a library did the work)",
     "no_kernel": "no kernel (a pure PyTorch rewrite)",
     "global_state": "flags / global state (TF32, cudnn, matmul precision)",
@@ -132,7 +134,7 @@ def classify(v: Verdict) -> Difference | None:
                 return Difference("global_state", *labels, rules=tuple(f.rule for f in state), detail=(
                     f"KernelBench's reference ran in the candidate's global state ({state[0].evidence}); ours in "
                     "the problem's own, against fp64"))
-            return Difference("precision", *labels, detail=_precision_detail(v))
+            return _self_timed(v, labels) or Difference("precision", *labels, detail=_precision_detail(v))
         return Difference("other", *labels, detail=(v.error or v.summary or v.status).splitlines()[0][:300]
                           if (v.error or v.summary) else v.status)
     # ours passes, KernelBench's harness does not
@@ -145,11 +147,25 @@ def classify(v: Verdict) -> Difference | None:
         if state:
             return Difference("global_state", *labels, rules=tuple(f.rule for f in state),
                               detail=f"the candidate changed torch's global state ({state[0].evidence})")
+        timed_self = _self_timed(v, labels)
+        if timed_self:
+            return timed_self
         return Difference("precision", *labels, detail=(
             f"KernelBench's allclose at {kb.tolerance:g} in {kb.precision}" if kb.tolerance is not None
             else f"KernelBench's allclose in {kb.precision}") + (
             f", max difference {kb.max_difference[0]}" if kb.max_difference else ""))
     return Difference("other", *labels, detail=(kb.error or kb.status).splitlines()[0][:300])
+
+
+def _self_timed(v: Verdict, labels: tuple[str, str]) -> Difference | None:
+    """One check passed, the other failed, and the candidate picks its path by timing itself: its two instances
+    (ours, KernelBench's) may have picked different paths (an fp32 matmul in one, fp16 in the other)."""
+    signs = [f for f in v.findings if f.rule == "self-timing"]
+    if not signs:
+        return None
+    return Difference("timing", *labels, rules=("self-timing",), detail=(
+        f"the candidate picks its path by timing itself ({signs[0].evidence}): KernelBench's instance and ours "
+        f"may have picked differently; {_precision_detail(v)}"))
 
 
 def _precision_detail(v: Verdict) -> str:
