@@ -10,25 +10,7 @@ import pytest
 
 from kernelpilot.evaluation import gpu_lock
 from kernelpilot.evaluation.self_timing import finding, signs
-
-PROBLEM = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(32, 16)
-
-    def forward(self, x):
-        return torch.tanh(self.fc(x))
-
-def get_inputs():
-    return [torch.rand(8, 32)]
-
-def get_init_inputs():
-    return []
-"""
+from test_kernelbench_score import _run
 
 # every forward call writes 1 when nobody else could take the GPU lock at that moment (this process holds it
 # exclusive), 0 when another process could share it
@@ -89,18 +71,10 @@ def test_signs_in_the_model_file_and_its_own_imports(tmp_path: Path) -> None:
 
 
 def _evaluate(tmp_path: Path, timer: str, rules: str) -> tuple[dict, str]:
-    from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
-
+    """The probing candidate evaluated in-process (test_kernelbench_score's worker run), and its calls' log."""
     lock, log = tmp_path / "gpu.lock", tmp_path / "calls.log"
     log.write_text("")
-    (tmp_path / "p.py").write_text(PROBLEM)
-    (tmp_path / "c.py").write_text(PROBING.format(lock=str(lock), log=str(log), timer=timer))
-    settings = EvalSettings(device="cpu", confine=False, rules=rules, trials=2)
-    msg = {"op": "evaluate", "problem": str(tmp_path / "p.py"), "candidate_model": str(tmp_path / "c.py"),
-           "candidate_dir": str(tmp_path), "mode": "test", "settings": settings.to_dict(), "own_kernels": [],
-           "kind": "pytorch"}
-    verdict = Worker("cpu").evaluate(msg)["verdict"]
+    verdict = _run(tmp_path, PROBING.format(lock=str(lock), log=str(log), timer=timer), rules=rules)
     return verdict, log.read_text()
 
 

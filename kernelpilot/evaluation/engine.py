@@ -360,8 +360,13 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
     note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
             f"candidate's global state ({'; '.join(changes)}), here too") if changes else ""
     calls = 2 * (harness.trials + (harness.warmup + harness.perf_trials + harness.discard_first if measure else 0)) + 2
+    from kernelpilot.evaluation.self_timing import gpu_alone
+
     try:
-        with watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
+        # KernelBench runs on a GPU of its own: ModelNew(...), its trials (a first call that may tune itself) and
+        # its timing get this GPU to themselves here too, never beside another process's compile (self_timing.py)
+        with gpu_alone("KernelBench's harness"), \
+                watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
             return kb.score(state.module, module.ModelNew, harness, str(s.get("kb_precision") or "fp32"), device,
                             measure, note, inputs_cache=state.kb_inputs)
     except Exception as exc:

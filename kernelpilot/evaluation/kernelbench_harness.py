@@ -20,9 +20,9 @@ commit the preset names (kernelpilot.rules), step by step:
    flagged above 10x. Not under ``no_grad``, as in KernelBench.
 
 The reference is timed here, on this GPU, in this run: never KernelBench's committed H100 baseline files.
-ModelNew(...) and steps 3 and 4 hold this GPU to themselves (the GPU lock's exclusive hold), as KernelBench has a GPU of its own:
-a candidate that tunes itself in its first call does so on an idle GPU, and no compile of another process
-runs under its timing.
+A score holds this GPU to itself (the GPU lock's exclusive hold, taken by the engine), as KernelBench has a GPU
+of its own: a candidate that tunes itself in its first call does so on an idle GPU, and no compile of another
+process runs under its timing.
 The input sets of steps 3 and 4 are drawn once per problem and seed (kb_inputs.py): every later candidate
 gets copies of the same values, with the generator states drawing them leaves; a problem's large sets are
 drawn side by side in forked children (kb_draws.py), to the same values and states.
@@ -130,71 +130,65 @@ def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, prec
     with torch.no_grad():
         _set_seed(harness.seed)
         reference = problem_module.Model(*init)
-    # KernelBench runs on a GPU of its own: ModelNew(...), its trials (a first call that may tune itself) and
-    # its timing get this GPU to themselves here too, never beside another process's compile (self_timing.py)
-    from kernelpilot.evaluation.self_timing import gpu_alone
-
-    with gpu_alone("KernelBench's harness (ModelNew, its trials and timing)"):
-        try:
-            with torch.no_grad():
-                _set_seed(harness.seed)
-                candidate = new_class(*init)
-                if harness.cast_inputs:
-                    reference = reference.to(device=device, dtype=dtype)
-                    candidate = candidate.to(device=device, dtype=dtype)
-                else:
-                    reference, candidate = reference.to(device=device), candidate.to(device=device)
-                _sync(device)
-        except RuntimeError as exc:
-            out.update(status="runtime_error", correctness=False, error=f"ModelNew(...) failed: {str(exc)[:400]}")
-            return out
-        torch.manual_seed(harness.seed)
-        seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(harness.trials)]
-        if inputs_cache is not None:  # every set this candidate may need, drawn side by side (kb_inputs.prefetch)
-            from kernelpilot.evaluation import watchdog
-
-            began = time.monotonic()
-            with watchdog.harness_work("KernelBench's get_inputs() for its trials, side by side"):
-                side = inputs_cache.prefetch(seeds + ([harness.seed] if measure else []), dtype, harness.cast_inputs,
-                                             problem_module.get_inputs, lambda x: _process(x, device, dtype, harness),
-                                             _set_seed)
-            if side:
-                out["notes"].append(f"{side} of its input sets drawn side by side in forked children "
-                                    f"({time.monotonic() - began:.1f} s; the same values as drawn one after the other)")
-        passed = 0
+    try:
         with torch.no_grad():
-            for seed in seeds:
-                inputs = inputs_for(seed)
-                _set_seed(seed)
-                ref_out = reference(*inputs)
-                _sync(device)
-                try:
-                    new_out = candidate(*inputs)
-                    _sync(device)
-                except Exception as exc:  # noqa: BLE001 - KernelBench records it as a runtime error
-                    out.update(status="runtime_error", error=f"{type(exc).__name__}: {str(exc)[:400]}")
-                    return out
-                if ref_out.shape != new_out.shape:
-                    out.update(status="incorrect", error=f"Output shape mismatch: Expected {ref_out.shape}, got {new_out.shape}")
-                    return out
-                if torch.allclose(ref_out, new_out, atol=tol, rtol=tol):
-                    passed += 1
-                else:
-                    diff = (ref_out - new_out).abs()
-                    out["max_difference"].append(f"{float(diff.max()):.6f}")
-                    out["avg_difference"].append(f"{float(diff.float().mean()):.6f}")
-                del ref_out, new_out, inputs
-        out["trials"] = f"({passed} / {len(seeds)})"
-        out["correctness"] = passed == len(seeds)
-        out["status"] = "correct" if out["correctness"] else "incorrect"
-        if not (measure and out["correctness"]):
-            return out
-        _sync(device)
-        inputs = inputs_for(harness.seed)
-        new_times = _cuda_event_times(candidate, inputs, harness, device, harness.perf_trials)
-        ref_times = _cuda_event_times(reference, inputs, harness, device, harness.perf_trials)
-        runtime, ref_runtime = _sig3(sum(new_times) / len(new_times)), _sig3(sum(ref_times) / len(ref_times))
-        speedup = ref_runtime / runtime if runtime > 0 else math.inf
-        out.update(runtime_ms=runtime, ref_runtime_ms=ref_runtime, speedup=speedup,
-                   excessive_speedup=speedup > harness.excessive_speedup)
+            _set_seed(harness.seed)
+            candidate = new_class(*init)
+            if harness.cast_inputs:
+                reference, candidate = reference.to(device=device, dtype=dtype), candidate.to(device=device, dtype=dtype)
+            else:
+                reference, candidate = reference.to(device=device), candidate.to(device=device)
+            _sync(device)
+    except RuntimeError as exc:
+        out.update(status="runtime_error", correctness=False, error=f"ModelNew(...) failed: {str(exc)[:400]}")
         return out
+    torch.manual_seed(harness.seed)
+    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(harness.trials)]
+    if inputs_cache is not None:  # every set this candidate may need, drawn side by side (kb_inputs.prefetch)
+        from kernelpilot.evaluation import watchdog
+
+        began = time.monotonic()
+        with watchdog.harness_work("KernelBench's get_inputs() for its trials, side by side"):
+            side = inputs_cache.prefetch(seeds + ([harness.seed] if measure else []), dtype, harness.cast_inputs,
+                                         problem_module.get_inputs, lambda x: _process(x, device, dtype, harness),
+                                         _set_seed)
+        if side:
+            out["notes"].append(f"{side} of its input sets drawn side by side in forked children "
+                                f"({time.monotonic() - began:.1f} s; the same values as drawn one after the other)")
+    passed = 0
+    with torch.no_grad():
+        for seed in seeds:
+            inputs = inputs_for(seed)
+            _set_seed(seed)
+            ref_out = reference(*inputs)
+            _sync(device)
+            try:
+                new_out = candidate(*inputs)
+                _sync(device)
+            except Exception as exc:  # noqa: BLE001 - KernelBench records it as a runtime error
+                out.update(status="runtime_error", error=f"{type(exc).__name__}: {str(exc)[:400]}")
+                return out
+            if ref_out.shape != new_out.shape:
+                out.update(status="incorrect", error=f"Output shape mismatch: Expected {ref_out.shape}, got {new_out.shape}")
+                return out
+            if torch.allclose(ref_out, new_out, atol=tol, rtol=tol):
+                passed += 1
+            else:
+                diff = (ref_out - new_out).abs()
+                out["max_difference"].append(f"{float(diff.max()):.6f}")
+                out["avg_difference"].append(f"{float(diff.float().mean()):.6f}")
+            del ref_out, new_out, inputs
+    out["trials"] = f"({passed} / {len(seeds)})"
+    out["correctness"] = passed == len(seeds)
+    out["status"] = "correct" if out["correctness"] else "incorrect"
+    if not (measure and out["correctness"]):
+        return out
+    _sync(device)
+    inputs = inputs_for(harness.seed)
+    new_times = _cuda_event_times(candidate, inputs, harness, device, harness.perf_trials)
+    ref_times = _cuda_event_times(reference, inputs, harness, device, harness.perf_trials)
+    runtime, ref_runtime = _sig3(sum(new_times) / len(new_times)), _sig3(sum(ref_times) / len(ref_times))
+    speedup = ref_runtime / runtime if runtime > 0 else math.inf
+    out.update(runtime_ms=runtime, ref_runtime_ms=ref_runtime, speedup=speedup,
+               excessive_speedup=speedup > harness.excessive_speedup)
+    return out
