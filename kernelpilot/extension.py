@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.extension_reload import already_loaded, fresh_module
+from kernelpilot.toolchain_probe import linker_flags
 from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, toolchain_env
 
 BINDING_FILE = "binding.cpp"
@@ -40,11 +41,6 @@ BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0")
 # 5.4 s where -O3 takes 8.8 s (2-core machine, precompiled header loaded; -O0: 4.9 s). A candidate that
 # does real host work passes extra_cflags=["-O3"] (the last -O wins). torch picks the C++ standard.
 BASE_CXX_FLAGS = ("-O1",)
-# The link of the extension (the .so against torch's libraries) is part of every warm edit's build: GNU
-# gold does it in 0.20-0.24 s where the default BFD linker takes 0.37-0.52 s (softmax example, 2-core
-# machine). Only the host library's layout differs: the objects, and so the kernels timed, are the same.
-# Used when ld.gold is on the build's PATH; KERNELPILOT_LINKER=default keeps the compiler's own choice.
-GOLD_FLAGS = ("-fuse-ld=gold",)
 # keyword arguments of load_extension that model_new.py may pass (as literals)
 BUILD_OPTIONS = ("name", "arch", "arch_specific", "extra_cuda_cflags", "extra_cflags", "extra_ldflags")
 
@@ -151,15 +147,6 @@ def make_spec(
         cflags=[*BASE_CXX_FLAGS, *extra_cflags],
         ldflags=[*linker_flags(env), *extra_ldflags],
     )
-
-
-def linker_flags(env: Mapping[str, str]) -> list[str]:
-    """The faster linker's flag when this machine has it (see GOLD_FLAGS), else none."""
-    import shutil
-
-    if env.get("KERNELPILOT_LINKER", "").strip().lower() in ("default", "bfd", "0"):
-        return []
-    return list(GOLD_FLAGS) if shutil.which("ld.gold", path=env.get("PATH") or os.defpath) else []
 
 
 def prepare_toolchain(arch: str) -> None:

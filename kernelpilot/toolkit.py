@@ -215,7 +215,9 @@ def wheel_library_env(home: Path, env: Mapping[str, str]) -> dict[str, str]:
 
     A toolkit installed for nvcc alone often has no cuBLAS/cuBLASLt headers or libraries, while the
     ``nvidia-*`` wheels torch depends on carry both (``site-packages/nvidia/cu13/{include,lib}``).
-    Only added when the toolkit itself has no ``cublasLt.h``, so its own headers are never shadowed.
+    Only added when the toolkit itself has no ``cublasLt.h``. The wheel's include folder also holds its own
+    copy of the CUDA runtime's headers, which must not shadow the toolkit's (a build reads the headers of
+    the nvcc that compiles it): CPATH gets an overlay folder with only the headers the toolkit lacks.
     """
     if (home / "include" / "cublasLt.h").is_file():
         return {}
@@ -226,11 +228,45 @@ def wheel_library_env(home: Path, env: Mapping[str, str]) -> dict[str, str]:
         return {}
     includes, libs = [], []
     for base in spec.submodule_search_locations:
-        includes += [str(d) for d in sorted(Path(base).glob("*/include")) if (d / "cublasLt.h").is_file()]
+        includes += [d for d in sorted(Path(base).glob("*/include")) if (d / "cublasLt.h").is_file()]
         libs += [str(d) for d in sorted(Path(base).glob("*/lib")) if any(d.glob("libcublasLt.so*"))]
+    overlay = header_overlay(home, includes, env)
     out: dict[str, str] = {}
-    for key, dirs in (("CPATH", includes), ("LIBRARY_PATH", libs)):
+    for key, dirs in (("CPATH", [str(overlay)] if overlay else []), ("LIBRARY_PATH", libs)):
         present = [d for d in env.get(key, "").split(os.pathsep) if d]
         if dirs and not all(d in present for d in dirs):  # applied twice (a build process re-applies it): once
             out[key] = os.pathsep.join([*[d for d in dirs if d not in present], *present])
     return out
+
+
+def header_overlay(home: Path, includes: list[Path], env: Mapping[str, str]) -> Path | None:
+    """A folder of links to the headers of ``includes`` that the toolkit at ``home`` does not have (made once
+    per toolkit and wheel set, under the user cache); None when there are none or it cannot be written."""
+    import hashlib
+
+    own = home / "include"
+    key = hashlib.sha256("\n".join([str(own.resolve()), *map(str, includes)]).encode()).hexdigest()[:16]
+    if env.get("KERNELPILOT_HEADER_OVERLAY_DIR"):
+        root = Path(env["KERNELPILOT_HEADER_OVERLAY_DIR"])
+    else:
+        import platformdirs
+
+        root = Path(platformdirs.user_cache_dir("kernelpilot")) / "include-overlay"
+    folder = root / key
+    if (folder / ".complete").is_file():
+        return folder
+    linked = 0
+    try:
+        for include in includes:
+            for path in sorted(include.rglob("*")):
+                relative = path.relative_to(include)
+                if path.is_dir() or (own / relative).exists() or (folder / relative).exists():
+                    continue
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                (folder / relative).symlink_to(path)
+                linked += 1
+        if linked or folder.is_dir():
+            (folder / ".complete").write_text("")
+    except OSError:
+        return None
+    return folder if folder.is_dir() else None

@@ -165,19 +165,6 @@ def test_gold_multiple_definition_names_both_files() -> None:
     assert d.message.startswith("multiple definition of kp_scale_launch (also defined in kernel.cu)")
 
 
-def test_the_extension_links_with_gold_when_the_machine_has_it(tmp_path: Path) -> None:
-    from kernelpilot.extension import GOLD_FLAGS, linker_flags
-
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    assert linker_flags({"PATH": str(bin_dir)}) == []
-    gold = bin_dir / "ld.gold"
-    gold.write_text("#!/bin/sh\n")
-    gold.chmod(0o755)
-    assert linker_flags({"PATH": str(bin_dir)}) == list(GOLD_FLAGS)
-    assert linker_flags({"PATH": str(bin_dir), "KERNELPILOT_LINKER": "default"}) == []
-
-
 def test_errors_from_torch_apis_since_removed_name_the_replacement() -> None:
     """Recorded by hand (nvcc 13.0 and g++ against torch 2.14.1's headers): old_api.cu passes Tensor::type() to
     AT_DISPATCH_FLOATING_TYPES and calls AT_CHECK, old_thc.cpp includes THC/THC.h, old_check.cpp calls AT_CHECK;
