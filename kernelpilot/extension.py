@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.extension_reload import already_loaded, fresh_module
+from kernelpilot.native import replace
 from kernelpilot.toolchain_probe import linker_flags
 from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, toolchain_env
 
@@ -36,11 +37,16 @@ BUILD_RESULT_MARKER = "KERNELPILOT_BUILD_RESULT "
 # -t0: nvcc may use as many threads as it likes for its steps (its phases still run mostly one after another
 # for one architecture). The cubin is byte-identical; the softmax example's .cu compiles in 2.98 s instead
 # of 3.19 s (2-core machine, nvcc 13.0, median of 4). benchmarks/edit-loop-2026-12-03 has the profile.
-BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0")
+# -static-global-template-stub=false: the host stub of an instantiated __global__ template gets weak (not static)
+# linkage, so binding.cpp can launch a kernel template instantiated in a .cu file (kernelpilot/launch.h). Host
+# code only: the device code is the same. Each instance must then be defined in one .cu file only.
+BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0", "-static-global-template-stub=false")
 # The C++ sources are host glue (argument checks, a launch): -O1 compiles the softmax example's binding in
 # 5.4 s where -O3 takes 8.8 s (2-core machine, precompiled header loaded; -O0: 4.9 s). A candidate that
 # does real host work passes extra_cflags=["-O3"] (the last -O wins). torch picks the C++ standard.
 BASE_CXX_FLAGS = ("-O1",)
+# kernelpilot/launch.h (a candidate's host code launches its kernels through it) and its siblings
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 # keyword arguments of load_extension that model_new.py may pass (as literals)
 BUILD_OPTIONS = ("name", "arch", "arch_specific", "extra_cuda_cflags", "extra_cflags", "extra_ldflags")
 
@@ -143,8 +149,8 @@ def make_spec(
         sources=extension_sources(directory),
         build_dir=build_dir or default_build_dir(directory, env),
         arch=arch,
-        cuda_cflags=[*BASE_CUDA_FLAGS, *gencode_flags(arch), *extra_cuda_cflags],
-        cflags=[*BASE_CXX_FLAGS, *extra_cflags],
+        cuda_cflags=[*BASE_CUDA_FLAGS, *gencode_flags(arch), f"-I{INCLUDE_DIR}", *extra_cuda_cflags],
+        cflags=[*BASE_CXX_FLAGS, f"-I{INCLUDE_DIR}", *extra_cflags],
         ldflags=[*linker_flags(env), *extra_ldflags],
     )
 
@@ -159,7 +165,14 @@ def prepare_toolchain(arch: str) -> None:
 
 
 def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = True) -> ModuleType | None:
-    """Compile ``spec`` with ninja and return the imported module (or only dlopen it to check symbols)."""
+    """Compile ``spec`` with ninja and return the imported module (or only dlopen it to check symbols).
+
+    In kernelpilot's worker (device-only builds on), a kernel edit's cubins, compiled by the engine's build
+    step, are loaded into the last full build instead (kernelpilot/native/replace.py)."""
+    if load_module and replace.enabled():
+        module = replace.device_module(spec.name, spec.build_dir)
+        if module is not None:
+            return module
     prepare_toolchain(spec.arch)
     import torch.utils.cpp_extension as cpp
 
@@ -193,7 +206,10 @@ def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = Tru
     write_stamp(spec)
     if not load_module:
         return None
-    return fresh_module(spec, result if import_here else None)
+    module = fresh_module(spec, result if import_here else None)
+    if replace.enabled():
+        replace.use_cubins(module, [])  # the full build's own kernels, whatever an earlier edit loaded
+    return module
 
 
 def stamp_path(spec: ExtensionSpec) -> Path:

@@ -28,7 +28,7 @@ def already_loaded(name: str) -> bool:
 
 def fresh_module(spec: Any, module: Any) -> ModuleType:
     """The module for the library just built, even when this process imported an older build of it."""
-    fingerprint = _fingerprint(spec.library)
+    fingerprint = file_fingerprint(spec.library)
     previous = _LOADED.get(spec.name)
     if previous is not None and previous[0] == fingerprint:
         return previous[1]  # unchanged: the module this process already uses (maybe a reloaded copy)
@@ -99,7 +99,8 @@ def _prune(copies: Path, *, keep: Path, limit: int = 8) -> None:
             old.unlink(missing_ok=True)
 
 
-def _fingerprint(path: Path) -> str:
+def file_fingerprint(path: Path) -> str:
+    """sha256 of a file's bytes (a library: which build it is)."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

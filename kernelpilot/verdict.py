@@ -67,6 +67,10 @@ class BuildReport:
     build_dir: str = ""  # where ninja keeps this candidate lineage's objects
     pch: str = ""  # what the precompiled header did for each C++ source (evaluation/pch.py)
     cache: str = ""  # "hit" when an identical single-file candidate was already built (nothing ran)
+    # A device-only build (a kernel edit's cubins loaded into the last full build): its kernels compared with a
+    # full build of the same files: "same (N kernels)", "differs: ...", "pending", "not checked (why)"; "" for a
+    # full build.
+    sass_check: str = ""
 
 
 @dataclass

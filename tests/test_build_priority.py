@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from kernelpilot.evaluation.build import _run
+from kernelpilot.evaluation.build_process import run_in_session as _run
 from kernelpilot.evaluation.builder import BUILD_NICE, Standby
 
 # the child reports its priority after a pause: the caller lowers it just after the start

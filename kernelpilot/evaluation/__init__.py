@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.device_step import DEVICE_ONLY, SassCheck
 from kernelpilot.evaluation.inline_build import WorkerNames, inline_names
 from kernelpilot.evaluation.settings import RULES, EvalSettings
 from kernelpilot.evaluation.worker_requests import WorkerRequests
@@ -28,7 +29,7 @@ MODES = ("build", "test", "benchmark")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
                     "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
-                    "KERNELPILOT_PCH", "KERNELPILOT_CANDIDATE_DIR")
+                    "KERNELPILOT_PCH", "KERNELPILOT_CANDIDATE_DIR", "KERNELPILOT_DEVICE_BUILDS")
 
 
 def _now() -> str:
@@ -94,6 +95,7 @@ class Evaluator(WorkerRequests):
         self._readable: list[Path] = []
         self._writable: list[Path] = []
         self._death_phase = ""  # what the last worker that died was doing
+        self._device_builds = True  # False while a benchmark is judged again on a full build
 
     def close(self) -> None:
         if self._standby is not None:
@@ -205,6 +207,7 @@ class Evaluator(WorkerRequests):
 
         # 2. build, in a subprocess
         kernels = list(own_kernels or [])
+        sass_check: Any = None  # device_step.SassCheck of a device-only build
         worker_env: dict[str, str] = {}
         build_dirs: list[Path] = []
         try:
@@ -220,8 +223,11 @@ class Evaluator(WorkerRequests):
                 self._prestart(problem_path, model_file, build_dirs)
                 self._prepare(problem_path, "test" if baseline is not None else mode)  # shared: nothing to compile
             report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                     problem=problem_path, standby=self._standby, cancel=token, confine=s.confine)
+                                     problem=problem_path, standby=self._standby, cancel=token, confine=s.confine,
+                                     device_only=self._device_builds)
             v.build = report
+            if report.ok and report.command.startswith(DEVICE_ONLY) and mode != "build":
+                sass_check = SassCheck(Path(report.build_dir), benv)
             v.phases["build"] = round(report.seconds, 3)
             for d in report.diagnostics:
                 if d.tool == ARCH_LIST_TOOL:
@@ -289,11 +295,28 @@ class Evaluator(WorkerRequests):
             v.phases["prepare"] = float(response["prepare_s"])
         v.error = merged.error
         v.flags += within_compile_flag(declared, v.performance)
+        if sass_check is not None and v.build is not None:
+            v.build.sass_check = sass_check.wait(None if mode == "benchmark" else 0.0)
+            if mode == "benchmark" and v.build.sass_check.startswith("differs"):
+                return self._judge_on_full_build(problem, candidate, mode, own_kernels, baseline, token,
+                                                 v.build.sass_check)
         if not self.keep_warm and self._client is not None:
             self._client.stop()
         elif self._client is None or not self._client.alive():
             self._prestart()  # the candidate broke the worker (CUDA error, OOM): its successor starts now
         return done(merged.status)
+
+    def _judge_on_full_build(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
+                             baseline: Any, token: Any, why: str) -> Verdict:
+        """A benchmark whose device-only build's kernels differ from a full build's: judged again on a full
+        build (what lands is the full build's code)."""
+        self._device_builds = False
+        try:
+            verdict = self._evaluate(problem, candidate, mode, own_kernels, baseline, token)
+        finally:
+            self._device_builds = True
+        verdict.flags.append(f"judged on a full build: the device-only build's kernels {why}")
+        return verdict
 
     def baselines(self, problem: Any, *, readable: list[Path] | None = None, settings: Any = None,
                   forget: bool = False, exclusive: bool = False, fresh: bool = False) -> Any:

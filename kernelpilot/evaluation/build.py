@@ -17,8 +17,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -26,12 +24,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
-from kernelpilot.evaluation.builder import Standby, lower_priority
+from kernelpilot.evaluation.build_process import run_in_session
+from kernelpilot.evaluation.builder import Standby
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.evaluation.device_step import after_full_build, device_only_build
 from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
 from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
+from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
 from kernelpilot.evaluation.single_file_build import SINGLE_FILE_BUILDER
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
@@ -83,6 +84,8 @@ def build_env(
     variable = "KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"
     base[variable] = str(resolve_build_dir(candidate, build_dir, base))
     base["KERNELPILOT_CANDIDATE_DIR"] = str(Path(candidate.root).resolve())  # its own files: stable paths
+    if candidate.kind == "directory":
+        base[DEVICE_BUILDS_ENV] = "1"  # the worker loads a kernel edit's cubins into the last full build
     package_root = str(Path(__file__).resolve().parents[2])
     paths = [p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]
     base["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in paths if p != package_root]])
@@ -133,6 +136,7 @@ def build_candidate(
     standby: Standby | None = None,
     cancel: CancelToken | None = None,
     confine: bool = False,
+    device_only: bool = True,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
 
@@ -140,6 +144,8 @@ def build_candidate(
     ``standby``: a builder process already waiting (builder.py), used instead of starting one.
     ``cancel``: a newer save's cancel kills the build's process group (supersede.py); the report then
     says ``superseded`` (not ok, and no error of the candidate's).
+    ``device_only``: a directory candidate's kernel edit may be built as device code alone (device_step.py);
+    False always builds it in full.
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
@@ -154,6 +160,12 @@ def build_candidate(
 
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
                             cancel=cancel, confine=confine)
+    full_reason = ""  # why a directory candidate's save takes the full build
+    if candidate.kind == "directory" and device_only:
+        device = device_only_build(candidate, directory, run_env, timeout_s=timeout_s, cancel=cancel)
+        if isinstance(device, BuildReport):
+            return device
+        full_reason = device
     fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
     if fast is not None:
         argv, arch_of_fast = fast
@@ -175,7 +187,8 @@ def build_candidate(
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
         waiting = standby.take(candidate.kind, argv[3:], run_env, str(cwd))
-    output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting, cancel=cancel)
+    output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting,
+                                                   cancel=cancel)
     seconds = time.monotonic() - start
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, command, seconds)
@@ -218,6 +231,8 @@ def build_candidate(
     report.log_tail = diag.tail(output)
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
+    if candidate.kind == "directory":
+        after_full_build(report, candidate, directory, run_env, full_reason)
     return report
 
 
@@ -288,64 +303,6 @@ def scratch_dir(directory: Path) -> Path:
     folder = directory / "kp-cwd"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _run(argv: list[str], env: dict[str, str], *, cwd: Path, timeout_s: float,
-         proc: subprocess.Popen[bytes] | None = None, cancel: CancelToken | None = None) -> tuple[str, bool, int]:
-    """Run ``argv`` (or wait for ``proc``, already sent this build) in its own session, killed at the timeout
-    (or when ``cancel`` is cancelled)."""
-    if proc is None:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        lower_priority(proc.pid, env)
-    if cancel is not None:
-        cancel.attach(proc)
-    try:
-        raw, _ = proc.communicate(timeout=timeout_s)
-        return raw.decode("utf-8", "replace"), False, proc.returncode
-    except subprocess.TimeoutExpired:
-        kill_session(proc.pid)
-        try:
-            raw, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            raw = b""
-        return raw.decode("utf-8", "replace"), True, proc.returncode if proc.returncode is not None else -9
-
-
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid``: the build, ninja, and the compilers ninja put in their own groups."""
-    for _ in range(20):
-        victims = [pid for pid in _session_members(sid)]
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if not victims:
-            return
-        time.sleep(0.05)
-
-
-def _session_members(sid: int) -> list[int]:
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        # fields after the command: state ppid pgrp session ...; zombies are already dead
-        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
-            members.append(int(entry))
-    return members
 
 
 def _release_lock(directory: Path, result: dict) -> None:

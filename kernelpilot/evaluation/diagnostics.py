@@ -60,7 +60,7 @@ _DLOPEN_UNDEF_RE = re.compile(r"undefined symbol: (?P<sym>[^\s\"',\\]+)")
 # ninja
 _NINJA_FAILED_RE = re.compile(r"^FAILED: (?:\[code=\d+\] )?(?P<target>.+)$")
 _NINJA_STEP_RE = re.compile(r"^\[\d+/\d+\] (?P<cmd>.*)$")
-_COMPILE_SOURCE_RE = re.compile(r"(?:^|\s)-c\s+(?P<src>\S+)")
+_COMPILE_SOURCE_RE = re.compile(r"(?:^|\s)-(?:c|cubin)\s+(?P<src>\S+)")
 
 # C++ APIs torch has removed that published generations still use: the error names the API's replacement, and
 # says the file was written for an older torch (the leaderboard's and CUDA-L1's files pass Tensor::type() to

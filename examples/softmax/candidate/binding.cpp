@@ -1,4 +1,5 @@
-// Python binding for softmax.cu: checks the tensor, picks the current stream, calls the launcher.
+// Python binding of softmax.cu: checks the tensor, picks the launch shape and the current stream, launches.
+// Host code only (kernelpilot/launch.h): an edit of softmax.cu or row_reduce.cuh recompiles device code alone.
 // Only the torch headers it uses: torch/extension.h would parse all of libtorch (a 2-3x slower first
 // build). c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also
 // pull in the cuBLAS, cuSPARSE and cuSOLVER headers, which a minimal toolkit does not have.
@@ -8,12 +9,32 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/utils/pybind.h>  // PYBIND11_MODULE and the at::Tensor <-> torch.Tensor caster
 
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream);
-extern "C" cudaError_t softmax_f32(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream);
+#include "row_launch.h"
+#include "softmax.h"
 
 namespace {
 
-constexpr int64_t kMaxVecs = 65536;  // rowwise::kMaxVecs in row_reduce.cuh: 16-byte vectors per row
+template <class T>
+struct SoftmaxLaunch {
+  const T* x;
+  T* y;
+  int64_t rows, n_cols;
+  cudaStream_t stream;
+
+  template <int kThreads, int kVecs, int kCluster>
+  cudaError_t operator()() const {
+    return rowwise::launch_rows<kThreads, kCluster>(softmax_rows<T, kThreads, kVecs, kCluster>, rows, stream, x, y,
+                                                    n_cols);
+  }
+};
+
+template <class T>
+cudaError_t launch_softmax(const at::Tensor& x, at::Tensor& y, int64_t n_cols) {
+  constexpr int64_t per_vec = 16 / sizeof(T);
+  const SoftmaxLaunch<T> launch{static_cast<const T*>(x.data_ptr()), static_cast<T*>(y.data_ptr()),
+                                x.numel() / n_cols, n_cols, c10::cuda::getCurrentCUDAStream()};
+  return rowwise::dispatch_row_shape(n_cols / per_vec, launch);
+}
 
 at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
@@ -21,15 +42,15 @@ at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(bf16 || x.scalar_type() == at::kFloat, "softmax: x must be bfloat16 or float32, got ", x.scalar_type());
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
   const int64_t n_cols = x.size(-1), per_vec = 16 / static_cast<int64_t>(x.element_size());
-  TORCH_CHECK(n_cols % per_vec == 0 && n_cols <= kMaxVecs * per_vec, "softmax: the last dimension must be a multiple of ",
-              per_vec, " and at most ", kMaxVecs * per_vec, " for ", x.scalar_type(), ", got ", n_cols);
+  TORCH_CHECK(n_cols > 0 && n_cols % per_vec == 0 && n_cols <= rowwise::kMaxVecs * per_vec,
+              "softmax: the last dimension must be a positive multiple of ", per_vec, " and at most ",
+              rowwise::kMaxVecs * per_vec, " for ", x.scalar_type(), ", got ", n_cols);
   TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 == 0, "softmax: x must be 16-byte aligned");
 
   at::Tensor y = at::empty_like(x);
   if (x.numel() == 0) return y;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const cudaError_t status = (bf16 ? softmax_bf16 : softmax_f32)(x.data_ptr(), y.data_ptr(), x.numel() / n_cols,
-                                                                 n_cols, c10::cuda::getCurrentCUDAStream());
+  const cudaError_t status = bf16 ? launch_softmax<__nv_bfloat16>(x, y, n_cols) : launch_softmax<float>(x, y, n_cols);
   TORCH_CHECK(status == cudaSuccess, "softmax: launch failed: ", cudaGetErrorString(status));
   return y;
 }

@@ -9,6 +9,7 @@
 // exp(x) is computed as exp2(x * log2(e)): maxima are kept pre-scaled by log2(e), so every
 // element costs one FFMA and one MUFU.EX2 per pass.
 #include "row_reduce.cuh"
+#include "softmax.h"
 
 namespace {
 
@@ -28,6 +29,8 @@ struct MaxSum {
     return make_float2(m, a.y * fast_exp2(a.x - m) + b.y * fast_exp2(b.x - m));
   }
 };
+
+}  // namespace
 
 template <class T, int kThreads, int kVecs, int kCluster>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
@@ -91,35 +94,24 @@ softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t n_cols) {
   }
 }
 
-template <class T>
-struct SoftmaxLaunch {
-  const T* x;
-  T* y;
-  int64_t rows, n_cols;
-  cudaStream_t stream;
-
-  template <int kThreads, int kVecs, int kCluster>
-  cudaError_t operator()() const {
-    return rowwise::launch_rows<kThreads, kCluster>(softmax_rows<T, kThreads, kVecs, kCluster>, rows, stream, x, y,
-                                                    n_cols);
-  }
-};
-
-template <class T>
-cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  if (n_cols <= 0 || n_cols % rowwise::kElems<T> != 0) return cudaErrorInvalidValue;
-  SoftmaxLaunch<T> launch{static_cast<const T*>(x), static_cast<T*>(y), rows, n_cols, stream};
-  return rowwise::dispatch_row_shape(n_cols / rowwise::kElems<T>, launch);
-}
-
-}  // namespace
-
-// y[r, :] = softmax(x[r, :]) for r < rows. Needs n_cols a multiple of 8 (bf16) or 4 (fp32), at most
-// 524288 (bf16) or 262144 (fp32), and 16-byte aligned x and y (the binding checks); returns
-// cudaErrorInvalidValue otherwise.
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  return softmax<__nv_bfloat16>(x, y, rows, n_cols, stream);
-}
-extern "C" cudaError_t softmax_f32(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  return softmax<float>(x, y, rows, n_cols, stream);
-}
+// The instances binding.cpp launches: rowwise::dispatch_row_shape's ten shapes (row_launch.h), bf16 and fp32.
+template __global__ void softmax_rows<__nv_bfloat16, 128, 1, 1>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 128, 2, 1>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 128, 4, 1>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 4, 1>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 8, 1>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 8, 2>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 8, 4>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 8, 8>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 256, 8, 16>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<__nv_bfloat16, 512, 8, 16>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+template __global__ void softmax_rows<float, 128, 1, 1>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 128, 2, 1>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 128, 4, 1>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 4, 1>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 8, 1>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 8, 2>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 8, 4>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 8, 8>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 256, 8, 16>(const float*, float*, int64_t);
+template __global__ void softmax_rows<float, 512, 8, 16>(const float*, float*, int64_t);

@@ -1,0 +1,74 @@
+"""In kernelpilot's worker: import a candidate's extension with the kernels of its last device-only build.
+
+``load_extension`` calls :func:`device_module` when the engine asked for device-only builds
+(``KERNELPILOT_DEVICE_BUILDS=1`` in the worker's environment). The library imported is the full build's
+snapshot; the cubins of the device-only build replace its kernels (``kp_use_cubins``, kernelpilot/launch.h).
+Used only while the files on disk are exactly those the cubins were compiled from; otherwise the caller
+builds and imports as usual, and :func:`use_cubins` with no cubins puts the full build's kernels back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from kernelpilot.errors import KernelpilotError
+from kernelpilot.extension_reload import fresh_module
+from kernelpilot.native.records import read_device
+from kernelpilot.native.sources import digest
+
+ENV = "KERNELPILOT_DEVICE_BUILDS"
+HOOK = "kp_use_cubins"
+
+
+class ReplacementError(KernelpilotError):
+    """The cubins of a device-only build could not be loaded into the extension."""
+
+    kind = "build_failed"
+
+
+@dataclass
+class _Snapshot:
+    """What fresh_module needs of a build: the library's path, the build directory, the module name."""
+
+    name: str
+    library: Path
+    build_dir: Path
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "") == "1"
+
+
+def device_module(name: str, build_dir: Path) -> ModuleType | None:
+    """The extension with the device-only build's kernels, or None when that build does not match the files."""
+    record = read_device(build_dir)
+    if record is None or not Path(record.library).is_file():
+        return None
+    if digest([Path(p) for p in record.sources]) != record.sources:
+        return None  # edited since: the caller builds
+    module = fresh_module(_Snapshot(name, Path(record.library), build_dir), None)
+    use_cubins(module, [Path(c) for c in record.cubins])
+    return module
+
+
+def use_cubins(module: ModuleType, cubins: list[Path]) -> None:
+    """Replace the kernels of ``module``'s library by those of ``cubins`` (none: the library's own)."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return
+    library = ctypes.CDLL(path, mode=os.RTLD_NOW | getattr(os, "RTLD_NOLOAD", 0))
+    hook = getattr(library, HOOK, None)
+    if hook is None:
+        if cubins:
+            raise ReplacementError(f"{Path(path).name} has no {HOOK}: binding.cpp must include kernelpilot/launch.h")
+        return
+    hook.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    hook.restype = ctypes.c_int
+    names = (ctypes.c_char_p * max(1, len(cubins)))(*[str(c).encode() for c in cubins])
+    error = ctypes.create_string_buffer(1024)
+    if hook(names, len(cubins), error, len(error)) != 0:
+        raise ReplacementError(f"the edited kernels could not be loaded: {error.value.decode(errors='replace')}")
