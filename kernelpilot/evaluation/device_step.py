@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.extension import make_spec, options_from_source
 from kernelpilot.native import device_build, identity
 from kernelpilot.native.device_build import DevicePlan, Part
-from kernelpilot.native.records import clear_device, read_device, read_full, record_full_build
+from kernelpilot.native.records import FULL_FILE, clear_device, read_device, read_full, record_full_build
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 DEVICE_ONLY = "device code only"  # how the report's command starts, and the note's word for this path
@@ -124,7 +125,9 @@ def _resources(plan: DevicePlan, directory: Path) -> list[KernelResources]:
 
 def after_full_build(report: BuildReport, candidate: Candidate, directory: Path, env: dict[str, str],
                      reason: str) -> None:
-    """Record a successful full build for the next edit's device-only build; say why this save took it."""
+    """Record a successful full build for the next edit's device-only build; say why this save took it. A
+    build by ninja alone is not test-loaded: a library that needs symbols the last full build did not need
+    (a kernel instance binding.cpp launches and no .cu defines any more) is loaded here first."""
     if reason and reason != device_build.NO_FULL_BUILD:
         report.diagnostics.append(Diagnostic(severity="note", tool="build", message=f"full build: {reason}"))
     if not report.ok:
@@ -134,8 +137,30 @@ def after_full_build(report: BuildReport, candidate: Candidate, directory: Path,
         spec = make_spec(candidate.path, build_dir=directory, env=env, **options_from_source(candidate.model_file))
     except KernelpilotError:
         return
-    if spec.library.is_file():
-        record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources)
+    if not spec.library.is_file():
+        return
+    previous = read_full(directory)
+    record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources)
+    if record is None or previous is None or "kernelpilot.extension" in report.command:
+        return
+    if set(record.undefined) - set(previous.undefined):
+        error = load_error(spec.library, env)
+        if error:
+            report.ok = False
+            report.diagnostics += diag.parse_diagnostics(error, root=candidate.root) or [
+                Diagnostic(severity="error", tool="build", message=error.strip().splitlines()[-1][:300])]
+            clear_device(directory)
+            (directory / FULL_FILE).unlink(missing_ok=True)
+
+
+_LOAD_CHECK = "import ctypes, os, sys, torch\nctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW | os.RTLD_LOCAL)\n"
+
+
+def load_error(library: Path, env: dict[str, str]) -> str:
+    """'' when ``library`` loads with every symbol bound (torch's libraries loaded first), else the loader's words."""
+    proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK, str(library)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    return "" if proc.returncode == 0 else (proc.stderr or proc.stdout)[-2000:]
 
 
 class SassCheck:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHT_SYMTAB = 2
+SHT_DYNSYM = 11
 SHT_RELA = 4
 SHT_REL = 9
 STT_FUNC = 2
@@ -84,8 +85,8 @@ class Elf:
         end = self.data.index(b"\0", start)
         return self.data[start:end].decode("utf-8", "replace")
 
-    def _symbols(self) -> list[Symbol]:
-        table = next((s for s in self.sections if s.type == SHT_SYMTAB), None)
+    def _symbols(self, kind: int = SHT_SYMTAB) -> list[Symbol]:
+        table = next((s for s in self.sections if s.type == kind), None)
         if table is None:
             return []
         strings = self.sections[table.link].offset
@@ -94,6 +95,9 @@ class Elf:
             name, info, other, shndx, _value, _size = struct.unpack_from("<IBBHQQ", self.data, table.offset + j * 24)
             out.append(Symbol(self._string(strings, name), info >> 4, info & 0xF, other, shndx))
         return out
+
+    def dynamic_symbols(self) -> list[Symbol]:
+        return self._symbols(SHT_DYNSYM)
 
     def section_bytes(self, name: str) -> bytes:
         i = self.by_name.get(name)
@@ -202,3 +206,21 @@ def kernel_codes(paths: list[Path]) -> dict[str, str]:
 def defined_functions(obj: Path) -> list[Symbol]:
     """The functions a host object file defines (the host half of an nvcc compile, or any .o)."""
     return [s for s in Elf.read(obj).symbols if s.type == STT_FUNC and s.defined]
+
+
+def undefined_dynamic(library: Path) -> list[str]:
+    """The symbols a shared library needs from elsewhere (its dynamic symbol table's undefined entries)."""
+    return sorted({s.name for s in Elf.read(library).dynamic_symbols() if not s.defined and s.name})
+
+
+def embedded_cubins(obj: Path) -> list[Elf]:
+    """The cubins nvcc embedded in a host object's ``.nv_fatbin`` (uncompressed ones: nvcc's default)."""
+    data = Elf.read(obj).section_bytes(".nv_fatbin")
+    out, at = [], data.find(b"\x7fELF")
+    while at >= 0:
+        try:
+            out.append(Elf(data[at:]))
+        except (ElfError, struct.error, IndexError, ValueError):
+            pass
+        at = data.find(b"\x7fELF", at + 4)
+    return out

@@ -42,6 +42,7 @@ class FullBuild:
     commands: dict[str, list[str]]  # each .cu -> its nvcc argv in build.ninja
     stubs: dict[str, list[str]]  # each .cu -> the kernels its host half launches (mangled names)
     host_code: dict[str, list[str]]  # each .cu -> host functions other than kernel stubs (no device-only build)
+    undefined: list[str] = field(default_factory=list)  # what the library needs from other libraries
     format: int = FORMAT
 
 
@@ -125,13 +126,16 @@ def ninja_commands(build_dir: Path) -> dict[str, list[str]]:
 
 
 def stubs_and_host_code(obj: Path) -> tuple[list[str], list[str]]:
-    """(kernel stubs, other host functions) a .cu's host object defines. A stub is a global or weak function;
-    it is checked against the kernels of the device code when a kernel edit is built."""
+    """(kernel stubs, other host functions) a .cu's host object defines: a stub is a function named as a kernel
+    of the device code nvcc embedded in the object; anything else but nvcc's own registration is host code."""
+    entries = {name for cubin in elf.embedded_cubins(obj) for name in elf.kernels(cubin)}
+    if not entries:
+        raise elf.ElfError(f"{obj.name}: no uncompressed device code to read the kernels from")
     stubs, other = [], []
     for symbol in elf.defined_functions(obj):
         if symbol.name.startswith(_NVCC_HOST) or symbol.name.endswith(".cold"):
             continue
-        (stubs if symbol.bind in (elf.STB_GLOBAL, elf.STB_WEAK) else other).append(symbol.name)
+        (stubs if symbol.name in entries else other).append(symbol.name)
     return stubs, other
 
 
@@ -166,7 +170,7 @@ def record_full_build(directory: Path, build_dir: Path, library: Path, sources: 
     record = FullBuild(
         library=str(snapshot), fingerprint=fingerprint, sources=digest(sorted(every)),
         binding_files=[str(p) for p in binding_files], kernel_files=kernel_files, commands=commands,
-        stubs=stubs, host_code=host_code)
+        stubs=stubs, host_code=host_code, undefined=elf.undefined_dynamic(library))
     write(build_dir / FULL_FILE, record)
     clear_device(build_dir)
     return record

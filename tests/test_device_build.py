@@ -1,0 +1,176 @@
+"""A kernel edit's device-only build (kernelpilot/native, evaluation/device_step.py), with real nvcc and ninja.
+
+One full build of a small candidate in the device-only layout (tests/data/candidates/vector_scale_kp) per
+module; each test edits that copy, builds, and restores it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.errors import ToolchainError
+from kernelpilot.evaluation.build import build_candidate, build_env
+from kernelpilot.evaluation.candidate import Candidate, load_candidate
+from kernelpilot.evaluation.device_step import DEVICE_ONLY
+from kernelpilot.native import elf, identity, sources
+from kernelpilot.native.records import ninja_commands, read_device, read_full
+from kernelpilot.toolkit import find_cuda_home
+from kernelpilot.verdict import BuildReport
+
+DATA = Path(__file__).parent / "data" / "candidates" / "vector_scale_kp"
+PARTS = {"KERNELPILOT_DEVICE_PARTS": "2"}  # split even on a 2-core machine
+
+
+@dataclass
+class Built:
+    candidate: Candidate
+    build_dir: Path
+    cold: BuildReport
+
+    def build(self) -> BuildReport:
+        return build_candidate(load_candidate(self.candidate.path), build_dir=self.build_dir, arch="sm_90", env=PARTS)
+
+    def edit(self, name: str, old: str, new: str) -> None:
+        path = self.candidate.path / name
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    try:
+        find_cuda_home()
+    except ToolchainError:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    root = tmp_path_factory.mktemp("device")
+    shutil.copytree(DATA, root / "vector_scale_kp")
+    candidate = load_candidate(root / "vector_scale_kp")
+    build_dir = root / "objects"
+    cold = build_candidate(candidate, build_dir=build_dir, arch="sm_90", env=PARTS)
+    return Built(candidate, build_dir, cold)
+
+
+@pytest.fixture
+def pristine(built: Built) -> Iterator[Built]:
+    originals = {p: p.read_text() for p in built.candidate.path.iterdir() if p.is_file()}
+    yield built
+    for p in built.candidate.path.iterdir():
+        if p.is_file() and p not in originals:
+            p.unlink()
+    for p, text in originals.items():
+        p.write_text(text)
+    report = built.build()  # back to the full build's state (its own kernels: nothing compiled)
+    assert report.ok, report.log_tail
+
+
+def _errors(report: BuildReport) -> list[str]:
+    return [d.message for d in report.diagnostics if d.severity == "error"]
+
+
+def _notes(report: BuildReport) -> list[str]:
+    return [d.message for d in report.diagnostics if d.severity == "note"]
+
+
+def test_the_full_build_is_recorded_with_its_kernels_and_no_host_code(built: Built) -> None:
+    assert built.cold.ok, built.cold.log_tail
+    full = read_full(built.build_dir)
+    assert full is not None and Path(full.library).is_file()
+    cu = str((built.candidate.path / "scale.cu").resolve())
+    assert sorted(full.stubs[cu]) == sorted(f"_Z12scale_kernelILi{t}EEvPKfPffl" for t in (128, 256, 512))
+    assert full.host_code[cu] == []
+    command = ninja_commands(built.build_dir)[cu]
+    assert "-c" in command and cu in command
+
+
+@pytest.mark.slow
+def test_a_kernel_edit_compiles_device_code_alone_and_matches_a_full_build(pristine: Built) -> None:
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha + 1.0f;")
+    report = pristine.build()
+    assert report.ok, report.log_tail
+    assert report.command.startswith(DEVICE_ONLY) and report.rebuilt == ["scale.cu"]
+    assert any(n.startswith(DEVICE_ONLY) for n in _notes(report))
+    assert sorted(k.kernel for k in report.kernels) == sorted(
+        f"void scale_kernel<{t}>(float const*, float*, float, long)" for t in (128, 256, 512))
+    device, full = read_device(pristine.build_dir), read_full(pristine.build_dir)
+    assert device is not None and full is not None
+    assert len(device.cubins) == 2 and all(Path(c).is_file() for c in device.cubins)  # two parts
+    assert sorted(k for c in device.cubins for k in elf.kernels(Path(c))) == sorted(full.stubs[next(iter(full.stubs))])
+    env = build_env(pristine.candidate, build_dir=pristine.build_dir, arch="sm_90")
+    result = identity.summary(identity.check(device, full, env))
+    assert result == "same (3 kernels)", result
+
+    again = pristine.build()  # nothing changed since: nothing compiled
+    assert again.ok and again.command.endswith("0 compiled") and again.rebuilt == []
+
+
+@pytest.mark.slow
+def test_a_compile_error_in_a_part_is_reported_at_the_file_s_own_line(pristine: Built) -> None:
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = alpha * x[i]  // missing semicolon")
+    report = pristine.build()
+    assert not report.ok and report.command.startswith(DEVICE_ONLY)
+    located = [d for d in report.diagnostics if d.severity == "error" and d.file == "scale.cu"]
+    # nvcc names the token after the statement (line 10) for the file itself too; once, not once per part
+    assert [(d.line, d.message) for d in located] == [(10, 'expected a ";"')], report.diagnostics
+
+
+@pytest.mark.slow
+def test_host_code_changes_take_the_full_build(pristine: Built) -> None:
+    pristine.edit("binding.cpp", "// Torch glue", "// The torch glue")
+    report = pristine.build()
+    assert report.ok and not report.command.startswith(DEVICE_ONLY)
+    assert "full build: binding.cpp changed (host code)" in _notes(report)
+
+
+@pytest.mark.slow
+def test_a_kernel_binding_launches_that_the_edit_removed_fails_the_build(pristine: Built) -> None:
+    pristine.edit("scale.cu", "template __global__ void scale_kernel<512>(const float*, float*, float, long);", "")
+    report = pristine.build()
+    assert not report.ok
+    assert any("no longer defines kernels binding.cpp launches" in n for n in _notes(report))
+    assert any("undefined symbol" in e and "scale_kernel<512>" in e for e in _errors(report)), report.diagnostics
+    assert read_full(pristine.build_dir) is None  # the next save builds in full again
+
+
+@pytest.mark.slow
+def test_host_code_in_a_cu_file_keeps_every_edit_on_full_builds(pristine: Built) -> None:
+    pristine.edit("scale.cu", '#include "scale.h"\n', '#include "scale.h"\n\nextern "C" long kp_rounded(long n) { return n; }\n')
+    pristine.edit("binding.cpp", '#include "scale.h"\n', '#include "scale.h"\n\nextern "C" long kp_rounded(long n);\n')
+    pristine.edit("binding.cpp", "const long n = x.numel();\n    const cudaError_t", "const long n = kp_rounded(x.numel());\n    const cudaError_t")
+    assert pristine.build().ok
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha;")
+    report = pristine.build()
+    assert report.ok and not report.command.startswith(DEVICE_ONLY)
+    assert any("scale.cu has host code of its own (kp_rounded)" in n for n in _notes(report)), _notes(report)
+
+
+def test_binding_must_launch_through_kernelpilot_s_header(tmp_path: Path) -> None:
+    binding = tmp_path / "binding.cpp"
+    helper = tmp_path / "launch_helper.h"
+    binding.write_text('#include <kernelpilot/launch.h>\n#include "launch_helper.h"\n// cudaFuncSetAttribute in a comment\n')
+    helper.write_text("inline void f() {}\n")
+    assert sources.host_launch_problem(binding, tmp_path) == ""
+    helper.write_text("inline void f(void* k) {\n  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n}\n")
+    assert sources.host_launch_problem(binding, tmp_path).startswith("launch_helper.h line 2 calls cudaFuncSetAttribute")
+    helper.write_text("inline void f() { k<<<1, 1>>>(); }\n")
+    assert "calls <<<" in sources.host_launch_problem(binding, tmp_path)
+    binding.write_text("#include <cuda_runtime.h>\n")
+    assert "does not launch its kernels through kernelpilot/launch.h" in sources.host_launch_problem(binding, tmp_path)
+
+
+def test_instances_split_keeps_every_line_and_only_the_chosen_instantiations() -> None:
+    text = ('#include "k.h"\n// template __global__ void k<9>(int); in a comment\n'
+            "template <int N> __global__ void k(int) {}\n"
+            "template __global__ void k<1>(int);\ntemplate __global__ void\n  k<2>(int);\n"
+            "extern template __global__ void k<3>(int);\n")
+    found = sources.instances(text)
+    assert found.splittable and len(found.spans) == 2
+    part = sources.keep_only(text, found.spans, {1})
+    assert part.count("\n") == text.count("\n")
+    assert "k<1>" not in part and "k<2>(int);" in part and "k<3>" in part and "k<9>" in part
+    assert not sources.instances(text.replace("template <int N>", "__constant__ int table[4];\ntemplate <int N>")).splittable
