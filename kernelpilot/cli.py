@@ -38,10 +38,11 @@ IMPLEMENTATIONS = {
     "suite": "kernelpilot.suite.command:run_suite",
     "report": "kernelpilot.suite.command:run_report",
     "apply": "kernelpilot.dropin.apply_command:apply_command",
+    "doctor": "kernelpilot.doctor:doctor_command",
 }
 from kernelpilot.rules import RULE_NAMES  # noqa: E402 - a small core module (no torch)
 
-SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply", "doctor")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -49,6 +50,7 @@ kernel gets a verdict: built, correct on fresh random inputs, honest, its speed 
 PyTorch and torch.compile, and its fraction of the GPU's speed of light.
 
   kernelpilot [PATH]                     pair in the terminal UI (PATH: problem file or project dir)
+  kernelpilot doctor                     check this machine: GPU, toolkit, compiler, linker, headers, a verdict
   kernelpilot run PROBLEM                headless agent session, events on stdout
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
   kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
@@ -119,10 +121,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
         usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
-              "       kernelpilot {run,eval,profile,init,skills,hotspots} ...",
+              "       kernelpilot {doctor,run,eval,profile,init,skills,hotspots} ...",
     )
     parser.add_argument("--version", action="version", version=f"kernelpilot {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,eval,profile,init,skills,hotspots}")
+    sub = parser.add_subparsers(dest="command", metavar="{doctor,run,eval,profile,init,skills,hotspots}")
+
+    doc = sub.add_parser("doctor", prog="kernelpilot doctor", help="check what a verdict needs on this machine",
+                         formatter_class=fmt, description=(
+        "Check, in order, what a verdict needs here: the GPU and driver, torch's CUDA against the toolkit's\n"
+        "nvcc, the host compiler, the linker and nvcc options (probed by building, cached per toolchain),\n"
+        "the CUDA headers a build reads, ninja, Triton, ncu and compute-sanitizer, writable caches; then one\n"
+        "verdict each for a tiny native and a tiny Triton candidate (build-only without a GPU). Prints a\n"
+        "table with a fix for each failure; exit status 1 when an essential check fails."))
+    doc.add_argument("--json", action="store_true", help="print the checks as one JSON object")
+    doc.add_argument("--refresh", action="store_true", help="probe the toolchain again (ignore the cached answer)")
+    doc.add_argument("--no-candidates", action="store_true", help="check the toolchain only (no verdicts)")
 
     run = sub.add_parser("run", prog="kernelpilot run", help="headless agent session", formatter_class=fmt, description=(
         "Run an agent session without the UI: the agent edits candidate kernels in a git worktree of your\n"

@@ -28,19 +28,20 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.extension_reload import already_loaded, fresh_module
 from kernelpilot.native import replace
-from kernelpilot.toolchain_probe import linker_flags
+from kernelpilot.toolchain_probe import linker_flags, nvcc_flags
 from kernelpilot.toolkit import detect_arch, gencode_flags, normalize_arch, toolchain_env
 
 BINDING_FILE = "binding.cpp"
 MODEL_FILE = "model_new.py"
 BUILD_RESULT_MARKER = "KERNELPILOT_BUILD_RESULT "
-# -t0: nvcc may use as many threads as it likes for its steps (its phases still run mostly one after another
-# for one architecture). The cubin is byte-identical; the softmax example's .cu compiles in 2.98 s instead
-# of 3.19 s (2-core machine, nvcc 13.0, median of 4). benchmarks/edit-loop-2026-12-03 has the profile.
-# -static-global-template-stub=false: the host stub of an instantiated __global__ template gets weak (not static)
-# linkage, so binding.cpp can launch a kernel template instantiated in a .cu file (kernelpilot/launch.h). Host
-# code only: the device code is the same. Each instance must then be defined in one .cu file only.
-BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17", "-t0", "-static-global-template-stub=false")
+# -t0 (added when nvcc accepts it, toolchain_probe.OPTIONAL_NVCC_FLAGS): nvcc may use as many threads as it
+# likes for its steps (its phases still run mostly one after another for one architecture). The cubin is
+# byte-identical; the softmax example's .cu compiles in 2.98 s instead of 3.19 s (2-core machine, nvcc 13.0).
+# -static-global-template-stub=false (likewise): the host stub of an instantiated __global__ template gets weak
+# (not static) linkage, so binding.cpp can launch a kernel template instantiated in a .cu file
+# (kernelpilot/launch.h). Host code only: the device code is the same. Each instance must be defined in one
+# .cu file only.
+BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17")
 # The C++ sources are host glue (argument checks, a launch): -O1 compiles the softmax example's binding in
 # 5.4 s where -O3 takes 8.8 s (2-core machine, precompiled header loaded; -O0: 4.9 s). A candidate that
 # does real host work passes extra_cflags=["-O3"] (the last -O wins). torch picks the C++ standard.
@@ -149,7 +150,8 @@ def make_spec(
         sources=extension_sources(directory),
         build_dir=build_dir or default_build_dir(directory, env),
         arch=arch,
-        cuda_cflags=[*BASE_CUDA_FLAGS, *gencode_flags(arch), f"-I{INCLUDE_DIR}", *extra_cuda_cflags],
+        cuda_cflags=[*BASE_CUDA_FLAGS, *nvcc_flags(env), *gencode_flags(arch), f"-I{INCLUDE_DIR}",
+                     *extra_cuda_cflags],
         cflags=[*BASE_CXX_FLAGS, f"-I{INCLUDE_DIR}", *extra_cflags],
         ldflags=[*linker_flags(env), *extra_ldflags],
     )

@@ -25,13 +25,20 @@ from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
 
-FORMAT = 1  # bump when what a probe checks changes: every machine probes again
+from kernelpilot.errors import ToolchainError
+from kernelpilot.toolkit import find_cuda_home
+
+FORMAT = 2  # bump when what a probe checks changes: every machine probes again
 GOLD_FLAGS = ("-fuse-ld=gold",)
 # The link of the extension (the .so against torch's libraries) is part of every plain build: GNU gold
 # does it in 0.20-0.24 s where the default BFD linker takes 0.37-0.52 s (softmax example, 2-core machine).
 # Only the host library's layout differs: the objects, and so the kernels timed, are the same.
 LINKERS: dict[str, tuple[str, ...]] = {"gold": GOLD_FLAGS, "default": ()}
 PROBE_TIMEOUT_S = 60.0
+# nvcc options builds use when this nvcc accepts them (an older nvcc rejects an option it does not know):
+# -t0 (threads for nvcc's steps), -static-global-template-stub=false (binding.cpp launches kernel templates
+# instantiated in a .cu file; without the option, nvcc before 12.8 gives those stubs weak linkage anyway).
+OPTIONAL_NVCC_FLAGS = ("-t0", "-static-global-template-stub=false")
 
 
 @dataclass
@@ -53,6 +60,8 @@ class ToolchainChoices:
     linker: str  # the name of the chosen linker ("gold", "default")
     linker_flags: list[str]
     probes: list[LinkerProbe] = field(default_factory=list)
+    nvcc_flags: list[str] = field(default_factory=list)  # the OPTIONAL_NVCC_FLAGS this nvcc accepted
+    nvcc_refused: dict[str, str] = field(default_factory=dict)  # the others, with nvcc's words
     probed_at: float = 0.0
 
     @classmethod
@@ -60,7 +69,9 @@ class ToolchainChoices:
         probes = [LinkerProbe(**p) for p in data.get("probes", []) or []]  # type: ignore[union-attr]
         return cls(identity=str(data["identity"]), linker=str(data["linker"]),
                    linker_flags=[str(f) for f in data.get("linker_flags", []) or []],  # type: ignore[union-attr]
-                   probes=probes, probed_at=float(data.get("probed_at", 0.0) or 0.0))  # type: ignore[arg-type]
+                   probes=probes, nvcc_flags=[str(f) for f in data.get("nvcc_flags", []) or []],  # type: ignore[union-attr]
+                   nvcc_refused=dict(data.get("nvcc_refused", {}) or {}),  # type: ignore[call-overload]
+                   probed_at=float(data.get("probed_at", 0.0) or 0.0))  # type: ignore[arg-type]
 
 
 def cache_file(env: Mapping[str, str] | None = None) -> Path:
@@ -79,6 +90,14 @@ def compiler(env: Mapping[str, str]) -> str:
     return shutil.which(name, path=env.get("PATH") or os.defpath) or name
 
 
+def nvcc_path(env: Mapping[str, str]) -> str | None:
+    """The nvcc builds run: the toolkit's (toolkit.find_cuda_home), else the first on PATH."""
+    try:
+        return str(find_cuda_home(env) / "bin" / "nvcc")
+    except ToolchainError:
+        return shutil.which("nvcc", path=env.get("PATH") or os.defpath)
+
+
 def torch_lib_dir() -> Path | None:
     spec = find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
@@ -90,9 +109,10 @@ def identity(env: Mapping[str, str]) -> str:
     """A fingerprint of everything a probe's answer depends on, read without running anything."""
     path = env.get("PATH") or os.defpath
     parts: list[str] = [f"format={FORMAT}"]
-    for tool in (compiler(env), "ld", "ld.gold", "ld.bfd", "nvcc"):
+    for tool in (compiler(env), "ld", "ld.gold", "ld.bfd"):
         found = shutil.which(tool, path=path) if not os.path.isabs(tool) else tool
         parts.append(f"{tool}={_stat(found)}")
+    parts.append(f"nvcc={_stat(nvcc_path(env))}")
     parts.append(f"cuda_home={env.get('CUDA_HOME', '')}")
     try:
         parts.append(f"torch={version('torch')}")
@@ -157,14 +177,34 @@ def _run(argv: list[str], env: Mapping[str, str]) -> str:
     return (" | ".join(lines[:3]) or f"exit status {proc.returncode}")[:400]
 
 
+def probe_nvcc_flags(env: Mapping[str, str], workdir: Path) -> tuple[list[str], dict[str, str]]:
+    """Which OPTIONAL_NVCC_FLAGS this nvcc accepts (each tried on an empty device compile)."""
+    nvcc = nvcc_path(env)
+    if nvcc is None:
+        return [], {flag: "no nvcc found" for flag in OPTIONAL_NVCC_FLAGS}
+    source = workdir / "kp_probe.cu"
+    source.write_text("__global__ void kp_probe_kernel() {}\n")
+    accepted, refused = [], {}
+    for flag in OPTIONAL_NVCC_FLAGS:
+        error = _run([nvcc, flag, "-cubin", str(source), "-o", str(workdir / "kp_probe.cubin")], env)
+        if error:
+            refused[flag] = error
+        else:
+            accepted.append(flag)
+    return accepted, refused
+
+
 def probe(env: Mapping[str, str]) -> ToolchainChoices:
-    """Try every linker; choose gold when it links, else the compiler's default (which must link too)."""
+    """Try every linker (choose gold when it links, else the compiler's default, which must link too) and the
+    optional nvcc flags."""
     with tempfile.TemporaryDirectory(prefix="kp-toolchain-") as tmp:
         probes = [probe_linker(name, env, Path(tmp)) for name in LINKERS]
+        accepted, refused = probe_nvcc_flags(env, Path(tmp))
     chosen = next((p for p in probes if p.ok), None)
     return ToolchainChoices(
         identity=identity(env), linker=chosen.name if chosen else "default",
-        linker_flags=list(chosen.flags) if chosen else [], probes=probes, probed_at=time.time())
+        linker_flags=list(chosen.flags) if chosen else [], probes=probes, nvcc_flags=accepted,
+        nvcc_refused=refused, probed_at=time.time())
 
 
 def choices(env: Mapping[str, str] | None = None, *, refresh: bool = False) -> ToolchainChoices:
@@ -193,6 +233,11 @@ def linker_flags(env: Mapping[str, str] | None = None) -> list[str]:
         return []
     answer = choices(env)
     return list(answer.linker_flags)
+
+
+def nvcc_flags(env: Mapping[str, str] | None = None) -> list[str]:
+    """The optional nvcc flags this toolchain accepted, in OPTIONAL_NVCC_FLAGS order."""
+    return list(choices(os.environ if env is None else env).nvcc_flags)
 
 
 def _read(path: Path) -> dict[str, dict[str, object]]:

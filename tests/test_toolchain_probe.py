@@ -83,3 +83,20 @@ def test_the_wheel_headers_never_shadow_the_toolkit_s(tmp_path: Path) -> None:
     files = sorted(str(p.relative_to(overlay)) for p in overlay.rglob("*") if p.is_file() and p.name != ".complete")
     assert files == ["cublasLt.h", "sub/extra.h"]
     assert (overlay / "cublasLt.h").read_text() == "// wheel cublasLt.h\n"
+
+
+def test_an_nvcc_option_this_nvcc_refuses_is_left_out(tmp_path: Path) -> None:
+    """An older nvcc rejects -static-global-template-stub (nvcc 12.8 added it): builds then go without it."""
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text('#!/bin/sh\ncase " $* " in *static-global-template-stub*) '
+                    'echo "nvcc fatal   : Unknown option \'-static-global-template-stub\'" >&2; exit 1;; esac\nexit 0\n')
+    nvcc.chmod(0o755)
+    cxx, _ = _wrapper(tmp_path, refuse_gold=False)
+    env = {**_env(tmp_path, cxx), "CUDA_HOME": str(home)}
+    answer = tp.choices(env)
+    assert answer.nvcc_flags == ["-t0"] and tp.nvcc_flags(env) == ["-t0"]
+    assert "Unknown option" in answer.nvcc_refused["-static-global-template-stub=false"]
