@@ -25,7 +25,14 @@ from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.extension import make_spec, options_from_source
 from kernelpilot.native import device_build, identity
 from kernelpilot.native.device_build import DevicePlan, Part
-from kernelpilot.native.records import FULL_FILE, clear_device, read_device, read_full, record_full_build
+from kernelpilot.native.records import (
+    FULL_FILE,
+    clear_device,
+    read_device,
+    read_full,
+    record_full_build,
+)
+from kernelpilot.toolkit import normalize_arch
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 DEVICE_ONLY = "device code only"  # how the report's command starts, and the note's word for this path
@@ -48,7 +55,8 @@ def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str]
         output, timed_out, returncode = run_in_session(argv, env, cwd=candidate.root, timeout_s=timeout_s,
                                                        cancel=cancel)
     seconds = time.monotonic() - start
-    report = BuildReport(ok=False, seconds=round(seconds, 3), build_dir=str(directory), arch=env.get("KERNELPILOT_ARCH", ""),
+    arch = env.get("KERNELPILOT_ARCH") or (normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else "")
+    report = BuildReport(ok=False, seconds=round(seconds, 3), build_dir=str(directory), arch=arch,
                          command=f"{DEVICE_ONLY}: nvcc -cubin, {len(plan.parts)} part(s) of "
                                  f"{', '.join(p.name for p in plan.affected) or 'no edited file'}, "
                                  f"{len(missing)} compiled")

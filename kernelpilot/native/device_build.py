@@ -126,11 +126,11 @@ def plan(directory: Path, build_dir: Path, *, parts: int) -> DevicePlan | str:
     result = DevicePlan(full=full, sources=now, affected=affected)
     folder = build_dir / PARTS_DIR
     for cu in affected:
-        result.parts += _parts_of(cu, closures[cu], full.commands[str(cu)], folder, parts)
+        result.parts += parts_of(cu, closures[cu], full.commands[str(cu)], folder, parts)
     return result
 
 
-def _parts_of(cu: Path, closure: list[Path], full_argv: list[str], folder: Path, parts: int) -> list[Part]:
+def parts_of(cu: Path, closure: list[Path], full_argv: list[str], folder: Path, parts: int) -> list[Part]:
     text = cu.read_text(encoding="utf-8", errors="replace")
     found = instances(text)
     count = min(len(found.spans), parts) if found.splittable else 1
