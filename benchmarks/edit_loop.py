@@ -101,7 +101,8 @@ class Editor:
 
 def editors(candidate: Path) -> dict[str, Editor]:
     cu = sorted(candidate.glob("*.cu"))
-    headers = sorted([*candidate.glob("*.cuh"), *candidate.glob("*.h")])
+    # a header of the kernels' (device code: a kernel edit's build), not one binding.cpp includes (host code)
+    headers = sorted(candidate.glob("*.cuh")) or sorted(candidate.glob("*.h"))
     found = {"kernel": Editor(cu[0], "kernel") if cu else None,
              "header": Editor(headers[0], "header") if headers else None,
              "model": Editor(candidate / "model_new.py", "model")}

@@ -133,8 +133,8 @@ def stubs_and_host_code(obj: Path) -> tuple[list[str], list[str]]:
         raise elf.ElfError(f"{obj.name}: no uncompressed device code to read the kernels from")
     stubs, other = [], []
     for symbol in elf.defined_functions(obj):
-        if symbol.name.startswith(_NVCC_HOST) or symbol.name.endswith(".cold"):
-            continue
+        if symbol.name.startswith(_NVCC_HOST) or "__device_stub__" in symbol.name or symbol.name.endswith(".cold"):
+            continue  # nvcc's registration, and the stub's body (mangled: _Z33__device_stub__Z11fill...)
         (stubs if symbol.name in entries else other).append(symbol.name)
     return stubs, other
 

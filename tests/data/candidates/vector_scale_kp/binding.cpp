@@ -21,6 +21,13 @@ at::Tensor scale(const at::Tensor& x, double alpha) {
     at::Tensor y = at::empty_like(x);
     if (x.numel() == 0) return y;
     const long n = x.numel();
+    if (alpha == 0.0) {  // y = 0: the fill kernel
+        const kp::Config config{dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256), 0,
+                                c10::cuda::getCurrentCUDAStream()};
+        const cudaError_t err = kp::launch(config, fill_kernel, y.data_ptr<float>(), 0.f, n);
+        TORCH_CHECK(err == cudaSuccess, "fill kernel launch failed: ", cudaGetErrorString(err));
+        return y;
+    }
     const cudaError_t err = n < (1 << 14) ? launch<128>(x, y, alpha) : n < (1 << 20) ? launch<256>(x, y, alpha)
                                                                                 : launch<512>(x, y, alpha);
     TORCH_CHECK(err == cudaSuccess, "scale kernel launch failed: ", cudaGetErrorString(err));

@@ -13,3 +13,9 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(const float* __restrict
 template __global__ void scale_kernel<128>(const float*, float*, float, long);
 template __global__ void scale_kernel<256>(const float*, float*, float, long);
 template __global__ void scale_kernel<512>(const float*, float*, float, long);
+
+// A kernel that is no template: in every part of a split build.
+__global__ void fill_kernel(float* __restrict__ y, float value, long n) {
+    long i = blockIdx.x * 256L + threadIdx.x;
+    if (i < n) y[i] = value;
+}

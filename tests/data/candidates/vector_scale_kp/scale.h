@@ -5,3 +5,5 @@
 
 template <int kThreads>
 __global__ void scale_kernel(const float* __restrict__ x, float* __restrict__ y, float alpha, long n);
+
+__global__ void fill_kernel(float* __restrict__ y, float value, long n);
