@@ -9,23 +9,26 @@
 //      for 128 columns (16-byte loads, 4 rows in flight per thread, a shared-memory fold);
 //   2. fold_partials:   partial -> v [in], times s / 2;
 //   3. row_dot:         one warp per row of x, 16-byte loads, v from L1/L2, warp-shuffle sum.
+//
+// Device code only: binding.cpp sizes the bands and grids and launches the three kernels.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-namespace {
+#include "linear_sum.h"
 
-// Column pass: a CTA is 32 column vectors (128 columns) x 8 row lanes; a warp reads 512 contiguous
-// bytes of one row of W; each thread keeps kRowUnroll rows in flight.
-constexpr int kColVecs = 32;
-constexpr int kRowLanes = 8;
+// Column pass: a CTA is kColVecs = 32 column vectors (128 columns) x kRowLanes = 8 row lanes (linear_sum.h);
+// a warp reads 512 contiguous bytes of one row of W; each thread keeps kRowUnroll rows in flight.
 constexpr int kRowUnroll = 4;
-constexpr int kTargetColumnCtas = 2048;  // about 2 waves of 8 CTAs per SM on 132 SMs
-constexpr int kDotThreads = 256;         // 8 warps = 8 rows of x per CTA
-constexpr int kDotUnroll = 4;            // float4 loads of x in flight per lane
+// GEMV: kDotThreads = 256 (linear_sum.h), 8 warps = 8 rows of x per CTA.
+constexpr int kDotUnroll = 4;  // float4 loads of x in flight per lane
+
+namespace {
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
+
+}  // namespace
 
 // partial[split, c] = sum of w[r, c] over the rows r of band `split` (blockIdx.y).
 __global__ void __launch_bounds__(kColVecs * kRowLanes)
@@ -107,43 +110,4 @@ row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __res
 #pragma unroll
   for (int mask = 16; mask > 0; mask >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, mask);
   if (lane == 0) out[row] = sum;
-}
-
-}  // namespace
-
-// Size of the scratch buffer (floats) linear_sum_f32 needs for `in_features` columns.
-extern "C" int64_t linear_sum_scratch_floats(int64_t out_features, int64_t in_features) {
-  const int64_t col_blocks = (in_features / 4 + kColVecs - 1) / kColVecs;
-  int64_t splits = (kTargetColumnCtas + col_blocks - 1) / col_blocks;
-  if (splits > out_features) splits = out_features;
-  if (splits > 65535) splits = 65535;  // grid.y limit
-  if (splits < 1) splits = 1;
-  return splits * in_features + in_features;  // partials, then v
-}
-
-// out[b] = scale / 2 * sum_j (x @ w.T)[b, j] for x [batch, in], w [out, in] (contiguous fp32, 16-byte
-// aligned, in % 4 == 0); scratch holds linear_sum_scratch_floats(out, in) floats.
-extern "C" cudaError_t linear_sum_f32(const float* x, const float* w, float* out, float* scratch, int64_t batch,
-                                      int64_t in_features, int64_t out_features, float scale, cudaStream_t stream) {
-  if (in_features <= 0 || in_features % 4 != 0 || out_features <= 0 || batch < 0) return cudaErrorInvalidValue;
-  if (batch == 0) return cudaSuccess;
-  const int64_t vecs = in_features / 4;
-  const int64_t col_blocks = (vecs + kColVecs - 1) / kColVecs;
-  const int64_t scratch_floats = linear_sum_scratch_floats(out_features, in_features);
-  const int64_t splits = (scratch_floats - in_features) / in_features;
-  const int64_t rows_per_split = (out_features + splits - 1) / splits;
-  float* partial = scratch;
-  float* v = scratch + splits * in_features;
-  if (col_blocks > 0x7fffffff || splits > 65535) return cudaErrorInvalidValue;
-
-  column_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), kColVecs * kRowLanes, 0,
-                    stream>>>(
-      reinterpret_cast<const float4*>(w), reinterpret_cast<float4*>(partial), out_features, vecs, rows_per_split);
-  fold_partials<<<static_cast<unsigned>((in_features + 31) / 32), 256, 0, stream>>>(
-      partial, v, in_features, static_cast<int>(splits), 0.5f * scale);
-  const int64_t dot_blocks = (batch + kDotThreads / 32 - 1) / (kDotThreads / 32);
-  if (dot_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  row_dot<<<static_cast<unsigned>(dot_blocks), kDotThreads, 0, stream>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(v), out, batch, vecs);
-  return cudaGetLastError();
 }
