@@ -13,18 +13,20 @@
 
 namespace {
 
+constexpr int kThreads = 256;  // one CTA per row (row_scale.cu instantiates both kernels for it)
+
 // out[r, c] = a[r] * b[r, c] for a [rows], b and out [rows, cols] (contiguous fp32).
 cudaError_t diag_matmul_f32(const float* a, const float* b, float* out, int64_t rows, int64_t cols,
                             cudaStream_t stream) {
   if (rows < 0 || cols < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   const bool aligned = reinterpret_cast<uintptr_t>(b) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  const kp::Config c{dim3(static_cast<unsigned>(rows)), dim3(kRowScaleThreads), 0, stream};
+  const kp::Config c{dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream};
   if (aligned && cols % 4 == 0) {
-    return kp::launch(c, scale_rows_vec4, a, reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(out),
+    return kp::launch(c, scale_rows_vec4<kThreads>, a, reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(out),
                       cols / 4);
   }
-  return kp::launch(c, scale_rows_scalar, a, b, out, cols);
+  return kp::launch(c, scale_rows_scalar<kThreads>, a, b, out, cols);
 }
 
 // torch.diag(a) @ b without building diag(a).

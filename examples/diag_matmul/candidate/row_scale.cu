@@ -13,9 +13,9 @@
 
 #include "row_scale.h"
 
-constexpr int kThreads = kRowScaleThreads;  // row_scale.h: the launch's CTA size
 constexpr int kUnroll = 4;
 
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
 scale_rows_vec4(const float* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ out,
                 int64_t vecs_per_row) {
@@ -39,9 +39,14 @@ scale_rows_vec4(const float* __restrict__ a, const float4* __restrict__ b, float
 }
 
 // Any row length or alignment: one float per access.
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
 scale_rows_scalar(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int64_t cols) {
   const int64_t row = blockIdx.x;
   const float scale = __ldg(a + row);
   for (int64_t c = threadIdx.x; c < cols; c += kThreads) out[row * cols + c] = b[row * cols + c] * scale;
 }
+
+// The instances binding.cpp launches: CTAs of 256 threads.
+template __global__ void scale_rows_vec4<256>(const float*, const float4*, float4*, int64_t);
+template __global__ void scale_rows_scalar<256>(const float*, const float*, float*, int64_t);
