@@ -13,7 +13,13 @@
 
 namespace {
 
-constexpr int kTargetColumnCtas = 2048;  // column pass: about 2 waves of 8 CTAs per SM on 132 SMs
+// The launch shapes (linear_sum.cu instantiates the kernels for them).
+constexpr int kColVecs = 32;             // column pass: a CTA is 32 column vectors (128 columns) x 8 row lanes
+constexpr int kRowLanes = 8;
+constexpr int kTargetColumnCtas = 2048;  // about 2 waves of 8 CTAs per SM on 132 SMs
+constexpr int kFoldColumns = 32;         // fold: a CTA is 32 columns x 8 split lanes
+constexpr int kFoldLanes = 8;
+constexpr int kDotThreads = 256;         // GEMV: 8 warps = 8 rows of x per CTA
 
 // Size of the scratch buffer (floats) linear_sum_f32 needs for `in_features` columns.
 int64_t linear_sum_scratch_floats(int64_t out_features, int64_t in_features) {
@@ -42,17 +48,20 @@ cudaError_t linear_sum_f32(const float* x, const float* w, float* out, float* sc
 
   const kp::Config columns{dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)),
                            dim3(kColVecs * kRowLanes), 0, stream};
-  cudaError_t status = kp::launch(columns, column_partials, reinterpret_cast<const float4*>(w),
-                                  reinterpret_cast<float4*>(partial), out_features, vecs, rows_per_split);
+  cudaError_t status =
+      kp::launch(columns, column_partials<kColVecs, kRowLanes>, reinterpret_cast<const float4*>(w),
+                 reinterpret_cast<float4*>(partial), out_features, vecs, rows_per_split);
   if (status != cudaSuccess) return status;
-  const kp::Config fold{dim3(static_cast<unsigned>((in_features + 31) / 32)), dim3(256), 0, stream};
-  status = kp::launch(fold, fold_partials, partial, v, in_features, static_cast<int>(splits), 0.5f * scale);
+  const kp::Config fold{dim3(static_cast<unsigned>((in_features + kFoldColumns - 1) / kFoldColumns)),
+                        dim3(kFoldColumns * kFoldLanes), 0, stream};
+  status = kp::launch(fold, fold_partials<kFoldColumns, kFoldLanes>, partial, v, in_features, static_cast<int>(splits),
+                      0.5f * scale);
   if (status != cudaSuccess) return status;
   const int64_t dot_blocks = (batch + kDotThreads / 32 - 1) / (kDotThreads / 32);
   if (dot_blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const kp::Config dot{dim3(static_cast<unsigned>(dot_blocks)), dim3(kDotThreads), 0, stream};
-  return kp::launch(dot, row_dot, reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(v), out, batch,
-                    vecs);
+  return kp::launch(dot, row_dot<kDotThreads>, reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(v),
+                    out, batch, vecs);
 }
 
 bool aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }

@@ -16,10 +16,10 @@
 
 #include "linear_sum.h"
 
-// Column pass: a CTA is kColVecs = 32 column vectors (128 columns) x kRowLanes = 8 row lanes (linear_sum.h);
+// Column pass: a CTA is kColVecs column vectors x kRowLanes row lanes (binding.cpp launches 32 x 8: 128 columns);
 // a warp reads 512 contiguous bytes of one row of W; each thread keeps kRowUnroll rows in flight.
 constexpr int kRowUnroll = 4;
-// GEMV: kDotThreads = 256 (linear_sum.h), 8 warps = 8 rows of x per CTA.
+// GEMV: kDotThreads threads (256: 8 warps = 8 rows of x per CTA).
 constexpr int kDotUnroll = 4;  // float4 loads of x in flight per lane
 
 namespace {
@@ -31,6 +31,7 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
 }  // namespace
 
 // partial[split, c] = sum of w[r, c] over the rows r of band `split` (blockIdx.y).
+template <int kColVecs, int kRowLanes>
 __global__ void __launch_bounds__(kColVecs * kRowLanes)
 column_partials(const float4* __restrict__ w, float4* __restrict__ partial, int64_t rows, int64_t vecs_per_row,
                 int64_t rows_per_split) {
@@ -61,25 +62,27 @@ column_partials(const float4* __restrict__ w, float4* __restrict__ partial, int6
   }
 }
 
-// v[c] = factor * sum over splits of partial[split, c]; a CTA is 32 columns x 8 split lanes.
-__global__ void __launch_bounds__(256)
+// v[c] = factor * sum over splits of partial[split, c]; a CTA is kColumns columns x kLanes split lanes.
+template <int kColumns, int kLanes>
+__global__ void __launch_bounds__(kColumns * kLanes)
 fold_partials(const float* __restrict__ partial, float* __restrict__ v, int64_t cols, int splits, float factor) {
-  __shared__ float lane_sums[8][32];
-  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int64_t c = blockIdx.x * 32LL + tx;
+  __shared__ float lane_sums[kLanes][kColumns];
+  const int tx = threadIdx.x % kColumns, ty = threadIdx.x / kColumns;
+  const int64_t c = blockIdx.x * static_cast<long long>(kColumns) + tx;
   float sum = 0.f;
   if (c < cols) {
-    for (int s = ty; s < splits; s += 8) sum += partial[s * cols + c];
+    for (int s = ty; s < splits; s += kLanes) sum += partial[s * cols + c];
   }
   lane_sums[ty][tx] = sum;
   __syncthreads();
   if (ty == 0 && c < cols) {
 #pragma unroll
-    for (int l = 1; l < 8; ++l) sum += lane_sums[l][tx];
+    for (int l = 1; l < kLanes; ++l) sum += lane_sums[l][tx];
     v[c] = sum * factor;
   }
 }
 
+template <int kDotThreads>
 __global__ void __launch_bounds__(kDotThreads)
 row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __restrict__ out, int64_t rows,
         int64_t vecs_per_row) {
@@ -111,3 +114,8 @@ row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __res
   for (int mask = 16; mask > 0; mask >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, mask);
   if (lane == 0) out[row] = sum;
 }
+
+// The instances binding.cpp launches.
+template __global__ void column_partials<32, 8>(const float4*, float4*, int64_t, int64_t, int64_t);
+template __global__ void fold_partials<32, 8>(const float*, float*, int64_t, int, float);
+template __global__ void row_dot<256>(const float4*, const float4*, float*, int64_t, int64_t);

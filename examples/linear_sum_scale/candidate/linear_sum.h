@@ -4,21 +4,18 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-// Column pass: a CTA is kColVecs column vectors (128 columns) x kRowLanes row lanes.
-constexpr int kColVecs = 32;
-constexpr int kRowLanes = 8;
-// GEMV: kDotThreads threads, one warp per row of x.
-constexpr int kDotThreads = 256;
-
-// partial[split, c] = sum of w[r, c] over the rows r of band `split` = blockIdx.y (rows_per_split rows each);
-// grid.x covers the vecs_per_row float4 columns, kColVecs per CTA.
+// partial[split, c] = sum of w[r, c] over the rows r of band `split` = blockIdx.y (rows_per_split rows each); a CTA
+// is kColVecs column vectors x kRowLanes row lanes, grid.x covers the vecs_per_row float4 columns.
+template <int kColVecs, int kRowLanes>
 __global__ void column_partials(const float4* __restrict__ w, float4* __restrict__ partial, int64_t rows,
                                 int64_t vecs_per_row, int64_t rows_per_split);
 
-// v[c] = factor * sum over splits of partial[split, c]; CTAs of 256 threads, 32 columns each.
+// v[c] = factor * sum over splits of partial[split, c]; a CTA is kColumns columns x kLanes split lanes.
+template <int kColumns, int kLanes>
 __global__ void fold_partials(const float* __restrict__ partial, float* __restrict__ v, int64_t cols, int splits,
                               float factor);
 
-// out[row] = x[row, :] . v for one row per warp (kDotThreads / 32 rows per CTA).
+// out[row] = x[row, :] . v, one warp per row (kDotThreads / 32 rows per CTA).
+template <int kDotThreads>
 __global__ void row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __restrict__ out,
                         int64_t rows, int64_t vecs_per_row);
