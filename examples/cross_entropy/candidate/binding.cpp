@@ -14,6 +14,9 @@
 
 namespace {
 
+constexpr int kMeanCtas = 8;        // the mean: one cluster of 8 CTAs (mean_loss's __cluster_dims__)
+constexpr int kMeanThreads = 1024;  // of 1024 threads
+
 template <class T, int kThreads>
 cudaError_t launch_rows(const T* logits, const int64_t* targets, float* loss, int64_t rows, int64_t n_cols,
                         int64_t ignore_index, cudaStream_t stream) {
@@ -45,7 +48,7 @@ cudaError_t cross_entropy_mean(const void* logits, const int64_t* targets, float
   }
   if (status != cudaSuccess) return status;
   const kp::Config mean{dim3(kMeanCtas), dim3(kMeanThreads), 0, stream};  // the cluster shape is mean_loss's own
-  return kp::launch(mean, mean_loss, row_loss, targets, out, rows, ignore_index);
+  return kp::launch(mean, mean_loss<kMeanCtas, kMeanThreads>, row_loss, targets, out, rows, ignore_index);
 }
 
 torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets, int64_t ignore_index) {

@@ -143,11 +143,13 @@ row_losses(const T* __restrict__ logits, const int64_t* __restrict__ targets, fl
 }
 
 // out[0] = sum of loss[r] over rows whose target is not ignore_index, divided by their count
-// (0 / 0 = NaN when every row is ignored, as in PyTorch). One cluster of kMeanCtas CTAs (cross_entropy.h):
-// each thread sums its rows (kMeanUnroll loads of each array in flight), the warps and then the CTAs are summed
-// in a fixed order (the CTAs through distributed shared memory), so the result does not depend on timing.
+// (0 / 0 = NaN when every row is ignored, as in PyTorch). One cluster of kMeanCtas CTAs (binding.cpp launches
+// 8 of 1024 threads): each thread sums its rows (kMeanUnroll loads of each array in flight), the warps and then
+// the CTAs are summed in a fixed order (the CTAs through distributed shared memory), so the result does not
+// depend on timing.
 constexpr int kMeanUnroll = 8;
 
+template <int kMeanCtas, int kMeanThreads>
 __global__ void __cluster_dims__(kMeanCtas, 1, 1) __launch_bounds__(kMeanThreads)
 mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, float* __restrict__ out, int64_t rows,
           int64_t ignore_index) {
@@ -209,7 +211,8 @@ mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, f
   }
 }
 
-// The instances binding.cpp launches: one CTA of 128, 256, 512 or 1024 threads per row, bf16 and fp32.
+// The instances binding.cpp launches: one CTA of 128, 256, 512 or 1024 threads per row, bf16 and fp32; the mean
+// over one cluster of 8 CTAs of 1024 threads.
 template __global__ void row_losses<__nv_bfloat16, 128>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
 template __global__ void row_losses<__nv_bfloat16, 256>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
 template __global__ void row_losses<__nv_bfloat16, 512>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
@@ -218,3 +221,4 @@ template __global__ void row_losses<float, 128>(const float*, const int64_t*, fl
 template __global__ void row_losses<float, 256>(const float*, const int64_t*, float*, int64_t, int64_t);
 template __global__ void row_losses<float, 512>(const float*, const int64_t*, float*, int64_t, int64_t);
 template __global__ void row_losses<float, 1024>(const float*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void mean_loss<8, 1024>(const float*, const int64_t*, float*, int64_t, int64_t);

@@ -12,10 +12,8 @@ template <class T, int kThreads>
 __global__ void row_losses(const T* __restrict__ logits, const int64_t* __restrict__ targets, float* __restrict__ loss,
                            int64_t n_cols, int64_t ignore_index);
 
-// The mean kernel's shape: one cluster of kMeanCtas CTAs (its __cluster_dims__) of kMeanThreads threads.
-constexpr int kMeanCtas = 8;
-constexpr int kMeanThreads = 1024;
-
-// out[0] = the mean of loss[r] over the rows whose target is not ignore_index (NaN when there are none).
+// out[0] = the mean of loss[r] over the rows whose target is not ignore_index (NaN when there are none); one
+// cluster of kMeanCtas CTAs (its __cluster_dims__) of kMeanThreads threads.
+template <int kMeanCtas, int kMeanThreads>
 __global__ void mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, float* __restrict__ out,
                           int64_t rows, int64_t ignore_index);
