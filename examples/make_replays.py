@@ -42,9 +42,8 @@ NAIVE_SOFTMAX_H = r'''// The kernel of softmax.cu as binding.cpp launches it (bo
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-constexpr int kSoftmaxThreads = 256;  // one CTA of this many threads per row
-
-// y[r, :] = softmax(x[r, :]) for r = blockIdx.x.
+// y[r, :] = softmax(x[r, :]) for r = blockIdx.x, one CTA of kThreads threads per row.
+template <int kThreads>
 __global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols);
 '''
 
@@ -54,12 +53,11 @@ NAIVE_SOFTMAX = r'''// First version: one CTA per row, three passes over the row
 
 namespace {
 
-constexpr int kThreads = kSoftmaxThreads;
-
-__device__ float load(const __nv_bfloat16* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return p[i]; }
 
 // Block-wide reduction through shared memory; op is max (is_max) or sum.
-__device__ float block_reduce(float v, bool is_max, float* scratch) {
+template <int kThreads>
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* scratch) {
   scratch[threadIdx.x] = v;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
@@ -76,19 +74,22 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
 
 }  // namespace
 
-__global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols) {
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols) {
   __shared__ float scratch[kThreads];
   const __nv_bfloat16* row = x + blockIdx.x * n_cols;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) m = fmaxf(m, load(row, i));
-  m = block_reduce(m, true, scratch);
+  m = block_reduce<kThreads>(m, true, scratch);
   float s = 0.f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) s += expf(load(row, i) - m);
-  s = block_reduce(s, false, scratch);
+  s = block_reduce<kThreads>(s, false, scratch);
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
     y[blockIdx.x * n_cols + i] = __float2bfloat16(expf(load(row, i) - m) / s);
   }
 }
+
+template __global__ void softmax_rows<256>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
 '''
 
 NAIVE_SOFTMAX_BINDING = r'''// Python binding of softmax.cu (first version): checks the tensor, launches one CTA per row on the current
@@ -106,6 +107,8 @@ NAIVE_SOFTMAX_BINDING = r'''// Python binding of softmax.cu (first version): che
 
 namespace {
 
+constexpr int kThreads = 256;  // softmax.cu instantiates the kernel for this CTA size
+
 at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kBFloat16, "softmax: x must be a bfloat16 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
@@ -114,9 +117,9 @@ at::Tensor softmax_last_dim(const at::Tensor& x) {
   const int64_t n_cols = x.size(-1);
   TORCH_CHECK(x.numel() / n_cols <= 0x7fffffff, "softmax: too many rows");
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kSoftmaxThreads), 0,
+  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kThreads), 0,
                      c10::cuda::getCurrentCUDAStream()};
-  const cudaError_t status = kp::launch(c, softmax_rows, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+  const cudaError_t status = kp::launch(c, softmax_rows<kThreads>, static_cast<const __nv_bfloat16*>(x.data_ptr()),
                                         static_cast<__nv_bfloat16*>(y.data_ptr()), n_cols);
   TORCH_CHECK(status == cudaSuccess, "softmax: launch failed: ", cudaGetErrorString(status));
   return y;
@@ -136,9 +139,8 @@ NAIVE_RMSNORM_H = r'''// The kernel of rmsnorm.cu as binding.cpp launches it (bo
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-constexpr int kRmsNormThreads = 256;  // one CTA of this many threads per row
-
-// y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w for r = blockIdx.x.
+// y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w for r = blockIdx.x, one CTA of kThreads threads per row.
+template <int kThreads>
 __global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t n_cols,
                              float eps);
 '''
@@ -149,9 +151,8 @@ NAIVE_RMSNORM = r'''// First version: one CTA per row, two passes over the row i
 
 namespace {
 
-constexpr int kThreads = kRmsNormThreads;
-
-__device__ float block_sum(float v, float* warp_sums) {
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* warp_sums) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down(v, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
   __syncthreads();
@@ -162,8 +163,9 @@ __device__ float block_sum(float v, float* warp_sums) {
 
 }  // namespace
 
-__global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t n_cols,
-                             float eps) {
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                                         __nv_bfloat16* y, int64_t n_cols, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   const int64_t base = blockIdx.x * n_cols;
   float sum_sq = 0.f;
@@ -171,12 +173,14 @@ __global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
     const float v = __bfloat162float(x[base + i]);
     sum_sq += v * v;
   }
-  const float rstd = rsqrtf(block_sum(sum_sq, warp_sums) / n_cols + eps);
+  const float rstd = rsqrtf(block_sum<kThreads>(sum_sq, warp_sums) / n_cols + eps);
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
     const float v = __bfloat162float(x[base + i]) * rstd * __bfloat162float(w[i]);
     y[base + i] = __float2bfloat16(v);
   }
 }
+
+template __global__ void rmsnorm_rows<256>(const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int64_t, float);
 '''
 
 NAIVE_RMSNORM_BINDING = r'''// Python binding of rmsnorm.cu (first version): checks the tensors, launches one CTA per row on the current
@@ -193,6 +197,8 @@ NAIVE_RMSNORM_BINDING = r'''// Python binding of rmsnorm.cu (first version): che
 
 namespace {
 
+constexpr int kThreads = 256;  // rmsnorm.cu instantiates the kernel for this CTA size
+
 torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   TORCH_CHECK(x.is_cuda() && weight.is_cuda() && x.device() == weight.device(),
               "rmsnorm: x and weight must be CUDA tensors on one device");
@@ -205,9 +211,9 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
   if (x.numel() == 0) return y;
   TORCH_CHECK(x.numel() / n_cols <= 0x7fffffff, "rmsnorm: too many rows");
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kRmsNormThreads), 0,
+  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kThreads), 0,
                      c10::cuda::getCurrentCUDAStream()};
-  const cudaError_t status = kp::launch(c, rmsnorm_rows, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+  const cudaError_t status = kp::launch(c, rmsnorm_rows<kThreads>, static_cast<const __nv_bfloat16*>(x.data_ptr()),
                                         static_cast<const __nv_bfloat16*>(weight.data_ptr()),
                                         static_cast<__nv_bfloat16*>(y.data_ptr()), n_cols, static_cast<float>(eps));
   TORCH_CHECK(status == cudaSuccess, "rmsnorm: launch failed: ", cudaGetErrorString(status));
