@@ -35,19 +35,29 @@ def write_reference(op: str, *names: str) -> list[dict[str, Any]]:
     return [call("write_file", path=f"{CAND}/{n}", content=reference(op, n)) for n in names]
 
 
-NAIVE_SOFTMAX = r'''// First version: one CTA per row, three passes over the row in global memory (max, sum, write).
+NAIVE_SOFTMAX_H = r'''// The kernel of softmax.cu as binding.cpp launches it (both include this declaration).
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// y[r, :] = softmax(x[r, :]) for r = blockIdx.x, one CTA of kThreads threads per row.
+template <int kThreads>
+__global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols);
+'''
+
+NAIVE_SOFTMAX = r'''// First version: one CTA per row, three passes over the row in global memory (max, sum, write).
+// Device code only: binding.cpp launches the kernel (kernelpilot/launch.h).
+#include "softmax.h"
+
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ float load(const __nv_bfloat16* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return p[i]; }
 
 // Block-wide reduction through shared memory; op is max (is_max) or sum.
-__device__ float block_reduce(float v, bool is_max, float* scratch) {
+template <int kThreads>
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* scratch) {
   scratch[threadIdx.x] = v;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
@@ -62,40 +72,87 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   return result;
 }
 
-__global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols) {
+}  // namespace
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols) {
   __shared__ float scratch[kThreads];
   const __nv_bfloat16* row = x + blockIdx.x * n_cols;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) m = fmaxf(m, load(row, i));
-  m = block_reduce(m, true, scratch);
+  m = block_reduce<kThreads>(m, true, scratch);
   float s = 0.f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) s += expf(load(row, i) - m);
-  s = block_reduce(s, false, scratch);
+  s = block_reduce<kThreads>(s, false, scratch);
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
     y[blockIdx.x * n_cols + i] = __float2bfloat16(expf(load(row, i) - m) / s);
   }
 }
 
+template __global__ void softmax_rows<256>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
+'''
+
+NAIVE_SOFTMAX_BINDING = r'''// Python binding of softmax.cu (first version): checks the tensor, launches one CTA per row on the current
+// stream. Host code only: kernels are launched through kernelpilot/launch.h, so an edit of softmax.cu
+// recompiles device code alone.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>  // PYBIND11_MODULE and the at::Tensor <-> torch.Tensor caster
+
+#include <kernelpilot/launch.h>
+
+#include "softmax.h"
+
+namespace {
+
+constexpr int kThreads = 256;  // softmax.cu instantiates the kernel for this CTA size
+
+at::Tensor softmax_last_dim(const at::Tensor& x) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kBFloat16, "softmax: x must be a bfloat16 CUDA tensor");
+  TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
+  at::Tensor y = at::empty_like(x);
+  if (x.numel() == 0) return y;
+  const int64_t n_cols = x.size(-1);
+  TORCH_CHECK(x.numel() / n_cols <= 0x7fffffff, "softmax: too many rows");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kThreads), 0,
+                     c10::cuda::getCurrentCUDAStream()};
+  const cudaError_t status = kp::launch(c, softmax_rows<kThreads>, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+                                        static_cast<__nv_bfloat16*>(y.data_ptr()), n_cols);
+  TORCH_CHECK(status == cudaSuccess, "softmax: launch failed: ", cudaGetErrorString(status));
+  return y;
+}
+
 }  // namespace
 
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  softmax_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
-                                                                      static_cast<__nv_bfloat16*>(y), n_cols);
-  return cudaGetLastError();
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("softmax", &softmax_last_dim, "softmax over the last dimension (bf16 in/out, fp32 math)");
 }
 '''
 
-NAIVE_RMSNORM = r'''// First version: one CTA per row, two passes over the row in global memory, one bf16 per access.
+NAIVE_RMSNORM_H = r'''// The kernel of rmsnorm.cu as binding.cpp launches it (both include this declaration).
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w for r = blockIdx.x, one CTA of kThreads threads per row.
+template <int kThreads>
+__global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t n_cols,
+                             float eps);
+'''
+
+NAIVE_RMSNORM = r'''// First version: one CTA per row, two passes over the row in global memory, one bf16 per access.
+// Device code only: binding.cpp launches the kernel (kernelpilot/launch.h).
+#include "rmsnorm.h"
+
 namespace {
 
-constexpr int kThreads = 256;
-
-__device__ float block_sum(float v, float* warp_sums) {
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* warp_sums) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down(v, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
   __syncthreads();
@@ -104,8 +161,11 @@ __device__ float block_sum(float v, float* warp_sums) {
   return total;
 }
 
-__global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t n_cols,
-                             float eps) {
+}  // namespace
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                                         __nv_bfloat16* y, int64_t n_cols, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   const int64_t base = blockIdx.x * n_cols;
   float sum_sq = 0.f;
@@ -113,22 +173,57 @@ __global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
     const float v = __bfloat162float(x[base + i]);
     sum_sq += v * v;
   }
-  const float rstd = rsqrtf(block_sum(sum_sq, warp_sums) / n_cols + eps);
+  const float rstd = rsqrtf(block_sum<kThreads>(sum_sq, warp_sums) / n_cols + eps);
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
     const float v = __bfloat162float(x[base + i]) * rstd * __bfloat162float(w[i]);
     y[base + i] = __float2bfloat16(v);
   }
 }
 
+template __global__ void rmsnorm_rows<256>(const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int64_t, float);
+'''
+
+NAIVE_RMSNORM_BINDING = r'''// Python binding of rmsnorm.cu (first version): checks the tensors, launches one CTA per row on the current
+// stream. Host code only: kernels are launched through kernelpilot/launch.h, so an edit of rmsnorm.cu
+// recompiles device code alone.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <kernelpilot/launch.h>
+
+#include "rmsnorm.h"
+
+namespace {
+
+constexpr int kThreads = 256;  // rmsnorm.cu instantiates the kernel for this CTA size
+
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  TORCH_CHECK(x.is_cuda() && weight.is_cuda() && x.device() == weight.device(),
+              "rmsnorm: x and weight must be CUDA tensors on one device");
+  TORCH_CHECK(x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16,
+              "rmsnorm: x and weight must be bfloat16");
+  TORCH_CHECK(x.dim() >= 1 && x.is_contiguous() && weight.is_contiguous(), "rmsnorm: tensors must be contiguous");
+  const int64_t n_cols = x.size(-1);
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n_cols, "rmsnorm: weight must have shape [", n_cols, "]");
+  torch::Tensor y = torch::empty_like(x);
+  if (x.numel() == 0) return y;
+  TORCH_CHECK(x.numel() / n_cols <= 0x7fffffff, "rmsnorm: too many rows");
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const kp::Config c{dim3(static_cast<unsigned>(x.numel() / n_cols)), dim3(kThreads), 0,
+                     c10::cuda::getCurrentCUDAStream()};
+  const cudaError_t status = kp::launch(c, rmsnorm_rows<kThreads>, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+                                        static_cast<const __nv_bfloat16*>(weight.data_ptr()),
+                                        static_cast<__nv_bfloat16*>(y.data_ptr()), n_cols, static_cast<float>(eps));
+  TORCH_CHECK(status == cudaSuccess, "rmsnorm: launch failed: ", cudaGetErrorString(status));
+  return y;
+}
+
 }  // namespace
 
-extern "C" cudaError_t rmsnorm_bf16(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
-                                    float eps, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  rmsnorm_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(weight),
-      static_cast<__nv_bfloat16*>(y), n_cols, eps);
-  return cudaGetLastError();
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("rmsnorm", &rmsnorm, "RMSNorm over the last dimension with a weight (bf16 in/out, fp32 math)");
 }
 '''
 
@@ -144,10 +239,13 @@ def softmax_session() -> list[dict[str, Any]]:
         ),
         turn(
             "First a simple version to get correctness and the plumbing right: one CTA per row, max, sum "
-            "and write as three passes over global memory. The binding and model_new.py are the final "
-            "ones; only the kernel will change.",
+            "and write as three passes over global memory. softmax.cu holds device code only (the kernel), "
+            "softmax.h declares it, and binding.cpp checks the tensor and launches it through "
+            "kernelpilot/launch.h, so every later edit of the kernel builds in about a second.",
+            call("write_file", path=f"{CAND}/softmax.h", content=NAIVE_SOFTMAX_H),
             call("write_file", path=f"{CAND}/softmax.cu", content=NAIVE_SOFTMAX),
-            *write_reference("softmax", "binding.cpp", "model_new.py"),
+            call("write_file", path=f"{CAND}/binding.cpp", content=NAIVE_SOFTMAX_BINDING),
+            *write_reference("softmax", "model_new.py"),
         ),
         turn("Build it.", call("build")),
         turn(
@@ -172,8 +270,11 @@ def softmax_session() -> list[dict[str, Any]]:
             "thread-block cluster exchanging one slot per CTA through distributed shared memory;\n"
             "3. exp as ex2.approx of one FFMA with log2(e) folded in;\n"
             "4. launch shapes by N (threads per CTA, vectors per thread, cluster size) capped at 64 "
-            "registers so at least 1024 threads stay resident per SM.",
-            *write_reference("softmax", "row_reduce.cuh", "softmax.cu"),
+            "registers so at least 1024 threads stay resident per SM.\n"
+            "The kernel becomes a template over those shapes: softmax.cu instantiates each shape explicitly "
+            "(device code only, row_reduce.cuh), binding.cpp picks the shape and row_launch.h launches it. "
+            "The host side changes too, so this build is a full one.",
+            *write_reference("softmax", "row_reduce.cuh", "row_launch.h", "softmax.h", "softmax.cu", "binding.cpp"),
         ),
         turn("Build first, to read the register and spill report for every shape.", call("build")),
         turn("No spills and at most 64 registers. Benchmark it.", call("benchmark")),
@@ -199,9 +300,13 @@ def rmsnorm_session() -> list[dict[str, Any]]:
         ),
         turn("And the skill on memory-bound kernels.", call("read_skill", name="memory-bound-kernels")),
         turn(
-            "A first, simple kernel: one CTA per row, sum of squares, then scale and write.",
+            "A first, simple kernel: one CTA per row, sum of squares, then scale and write. The kernel "
+            "lives in rmsnorm.cu (device code only), its declaration in rmsnorm.h, the checks and the launch "
+            "in binding.cpp (through kernelpilot/launch.h), so kernel edits build in about a second.",
+            call("write_file", path=f"{CAND}/rmsnorm.h", content=NAIVE_RMSNORM_H),
             call("write_file", path=f"{CAND}/rmsnorm.cu", content=NAIVE_RMSNORM),
-            *write_reference("rmsnorm", "binding.cpp", "model_new.py"),
+            call("write_file", path=f"{CAND}/binding.cpp", content=NAIVE_RMSNORM_BINDING),
+            *write_reference("rmsnorm", "model_new.py"),
         ),
         turn("Build.", call("build")),
         turn(
@@ -221,8 +326,9 @@ def rmsnorm_session() -> list[dict[str, Any]]:
             "from registers: one read and one write per element;\n"
             "- the weight is read after the reduction, from L2, so it holds no registers while the row "
             "loads are in flight;\n"
-            "- launch shapes by N, capped at 64 registers.",
-            *write_reference("rmsnorm", "row_reduce.cuh", "rmsnorm.cu"),
+            "- launch shapes by N, capped at 64 registers: rmsnorm.cu instantiates each shape explicitly, "
+            "binding.cpp picks it and row_launch.h launches it (a full build, since the host side changes).",
+            *write_reference("rmsnorm", "row_reduce.cuh", "row_launch.h", "rmsnorm.h", "rmsnorm.cu", "binding.cpp"),
         ),
         turn("Build and check the register report.", call("build")),
         turn("Benchmark the new version.", call("benchmark")),

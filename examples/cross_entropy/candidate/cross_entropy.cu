@@ -9,10 +9,13 @@
 // order, so the result is deterministic (no atomics). It was one CTA until 2026-12-01: on our H200,
 // at 131072 rows (bf16, N = 4096), that CTA took 98 us after the row kernel's 266 us; the cluster
 // takes 5 us.
-#include <cooperative_groups.h>
+//
+// Device code only: binding.cpp picks the row kernel's CTA size and launches both kernels.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include "cross_entropy.h"
 
 namespace {
 
@@ -59,6 +62,8 @@ __device__ __forceinline__ float2 merge(float2 a, float2 b) {
   if (m == -INFINITY) return make_float2(m, 0.f);
   return make_float2(m, a.y * fast_exp2(a.x - m) + b.y * fast_exp2(b.x - m));
 }
+
+}  // namespace
 
 template <class T, int kThreads>
 __global__ void __launch_bounds__(kThreads)
@@ -138,13 +143,13 @@ row_losses(const T* __restrict__ logits, const int64_t* __restrict__ targets, fl
 }
 
 // out[0] = sum of loss[r] over rows whose target is not ignore_index, divided by their count
-// (0 / 0 = NaN when every row is ignored, as in PyTorch). One cluster of kMeanCtas CTAs: each thread
-// sums its rows (kMeanUnroll loads of each array in flight), the warps and then the CTAs are summed in
-// a fixed order (the CTAs through distributed shared memory), so the result does not depend on timing.
-constexpr int kMeanCtas = 8;
-constexpr int kMeanThreads = 1024;
+// (0 / 0 = NaN when every row is ignored, as in PyTorch). One cluster of kMeanCtas CTAs (binding.cpp launches
+// 8 of 1024 threads): each thread sums its rows (kMeanUnroll loads of each array in flight), the warps and then
+// the CTAs are summed in a fixed order (the CTAs through distributed shared memory), so the result does not
+// depend on timing.
 constexpr int kMeanUnroll = 8;
 
+template <int kMeanCtas, int kMeanThreads>
 __global__ void __cluster_dims__(kMeanCtas, 1, 1) __launch_bounds__(kMeanThreads)
 mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, float* __restrict__ out, int64_t rows,
           int64_t ignore_index) {
@@ -182,9 +187,7 @@ mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, f
     warp_count[threadIdx.x / 32] = count;
   }
   __syncthreads();
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
+  const unsigned rank = __clusterRelativeBlockRank();
   if (threadIdx.x == 0) {
     float total = 0.f;
     int n = 0;
@@ -192,10 +195,11 @@ mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, f
       total += warp_sum[w];
       n += warp_count[w];
     }
-    cluster.map_shared_rank(cta_sum, 0)[rank] = total;
-    cluster.map_shared_rank(cta_count, 0)[rank] = n;
+    static_cast<float*>(__cluster_map_shared_rank(cta_sum, 0))[rank] = total;
+    static_cast<int*>(__cluster_map_shared_rank(cta_count, 0))[rank] = n;
   }
-  cluster.sync();  // every CTA's partial is in rank 0's shared memory
+  __cluster_barrier_arrive();  // a cluster-wide barrier: every CTA's partial is in rank 0's shared memory
+  __cluster_barrier_wait();
   if (rank == 0 && threadIdx.x == 0) {
     float total = 0.f;
     int n = 0;
@@ -207,49 +211,14 @@ mean_loss(const float* __restrict__ loss, const int64_t* __restrict__ targets, f
   }
 }
 
-template <class T, int kThreads>
-cudaError_t launch_rows(const T* logits, const int64_t* targets, float* loss, int64_t rows,
-                        int64_t n_cols, int64_t ignore_index, cudaStream_t stream) {
-  row_losses<T, kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, targets, loss, n_cols,
-                                                                              ignore_index);
-  return cudaGetLastError();
-}
-
-template <class T>
-cudaError_t cross_entropy_mean(const void* logits, const int64_t* targets, float* row_loss, float* out, int64_t rows,
-                               int64_t n_cols, int64_t ignore_index, cudaStream_t stream) {
-  if (n_cols <= 0 || n_cols % kElems<T> != 0 || n_cols / kElems<T> > 0x7fffffff) return cudaErrorInvalidValue;
-  if (rows <= 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const auto* x = static_cast<const T*>(logits);
-  cudaError_t status;
-  // About 4 vectors per thread per step, and at least 2048 threads' worth of loads per SM.
-  const int64_t n_vecs = n_cols / kElems<T>;
-  if (n_vecs <= 512) {
-    status = launch_rows<T, 128>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else if (n_vecs <= 2048) {
-    status = launch_rows<T, 256>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else if (n_vecs <= 8192) {
-    status = launch_rows<T, 512>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  } else {
-    status = launch_rows<T, 1024>(x, targets, row_loss, rows, n_cols, ignore_index, stream);
-  }
-  if (status != cudaSuccess) return status;
-  mean_loss<<<kMeanCtas, kMeanThreads, 0, stream>>>(row_loss, targets, out, rows, ignore_index);
-  return cudaGetLastError();
-}
-
-}  // namespace
-
-// out[0] = mean cross-entropy of logits [rows, n_cols] against targets [rows]; row_loss is an
-// fp32 scratch buffer of `rows` elements. Needs n_cols a multiple of 8 (bf16) or 4 (fp32) and
-// 16-byte aligned logits (the binding checks); returns cudaErrorInvalidValue otherwise.
-extern "C" cudaError_t cross_entropy_mean_bf16(const void* logits, const int64_t* targets, float* row_loss, float* out,
-                                               int64_t rows, int64_t n_cols, int64_t ignore_index,
-                                               cudaStream_t stream) {
-  return cross_entropy_mean<__nv_bfloat16>(logits, targets, row_loss, out, rows, n_cols, ignore_index, stream);
-}
-extern "C" cudaError_t cross_entropy_mean_f32(const void* logits, const int64_t* targets, float* row_loss, float* out,
-                                              int64_t rows, int64_t n_cols, int64_t ignore_index,
-                                              cudaStream_t stream) {
-  return cross_entropy_mean<float>(logits, targets, row_loss, out, rows, n_cols, ignore_index, stream);
-}
+// The instances binding.cpp launches: one CTA of 128, 256, 512 or 1024 threads per row, bf16 and fp32; the mean
+// over one cluster of 8 CTAs of 1024 threads.
+template __global__ void row_losses<__nv_bfloat16, 128>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<__nv_bfloat16, 256>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<__nv_bfloat16, 512>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<__nv_bfloat16, 1024>(const __nv_bfloat16*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<float, 128>(const float*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<float, 256>(const float*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<float, 512>(const float*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void row_losses<float, 1024>(const float*, const int64_t*, float*, int64_t, int64_t);
+template __global__ void mean_loss<8, 1024>(const float*, const int64_t*, float*, int64_t, int64_t);

@@ -1,4 +1,5 @@
-// Python binding for row_scale.cu: checks the tensors, picks the current stream, calls the launcher.
+// Python binding of row_scale.cu: checks the tensors, picks the kernel and the current stream, launches.
+// Host code only (kernelpilot/launch.h): an edit of row_scale.cu recompiles device code alone.
 #include <torch/extension.h>
 
 // c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also pull
@@ -6,10 +7,27 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-extern "C" cudaError_t diag_matmul_f32(const float* a, const float* b, float* out, int64_t rows, int64_t cols,
-                                       cudaStream_t stream);
+#include <kernelpilot/launch.h>
+
+#include "row_scale.h"
 
 namespace {
+
+constexpr int kThreads = 256;  // one CTA per row (row_scale.cu instantiates both kernels for it)
+
+// out[r, c] = a[r] * b[r, c] for a [rows], b and out [rows, cols] (contiguous fp32).
+cudaError_t diag_matmul_f32(const float* a, const float* b, float* out, int64_t rows, int64_t cols,
+                            cudaStream_t stream) {
+  if (rows < 0 || cols < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const bool aligned = reinterpret_cast<uintptr_t>(b) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const kp::Config c{dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, stream};
+  if (aligned && cols % 4 == 0) {
+    return kp::launch(c, scale_rows_vec4<kThreads>, a, reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(out),
+                      cols / 4);
+  }
+  return kp::launch(c, scale_rows_scalar<kThreads>, a, b, out, cols);
+}
 
 // torch.diag(a) @ b without building diag(a).
 torch::Tensor diag_matmul(const torch::Tensor& a, const torch::Tensor& b) {

@@ -6,14 +6,16 @@
 // a[r] * B[r, c]); they differ only where B holds inf or NaN, since 0 * inf = NaN in the product.
 //
 // One CTA per row; 16-byte accesses when the row length allows, 4 in flight per thread.
+//
+// Device code only: binding.cpp picks the kernel and launches it.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-namespace {
+#include "row_scale.h"
 
-constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
 scale_rows_vec4(const float* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ out,
                 int64_t vecs_per_row) {
@@ -37,6 +39,7 @@ scale_rows_vec4(const float* __restrict__ a, const float4* __restrict__ b, float
 }
 
 // Any row length or alignment: one float per access.
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
 scale_rows_scalar(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out, int64_t cols) {
   const int64_t row = blockIdx.x;
@@ -44,19 +47,6 @@ scale_rows_scalar(const float* __restrict__ a, const float* __restrict__ b, floa
   for (int64_t c = threadIdx.x; c < cols; c += kThreads) out[row * cols + c] = b[row * cols + c] * scale;
 }
 
-}  // namespace
-
-// out[r, c] = a[r] * b[r, c] for a [rows], b and out [rows, cols] (contiguous fp32).
-extern "C" cudaError_t diag_matmul_f32(const float* a, const float* b, float* out, int64_t rows, int64_t cols,
-                                       cudaStream_t stream) {
-  if (rows < 0 || cols < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  if (rows == 0 || cols == 0) return cudaSuccess;
-  const bool aligned = reinterpret_cast<uintptr_t>(b) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  if (aligned && cols % 4 == 0) {
-    scale_rows_vec4<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        a, reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(out), cols / 4);
-  } else {
-    scale_rows_scalar<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(a, b, out, cols);
-  }
-  return cudaGetLastError();
-}
+// The instances binding.cpp launches: CTAs of 256 threads.
+template __global__ void scale_rows_vec4<256>(const float*, const float4*, float4*, int64_t);
+template __global__ void scale_rows_scalar<256>(const float*, const float*, float*, int64_t);

@@ -9,6 +9,12 @@
 // [cols, rows] one, so  y[M, N] = x[M, K] @ W[N, K]^T  is computed as  y^T = W * x^T  with
 // A = W seen as K x N (transposed: N x K), B = x seen as K x M, D = y seen as N x M. The bias has
 // one value per row of D, i.e. per output feature.
+//
+// This file has no kernel: it is host code only (the one example without a kernel of its own), so
+// kernelpilot's device-only build of a kernel edit never applies and every edit builds in full. A candidate
+// that adds kernels of its own next to cuBLASLt puts them in a .cu file (device code only) and these host
+// calls in binding.cpp or a header it includes; a directory candidate must have a .cu file, so here, with no
+// kernel, they stay in this one.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

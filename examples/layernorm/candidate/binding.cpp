@@ -1,4 +1,5 @@
-// Python binding for layernorm.cu: checks the tensors, picks the current stream, calls the launcher.
+// Python binding of layernorm.cu: checks the tensors, picks the launch shape and the current stream, launches.
+// Host code only (kernelpilot/launch.h): an edit of layernorm.cu or row_reduce.cuh recompiles device code alone.
 #include <torch/extension.h>
 
 // c10's stream and guard headers need only the CUDA runtime; ATen/cuda/CUDAContext.h would also pull
@@ -6,14 +7,44 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-extern "C" cudaError_t layernorm_bf16(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
-                                      int64_t n_cols, float eps, cudaStream_t stream);
-extern "C" cudaError_t layernorm_f32(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
-                                     int64_t n_cols, float eps, cudaStream_t stream);
+#include "layernorm.h"
+#include "row_launch.h"
 
 namespace {
 
-constexpr int64_t kMaxVecs = 65536;  // rowwise::kMaxVecs in row_reduce.cuh: 16-byte vectors per row
+template <class T>
+struct LayerNormLaunch {
+  const T* x;
+  const T* weight;
+  const T* bias;
+  T* y;
+  int64_t rows, n_cols;
+  float eps;
+  cudaStream_t stream;
+
+  template <int kThreads, int kVecs, int kCluster>
+  cudaError_t operator()() const {
+    if constexpr (sizeof(T) == 4 && kThreads == 256 && kVecs == 8 && kCluster == 1) {
+      // fp32 at 8 vectors per thread in one CTA spills in the output pass (weight and bias take 4
+      // registers per vector each there): the same slice as 512 threads x 4 vectors.
+      return rowwise::launch_rows<512, 1>(layernorm_rows<T, 512, 4, 1>, rows, stream, x, weight, bias, y, n_cols,
+                                          eps);
+    } else {
+      return rowwise::launch_rows<kThreads, kCluster>(layernorm_rows<T, kThreads, kVecs, kCluster>, rows, stream, x,
+                                                      weight, bias, y, n_cols, eps);
+    }
+  }
+};
+
+template <class T>
+cudaError_t launch_layernorm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                             torch::Tensor& y, int64_t n_cols, float eps) {
+  constexpr int64_t per_vec = 16 / sizeof(T);
+  const LayerNormLaunch<T> launch{static_cast<const T*>(x.data_ptr()), static_cast<const T*>(weight.data_ptr()),
+                                  static_cast<const T*>(bias.data_ptr()), static_cast<T*>(y.data_ptr()),
+                                  x.numel() / n_cols, n_cols, eps, c10::cuda::getCurrentCUDAStream()};
+  return rowwise::dispatch_row_shape(n_cols / per_vec, launch);
+}
 
 bool aligned16(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
@@ -31,8 +62,9 @@ torch::Tensor layernorm(const torch::Tensor& x, const torch::Tensor& weight, con
   TORCH_CHECK(bf16 || x.scalar_type() == at::kFloat, "layernorm: x must be bfloat16 or float32, got ", x.scalar_type());
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "layernorm: x must be contiguous");
   const int64_t n_cols = x.size(-1), per_vec = 16 / static_cast<int64_t>(x.element_size());
-  TORCH_CHECK(n_cols % per_vec == 0 && n_cols <= kMaxVecs * per_vec, "layernorm: the last dimension must be a multiple of ",
-              per_vec, " and at most ", kMaxVecs * per_vec, " for ", x.scalar_type(), ", got ", n_cols);
+  TORCH_CHECK(n_cols % per_vec == 0 && n_cols <= rowwise::kMaxVecs * per_vec,
+              "layernorm: the last dimension must be a multiple of ", per_vec, " and at most ",
+              rowwise::kMaxVecs * per_vec, " for ", x.scalar_type(), ", got ", n_cols);
   TORCH_CHECK(aligned16(x), "layernorm: x must be 16-byte aligned");
   check_param(weight, x, "weight");
   check_param(bias, x, "bias");
@@ -40,9 +72,9 @@ torch::Tensor layernorm(const torch::Tensor& x, const torch::Tensor& weight, con
   torch::Tensor y = torch::empty_like(x);
   if (x.numel() == 0) return y;
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const auto launcher = bf16 ? layernorm_bf16 : layernorm_f32;
-  const cudaError_t status = launcher(x.data_ptr(), weight.data_ptr(), bias.data_ptr(), y.data_ptr(), x.numel() / n_cols,
-                                      n_cols, static_cast<float>(eps), c10::cuda::getCurrentCUDAStream());
+  const float eps_f = static_cast<float>(eps);
+  const cudaError_t status = bf16 ? launch_layernorm<__nv_bfloat16>(x, weight, bias, y, n_cols, eps_f)
+                                  : launch_layernorm<float>(x, weight, bias, y, n_cols, eps_f);
   TORCH_CHECK(status == cudaSuccess, "layernorm: launch failed: ", cudaGetErrorString(status));
   return y;
 }

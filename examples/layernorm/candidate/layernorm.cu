@@ -11,7 +11,10 @@
 //   n = n_a + n_b,  d = mean_b - mean_a,  mean = mean_a + d * n_b / n,
 //   M2 = M2_a + M2_b + d^2 * n_a * n_b / n,
 // which, unlike sum(x^2) - n * mean^2, does not cancel when |mean| >> std.
+//
+// Device code only: binding.cpp picks the shape and launches the kernel (row_launch.h).
 #include "row_reduce.cuh"
+#include "layernorm.h"
 
 namespace {
 
@@ -25,6 +28,8 @@ struct MeanM2 {
     return make_float3(n, fmaf(d, fb, a.y), a.z + b.z + d * d * a.x * fb);
   }
 };
+
+}  // namespace
 
 template <class T, int kThreads, int kVecs, int kCluster>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
@@ -115,49 +120,26 @@ layernorm_rows(const T* __restrict__ x, const T* __restrict__ weight,
   }
 }
 
-template <class T>
-struct LayerNormLaunch {
-  const T* x;
-  const T* weight;
-  const T* bias;
-  T* y;
-  int64_t rows, n_cols;
-  float eps;
-  cudaStream_t stream;
-
-  template <int kThreads, int kVecs, int kCluster>
-  cudaError_t operator()() const {
-    if constexpr (sizeof(T) == 4 && kThreads == 256 && kVecs == 8 && kCluster == 1) {
-      // fp32 at 8 vectors per thread in one CTA spills in the output pass (weight and bias take 4
-      // registers per vector each there): the same slice as 512 threads x 4 vectors.
-      return rowwise::launch_rows<512, 1>(layernorm_rows<T, 512, 4, 1>, rows, stream, x, weight, bias, y, n_cols,
-                                          eps);
-    } else {
-      return rowwise::launch_rows<kThreads, kCluster>(layernorm_rows<T, kThreads, kVecs, kCluster>, rows, stream, x,
-                                                      weight, bias, y, n_cols, eps);
-    }
-  }
-};
-
-template <class T>
-cudaError_t layernorm(const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t n_cols,
-                      float eps, cudaStream_t stream) {
-  if (n_cols <= 0 || n_cols % rowwise::kElems<T> != 0) return cudaErrorInvalidValue;
-  LayerNormLaunch<T> launch{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
-                            static_cast<T*>(y), rows, n_cols, eps, stream};
-  return rowwise::dispatch_row_shape(n_cols / rowwise::kElems<T>, launch);
-}
-
-}  // namespace
-
-// y[r, :] = layer_norm(x[r, :]) * weight + bias for r < rows. Needs n_cols a multiple of 8 (bf16) or
-// 4 (fp32), at most 524288 (bf16) or 262144 (fp32), and 16-byte aligned pointers (the binding
-// checks); returns cudaErrorInvalidValue otherwise.
-extern "C" cudaError_t layernorm_bf16(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
-                                      int64_t n_cols, float eps, cudaStream_t stream) {
-  return layernorm<__nv_bfloat16>(x, weight, bias, y, rows, n_cols, eps, stream);
-}
-extern "C" cudaError_t layernorm_f32(const void* x, const void* weight, const void* bias, void* y, int64_t rows,
-                                     int64_t n_cols, float eps, cudaStream_t stream) {
-  return layernorm<float>(x, weight, bias, y, rows, n_cols, eps, stream);
-}
+// The instances binding.cpp launches: rowwise::dispatch_row_shape's ten shapes (row_launch.h), bf16 and fp32;
+// fp32 takes 512 x 4 in place of 256 x 8 in one CTA (see binding.cpp).
+using bf16 = __nv_bfloat16;
+template __global__ void layernorm_rows<bf16, 128, 1, 1>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 128, 2, 1>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 128, 4, 1>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 4, 1>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 8, 1>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 8, 2>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 8, 4>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 8, 8>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 256, 8, 16>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<bf16, 512, 8, 16>(const bf16*, const bf16*, const bf16*, bf16*, int64_t, float);
+template __global__ void layernorm_rows<float, 128, 1, 1>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 128, 2, 1>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 128, 4, 1>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 256, 4, 1>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 512, 4, 1>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 256, 8, 2>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 256, 8, 4>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 256, 8, 8>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 256, 8, 16>(const float*, const float*, const float*, float*, int64_t, float);
+template __global__ void layernorm_rows<float, 512, 8, 16>(const float*, const float*, const float*, float*, int64_t, float);

@@ -1,4 +1,4 @@
-// Shared pieces of the row-wise kernels in this directory.
+// Shared device code of the row-wise kernels in this directory (their launches: row_launch.h).
 //
 // A row of N values (bf16 or fp32) is split over a cluster of kCluster CTAs (kCluster = 1: one
 // CTA) of kThreads threads; each thread keeps kVecs 16-byte vectors of it in registers (8 bf16 or
@@ -15,7 +15,6 @@
 // only after the row's loads and the local reduction, when it has long completed.
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -188,7 +187,7 @@ __device__ __forceinline__ T row_allreduce(T v, Combine combine, ClusterSlots<kC
                    : "memory");
     }
     if (threadIdx.x < kCluster) {  // thread r pushes this CTA's partial into slot [my rank] of CTA r
-      const uint32_t rank = cooperative_groups::this_cluster().block_rank();
+      const uint32_t rank = __clusterRelativeBlockRank();
       const float4 s = to_slot(v);
       uint32_t remote_slot, remote_bar;
       asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
@@ -224,7 +223,7 @@ __device__ __forceinline__ int slice_first_vector() {
   if constexpr (kCluster == 1) {
     return 0;
   } else {
-    return static_cast<int>(cooperative_groups::this_cluster().block_rank()) * kThreads * kVecs;
+    return static_cast<int>(__clusterRelativeBlockRank()) * kThreads * kVecs;
   }
 }
 
@@ -232,99 +231,6 @@ __device__ __forceinline__ int slice_first_vector() {
 template <int kCluster>
 __device__ __forceinline__ int64_t cta_row() {
   return static_cast<int64_t>(blockIdx.x) / kCluster;
-}
-
-// The launch of clusters of kCluster CTAs of kThreads threads: the configuration and the cluster
-// attribute it points to (so not copyable), and, past the portable 8 CTAs, the kernel's permission.
-// `cluster_attr` false launches plain CTAs (kCluster 1).
-template <int kThreads, int kCluster>
-struct ClusterLaunch {
-  cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute cluster_shape[1] = {};
-
-  ClusterLaunch(int64_t grid, size_t smem_bytes, cudaStream_t stream, bool cluster_attr = kCluster > 1) {
-    config.gridDim = dim3(static_cast<unsigned>(grid));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem_bytes;
-    config.stream = stream;
-    cluster_shape[0].id = cudaLaunchAttributeClusterDimension;
-    cluster_shape[0].val.clusterDim.x = kCluster;
-    cluster_shape[0].val.clusterDim.y = 1;
-    cluster_shape[0].val.clusterDim.z = 1;
-    config.attrs = cluster_shape;
-    config.numAttrs = cluster_attr ? 1 : 0;
-  }
-  ClusterLaunch(const ClusterLaunch&) = delete;
-  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
-
-  template <class Kernel>
-  static cudaError_t allow(Kernel kernel) {
-    if constexpr (kCluster > 8) return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    return cudaSuccess;
-  }
-};
-
-// Launch `kernel` with one cluster of kCluster CTAs per row.
-template <int kThreads, int kCluster, class... Params, class... Args>
-cudaError_t launch_rows(void (*kernel)(Params...), int64_t rows, cudaStream_t stream, Args... args) {
-  using Launch = ClusterLaunch<kThreads, kCluster>;
-  if (rows == 0) return cudaSuccess;
-  if (rows * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-  const cudaError_t allowed = Launch::allow(kernel);
-  if (allowed != cudaSuccess) return allowed;
-  Launch launch(rows * kCluster, 0, stream);
-  return cudaLaunchKernelEx(&launch.config, kernel, args...);
-}
-
-// Launch `kernel` as persistent clusters of kCluster CTAs that loop over the rows (row = cluster index,
-// + number of clusters, ...): as many clusters as fit on the GPU at once with `smem_bytes` of dynamic
-// shared memory each, at most one per row. Each CTA keeps its slice of the columns for every row, so
-// data that is the same for every row (a norm's weight) can be staged once per CTA.
-template <int kThreads, int kCluster, class... Params, class... Args>
-cudaError_t launch_persistent(void (*kernel)(Params...), int64_t rows, size_t smem_bytes, cudaStream_t stream,
-                              Args... args) {
-  using Launch = ClusterLaunch<kThreads, kCluster>;
-  if (rows == 0) return cudaSuccess;
-  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem_bytes));
-  if (status != cudaSuccess) return status;
-  status = Launch::allow(kernel);
-  if (status != cudaSuccess) return status;
-  Launch launch(kCluster, smem_bytes, stream, true);  // one cluster, to ask how many fit at once
-  int clusters = 0;
-  status = cudaOccupancyMaxActiveClusters(&clusters, kernel, &launch.config);
-  if (status != cudaSuccess) return status;
-  if (clusters <= 0) return cudaErrorInvalidConfiguration;  // not even one cluster fits
-  const int64_t groups = rows < clusters ? rows : clusters;
-  launch.config.gridDim = dim3(static_cast<unsigned>(groups * kCluster));
-  return cudaLaunchKernelEx(&launch.config, kernel, args...);
-}
-
-// The launch shape for a row of n_vecs 16-byte vectors (N / 8 for bf16, N / 4 for fp32): each thread
-// holds at most 8 vectors (32 registers), and rows longer than one CTA's share are split over a
-// cluster. Vectors per row:
-//   <=  128: 128 threads x 1 vector           <=  4096: cluster 2 x 256 threads x 8
-//   <=  256: 128 x 2                          <=  8192: cluster 4 x 256 x 8
-//   <=  512: 128 x 4                          <= 16384: cluster 8 x 256 x 8
-//   <= 1024: 256 x 4                          <= 32768: cluster 16 x 256 x 8
-//   <= 2048: 256 x 8                          <= 65536: cluster 16 x 512 x 8
-// (bf16: N <= 16384 in one CTA, N = 262144 over 16 CTAs of 256 threads; fp32: half those N.)
-constexpr int64_t kMaxVecs = 65536;
-
-// Calls launch.template operator()<kThreads, kVecs, kCluster>() for the shape that fits n_vecs.
-template <class Launch>
-cudaError_t dispatch_row_shape(int64_t n_vecs, Launch&& launch) {
-  if (n_vecs <= 0 || n_vecs > kMaxVecs) return cudaErrorInvalidValue;
-  if (n_vecs <= 128) return launch.template operator()<128, 1, 1>();
-  if (n_vecs <= 256) return launch.template operator()<128, 2, 1>();
-  if (n_vecs <= 512) return launch.template operator()<128, 4, 1>();
-  if (n_vecs <= 1024) return launch.template operator()<256, 4, 1>();
-  if (n_vecs <= 2048) return launch.template operator()<256, 8, 1>();
-  if (n_vecs <= 4096) return launch.template operator()<256, 8, 2>();
-  if (n_vecs <= 8192) return launch.template operator()<256, 8, 4>();
-  if (n_vecs <= 16384) return launch.template operator()<256, 8, 8>();
-  if (n_vecs <= 32768) return launch.template operator()<256, 8, 16>();
-  return launch.template operator()<512, 8, 16>();
 }
 
 }  // namespace rowwise

@@ -9,25 +9,29 @@
 //      for 128 columns (16-byte loads, 4 rows in flight per thread, a shared-memory fold);
 //   2. fold_partials:   partial -> v [in], times s / 2;
 //   3. row_dot:         one warp per row of x, 16-byte loads, v from L1/L2, warp-shuffle sum.
+//
+// Device code only: binding.cpp sizes the bands and grids and launches the three kernels.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-namespace {
+#include "linear_sum.h"
 
-// Column pass: a CTA is 32 column vectors (128 columns) x 8 row lanes; a warp reads 512 contiguous
-// bytes of one row of W; each thread keeps kRowUnroll rows in flight.
-constexpr int kColVecs = 32;
-constexpr int kRowLanes = 8;
+// Column pass: a CTA is kColVecs column vectors x kRowLanes row lanes (binding.cpp launches 32 x 8: 128 columns);
+// a warp reads 512 contiguous bytes of one row of W; each thread keeps kRowUnroll rows in flight.
 constexpr int kRowUnroll = 4;
-constexpr int kTargetColumnCtas = 2048;  // about 2 waves of 8 CTAs per SM on 132 SMs
-constexpr int kDotThreads = 256;         // 8 warps = 8 rows of x per CTA
-constexpr int kDotUnroll = 4;            // float4 loads of x in flight per lane
+// GEMV: kDotThreads threads (256: 8 warps = 8 rows of x per CTA).
+constexpr int kDotUnroll = 4;  // float4 loads of x in flight per lane
+
+namespace {
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
 }
 
+}  // namespace
+
 // partial[split, c] = sum of w[r, c] over the rows r of band `split` (blockIdx.y).
+template <int kColVecs, int kRowLanes>
 __global__ void __launch_bounds__(kColVecs * kRowLanes)
 column_partials(const float4* __restrict__ w, float4* __restrict__ partial, int64_t rows, int64_t vecs_per_row,
                 int64_t rows_per_split) {
@@ -58,25 +62,27 @@ column_partials(const float4* __restrict__ w, float4* __restrict__ partial, int6
   }
 }
 
-// v[c] = factor * sum over splits of partial[split, c]; a CTA is 32 columns x 8 split lanes.
-__global__ void __launch_bounds__(256)
+// v[c] = factor * sum over splits of partial[split, c]; a CTA is kColumns columns x kLanes split lanes.
+template <int kColumns, int kLanes>
+__global__ void __launch_bounds__(kColumns * kLanes)
 fold_partials(const float* __restrict__ partial, float* __restrict__ v, int64_t cols, int splits, float factor) {
-  __shared__ float lane_sums[8][32];
-  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-  const int64_t c = blockIdx.x * 32LL + tx;
+  __shared__ float lane_sums[kLanes][kColumns];
+  const int tx = threadIdx.x % kColumns, ty = threadIdx.x / kColumns;
+  const int64_t c = blockIdx.x * static_cast<long long>(kColumns) + tx;
   float sum = 0.f;
   if (c < cols) {
-    for (int s = ty; s < splits; s += 8) sum += partial[s * cols + c];
+    for (int s = ty; s < splits; s += kLanes) sum += partial[s * cols + c];
   }
   lane_sums[ty][tx] = sum;
   __syncthreads();
   if (ty == 0 && c < cols) {
 #pragma unroll
-    for (int l = 1; l < 8; ++l) sum += lane_sums[l][tx];
+    for (int l = 1; l < kLanes; ++l) sum += lane_sums[l][tx];
     v[c] = sum * factor;
   }
 }
 
+template <int kDotThreads>
 __global__ void __launch_bounds__(kDotThreads)
 row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __restrict__ out, int64_t rows,
         int64_t vecs_per_row) {
@@ -109,41 +115,7 @@ row_dot(const float4* __restrict__ x, const float4* __restrict__ v, float* __res
   if (lane == 0) out[row] = sum;
 }
 
-}  // namespace
-
-// Size of the scratch buffer (floats) linear_sum_f32 needs for `in_features` columns.
-extern "C" int64_t linear_sum_scratch_floats(int64_t out_features, int64_t in_features) {
-  const int64_t col_blocks = (in_features / 4 + kColVecs - 1) / kColVecs;
-  int64_t splits = (kTargetColumnCtas + col_blocks - 1) / col_blocks;
-  if (splits > out_features) splits = out_features;
-  if (splits > 65535) splits = 65535;  // grid.y limit
-  if (splits < 1) splits = 1;
-  return splits * in_features + in_features;  // partials, then v
-}
-
-// out[b] = scale / 2 * sum_j (x @ w.T)[b, j] for x [batch, in], w [out, in] (contiguous fp32, 16-byte
-// aligned, in % 4 == 0); scratch holds linear_sum_scratch_floats(out, in) floats.
-extern "C" cudaError_t linear_sum_f32(const float* x, const float* w, float* out, float* scratch, int64_t batch,
-                                      int64_t in_features, int64_t out_features, float scale, cudaStream_t stream) {
-  if (in_features <= 0 || in_features % 4 != 0 || out_features <= 0 || batch < 0) return cudaErrorInvalidValue;
-  if (batch == 0) return cudaSuccess;
-  const int64_t vecs = in_features / 4;
-  const int64_t col_blocks = (vecs + kColVecs - 1) / kColVecs;
-  const int64_t scratch_floats = linear_sum_scratch_floats(out_features, in_features);
-  const int64_t splits = (scratch_floats - in_features) / in_features;
-  const int64_t rows_per_split = (out_features + splits - 1) / splits;
-  float* partial = scratch;
-  float* v = scratch + splits * in_features;
-  if (col_blocks > 0x7fffffff || splits > 65535) return cudaErrorInvalidValue;
-
-  column_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(splits)), kColVecs * kRowLanes, 0,
-                    stream>>>(
-      reinterpret_cast<const float4*>(w), reinterpret_cast<float4*>(partial), out_features, vecs, rows_per_split);
-  fold_partials<<<static_cast<unsigned>((in_features + 31) / 32), 256, 0, stream>>>(
-      partial, v, in_features, static_cast<int>(splits), 0.5f * scale);
-  const int64_t dot_blocks = (batch + kDotThreads / 32 - 1) / (kDotThreads / 32);
-  if (dot_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  row_dot<<<static_cast<unsigned>(dot_blocks), kDotThreads, 0, stream>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(v), out, batch, vecs);
-  return cudaGetLastError();
-}
+// The instances binding.cpp launches.
+template __global__ void column_partials<32, 8>(const float4*, float4*, int64_t, int64_t, int64_t);
+template __global__ void fold_partials<32, 8>(const float*, float*, int64_t, int, float);
+template __global__ void row_dot<256>(const float4*, const float4*, float*, int64_t, int64_t);

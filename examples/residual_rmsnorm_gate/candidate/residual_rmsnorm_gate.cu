@@ -6,8 +6,11 @@
 // rows longer than 16K, see row_reduce.cuh); h is stored at once and kept in registers for the
 // sum of squares; after one all-reduce the gate and weight are read and out is written. DRAM
 // traffic is the minimum: three reads and two writes per element.
+//
+// Device code only: binding.cpp picks the shape and launches the kernel (row_launch.h).
 #define ROWWISE_EVICT_FIRST  // see row_reduce.cuh: plain accesses spill here
 #include "row_reduce.cuh"
+#include "residual_rmsnorm_gate.h"
 
 namespace {
 
@@ -16,6 +19,8 @@ struct Sum {
 };
 
 __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
+
+}  // namespace
 
 template <int kThreads, int kVecs, int kCluster>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
@@ -83,53 +88,14 @@ residual_rmsnorm_gate_rows(const __nv_bfloat16* __restrict__ x, const __nv_bfloa
   }
 }
 
-struct Launch {
-  const __nv_bfloat16 *x, *residual, *gate, *weight;
-  __nv_bfloat16 *h, *out;
-  int64_t rows, n_cols;
-  float scale, eps;
-  cudaStream_t stream;
-
-  template <int kThreads, int kVecs, int kCluster>
-  cudaError_t operator()() const {
-    return rowwise::launch_rows<kThreads, kCluster>(residual_rmsnorm_gate_rows<kThreads, kVecs, kCluster>, rows,
-                                                    stream, x, residual, gate, weight, h, out, n_cols, scale, eps);
-  }
-};
-
-// Two inputs are held per element here (x, then h, and residual), so a thread keeps at most 4
-// vectors of each (the 8-vector shapes of rowwise::dispatch_row_shape spill at 64 registers):
-//   N <=  1024: 128 x 1      N <=  8192: 256 x 4      N <=  65536: cluster 4 x 512 x 4
-//   N <=  2048: 128 x 2      N <= 16384: 512 x 4      N <= 131072: cluster 8 x 512 x 4
-//   N <=  4096: 128 x 4      N <= 32768: cluster 2 x 512 x 4      N <= 262144: cluster 8 x 1024 x 4
-constexpr int64_t kMaxCols = 262144;
-
-cudaError_t dispatch(const Launch& launch) {
-  const int64_t n = launch.n_cols;
-  if (n <= 0 || n % rowwise::kElems<__nv_bfloat16> != 0 || n > kMaxCols) return cudaErrorInvalidValue;
-  if (n <= 1024) return launch.operator()<128, 1, 1>();
-  if (n <= 2048) return launch.operator()<128, 2, 1>();
-  if (n <= 4096) return launch.operator()<128, 4, 1>();
-  if (n <= 8192) return launch.operator()<256, 4, 1>();
-  if (n <= 16384) return launch.operator()<512, 4, 1>();
-  if (n <= 32768) return launch.operator()<512, 4, 2>();
-  if (n <= 65536) return launch.operator()<512, 4, 4>();
-  if (n <= 131072) return launch.operator()<512, 4, 8>();
-  return launch.operator()<1024, 4, 8>();
-}
-
-}  // namespace
-
-// For r < rows: h[r] = x[r] * scale + residual[r]; out[r] = rmsnorm(h[r]) * weight * silu(gate[r]).
-// Needs n_cols % 8 == 0, n_cols <= 262144 and 16-byte aligned pointers (the binding checks);
-// returns cudaErrorInvalidValue otherwise.
-extern "C" cudaError_t residual_rmsnorm_gate_bf16(const void* x, const void* residual, const void* gate,
-                                                  const void* weight, void* h, void* out, int64_t rows,
-                                                  int64_t n_cols, float scale, float eps, cudaStream_t stream) {
-  using bf16 = __nv_bfloat16;
-  Launch launch{static_cast<const bf16*>(x),      static_cast<const bf16*>(residual), static_cast<const bf16*>(gate),
-                static_cast<const bf16*>(weight), static_cast<bf16*>(h),              static_cast<bf16*>(out),
-                rows,                             n_cols,                             scale,
-                eps,                              stream};
-  return dispatch(launch);
-}
+// The instances binding.cpp launches: its nine shapes (threads x vectors per thread x cluster).
+using bf16 = __nv_bfloat16;
+template __global__ void residual_rmsnorm_gate_rows<128, 1, 1>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<128, 2, 1>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<128, 4, 1>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<256, 4, 1>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<512, 4, 1>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<512, 4, 2>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<512, 4, 4>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<512, 4, 8>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);
+template __global__ void residual_rmsnorm_gate_rows<1024, 4, 8>(const bf16*, const bf16*, const bf16*, const bf16*, bf16*, bf16*, int64_t, float, float);

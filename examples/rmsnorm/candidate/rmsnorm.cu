@@ -10,13 +10,18 @@
 // slice of the columns, loops over rows and stages its slice of the weight in shared memory once.
 // On our H200 (2026-12-01) that took N = 256K from 3.53 to 3.73 TB/s (bf16) and from 3.63 to 3.93
 // (fp32); at shorter rows it was 1-7% slower than one CTA per row slice, so they keep that.
+//
+// Device code only: binding.cpp picks the shape and launches the kernel (row_launch.h).
 #include "row_reduce.cuh"
+#include "rmsnorm.h"
 
 namespace {
 
 struct Sum {
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };
+
+}  // namespace
 
 template <class T, int kThreads, int kVecs, int kCluster, bool kPersistent>
 __global__ void __launch_bounds__(kThreads, rowwise::kMinResidentThreads / kThreads)
@@ -79,47 +84,26 @@ rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ weight, T* __restric
   }
 }
 
-template <class T>
-struct RmsNormLaunch {
-  const T* x;
-  const T* weight;
-  T* y;
-  int64_t rows, n_cols;
-  float eps;
-  cudaStream_t stream;
-
-  template <int kThreads, int kVecs, int kCluster>
-  cudaError_t operator()() const {
-    if constexpr (kCluster == 16) {
-      const size_t smem = sizeof(uint4) * kThreads * kVecs;  // this CTA's slice of the weight
-      return rowwise::launch_persistent<kThreads, kCluster>(rmsnorm_rows<T, kThreads, kVecs, kCluster, true>, rows,
-                                                            smem, stream, x, weight, y, rows, n_cols, eps);
-    } else {
-      return rowwise::launch_rows<kThreads, kCluster>(rmsnorm_rows<T, kThreads, kVecs, kCluster, false>, rows, stream,
-                                                      x, weight, y, rows, n_cols, eps);
-    }
-  }
-};
-
-template <class T>
-cudaError_t rmsnorm(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols, float eps,
-                    cudaStream_t stream) {
-  if (n_cols <= 0 || n_cols % rowwise::kElems<T> != 0) return cudaErrorInvalidValue;
-  RmsNormLaunch<T> launch{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(y), rows,
-                          n_cols, eps, stream};
-  return rowwise::dispatch_row_shape(n_cols / rowwise::kElems<T>, launch);
-}
-
-}  // namespace
-
-// y[r, :] = rmsnorm(x[r, :]) * weight for r < rows. Needs n_cols a multiple of 8 (bf16) or 4 (fp32),
-// at most 524288 (bf16) or 262144 (fp32), and 16-byte aligned pointers (the binding checks); returns
-// cudaErrorInvalidValue otherwise.
-extern "C" cudaError_t rmsnorm_bf16(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
-                                    float eps, cudaStream_t stream) {
-  return rmsnorm<__nv_bfloat16>(x, weight, y, rows, n_cols, eps, stream);
-}
-extern "C" cudaError_t rmsnorm_f32(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
-                                   float eps, cudaStream_t stream) {
-  return rmsnorm<float>(x, weight, y, rows, n_cols, eps, stream);
-}
+// The instances binding.cpp launches: rowwise::dispatch_row_shape's ten shapes (row_launch.h), bf16 and fp32,
+// persistent for the clusters of 16.
+using bf16 = __nv_bfloat16;
+template __global__ void rmsnorm_rows<bf16, 128, 1, 1, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 128, 2, 1, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 128, 4, 1, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 4, 1, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 8, 1, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 8, 2, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 8, 4, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 8, 8, false>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 256, 8, 16, true>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<bf16, 512, 8, 16, true>(const bf16*, const bf16*, bf16*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 128, 1, 1, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 128, 2, 1, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 128, 4, 1, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 4, 1, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 8, 1, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 8, 2, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 8, 4, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 8, 8, false>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 256, 8, 16, true>(const float*, const float*, float*, int64_t, int64_t, float);
+template __global__ void rmsnorm_rows<float, 512, 8, 16, true>(const float*, const float*, float*, int64_t, int64_t, float);

@@ -60,7 +60,7 @@ cudaError_t launch_persistent(void (*kernel)(Params...), int64_t rows, size_t sm
 //   <= 1024: 256 x 4                          <= 32768: cluster 16 x 256 x 8
 //   <= 2048: 256 x 8                          <= 65536: cluster 16 x 512 x 8
 // (bf16: N <= 16384 in one CTA, N = 262144 over 16 CTAs of 256 threads; fp32: half those N.)
-// The .cu files instantiate exactly these ten shapes for each dtype.
+// A .cu file instantiates the kernels binding.cpp launches for these shapes (its explicit instantiations).
 constexpr int64_t kMaxVecs = 65536;
 
 // Calls launch.template operator()<kThreads, kVecs, kCluster>() for the shape that fits n_vecs.
