@@ -112,12 +112,13 @@ def extension_sources(directory: Path) -> list[Path]:
     if not binding.is_file():
         raise ExtensionBuildError(
             f"{directory} has no {BINDING_FILE}: add one that includes the torch headers it uses "
-            "(torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), calls the launchers of the .cu files and "
-            "defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
+            "(torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), launches the kernels of the .cu files through "
+            "kernelpilot/launch.h and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
         )
     if not kernels:
         raise ExtensionBuildError(
-            f"{directory} has no .cu files: put the kernels and their extern \"C\" launchers in kernel.cu."
+            f"{directory} has no .cu files: put the kernels in kernel.cu (device code only, an explicit "
+            "instantiation of each instance binding.cpp launches)."
         )
     return [binding, *kernels]
 

@@ -122,8 +122,11 @@ def torch_flags() -> list[str]:
 
     from torch.utils.cpp_extension import include_paths
 
+    from kernelpilot.extension import INCLUDE_DIR
+
     flags = [f"-I{p}" for p in include_paths()]
     flags.append(f"-I{sysconfig.get_paths()['include']}")
+    flags.append(f"-I{INCLUDE_DIR}")  # kernelpilot/launch.h
     return flags + ["-DTORCH_EXTENSION_NAME=kp_skill_block", "-std=c++20"]
 
 
@@ -144,7 +147,8 @@ def compile_block(block: CodeBlock, workdir: Path | None = None, *, timeout_s: f
             cmd = [cxx, "-fsyntax-only", *torch_flags(), f"-I{cuda_home() / 'include'}"]
             cmd += [*library_include_flags(block.code, always=True), str(src)]
         else:
-            cmd = [str(nvcc), "-c", "-std=c++17", *arch_flags(block), *library_include_flags(block.code), str(src)]
+            cmd = [str(nvcc), "-c", "-std=c++17", *arch_flags(block), *library_include_flags(block.code),
+                   f"-I{Path(__file__).resolve().parent / 'include'}", str(src)]
             cmd += ["-o", str(src.with_suffix(".o"))]
         start = time.monotonic()
         try:

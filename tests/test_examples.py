@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpilot.native import sources
+
 from kernelpilot.problem import load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,12 +128,18 @@ def test_candidate_follows_the_directory_format(example: Path) -> None:
         includes = re.findall(r'#include\s*[<"]([^>"]+)[>"]', text)
         torchy = [i for i in includes if i.startswith(("torch/", "ATen/", "c10/", "pybind11/"))]
         assert not torchy, f"{path.name} includes {torchy}: keep torch headers in binding.cpp"
-    launchers = re.findall(r'extern "C" \w+ (\w+)\(', "".join(p.read_text() for p in kernels))
-    assert launchers, "the .cu files must export extern \"C\" launchers"
-    for name in launchers:
-        if name.endswith(("_status", "_floats")):
-            continue  # helpers the binding also declares
-        assert re.search(rf'extern "C" cudaError_t {name}\(', binding), f"binding.cpp does not declare {name}"
+    device = [p for p in kernels if "__global__" in p.read_text()]
+    if not device:  # a library call (cuBLASLt) and no kernel of its own: host code in the .cu, every edit in full
+        launchers = re.findall(r'extern "C" \w+ (\w+)\(', "".join(p.read_text() for p in kernels))
+        assert launchers and all(re.search(rf'extern "C" \w+ {n}\(', binding) for n in launchers)
+        return
+    # the device-only layout: kernels and their explicit instantiations in the .cu files, every launch in
+    # binding.cpp through kernelpilot/launch.h, so a kernel edit builds device code alone
+    assert sources.host_launch_problem(cand / "binding.cpp", cand) == ""
+    for path in device:
+        text = sources.strip_comments(path.read_text())
+        assert "<<<" not in text and not re.search(r'extern "C"', text), f"{path.name} has host code"
+        assert sources.instances(path.read_text()).spans, f"{path.name} instantiates no kernel explicitly"
 
 
 # What torch.utils.cpp_extension adds to every nvcc command line: kernels must compile under them.

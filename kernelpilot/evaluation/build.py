@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation import diagnostics as diag
-from kernelpilot.evaluation.build_process import run_in_session
+from kernelpilot.evaluation.build_process import release_lock, run_in_session, superseded_report
 from kernelpilot.evaluation.builder import Standby
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation import pch
@@ -204,7 +204,7 @@ def build_candidate(
     if candidate.kind == "single_file":
         _map_inline_locations(report.diagnostics, candidate, directory)
     if timed_out:
-        _release_lock(directory, result)
+        release_lock(directory, result)
         message = f"build timed out after {timeout_s:g} s and was killed"
         report.diagnostics.append(Diagnostic(severity="error", message=message, tool="build"))
         report.timed_out = True
@@ -288,14 +288,6 @@ def _arch_of(env: Mapping[str, str]) -> str:
     return normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else ""
 
 
-def superseded_report(directory: Path, command: str, seconds: float) -> BuildReport:
-    """The report of a build a newer save cancelled: killed, its lock file released, no diagnostics."""
-    _release_lock(directory, {})
-    return BuildReport(ok=False, seconds=round(seconds, 3), command=command, build_dir=str(directory),
-                       diagnostics=[Diagnostic(severity="note", tool="build",
-                                               message="superseded: a newer save cancelled this build")])
-
-
 def scratch_dir(directory: Path) -> Path:
     """Where a single-file candidate's build step runs: what its code writes to a relative path (a .cu file, a
     build folder) lands in kernelpilot's build folder, never in the user's folder beside the file (the worker
@@ -303,16 +295,6 @@ def scratch_dir(directory: Path) -> Path:
     folder = directory / "kp-cwd"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _release_lock(directory: Path, result: dict) -> None:
-    """A killed build leaves torch's lock file behind on torch versions that use a lock file."""
-    for build_dir in {directory, Path(result.get("build_dir", directory))}:
-        for lock in [build_dir / "lock", *build_dir.glob("*/lock")]:
-            try:
-                lock.unlink()
-            except OSError:
-                pass
 
 
 def _result_line(output: str) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelpilot.evaluation.builder import lower_priority
+from kernelpilot.verdict import BuildReport, Diagnostic
 
 if TYPE_CHECKING:
     from kernelpilot.evaluation.supersede import CancelToken
@@ -72,3 +73,21 @@ def _session_members(sid: int) -> list[int]:
         if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
             members.append(int(entry))
     return members
+
+
+def superseded_report(directory: Path, command: str, seconds: float) -> BuildReport:
+    """The report of a build a newer save cancelled: killed, its lock file released, no diagnostics."""
+    release_lock(directory, {})
+    return BuildReport(ok=False, seconds=round(seconds, 3), command=command, build_dir=str(directory),
+                       diagnostics=[Diagnostic(severity="note", tool="build",
+                                               message="superseded: a newer save cancelled this build")])
+
+
+def release_lock(directory: Path, result: dict) -> None:
+    """A killed build leaves torch's lock file behind on torch versions that use a lock file."""
+    for build_dir in {directory, Path(result.get("build_dir", directory))}:
+        for lock in [build_dir / "lock", *build_dir.glob("*/lock")]:
+            try:
+                lock.unlink()
+            except OSError:
+                pass

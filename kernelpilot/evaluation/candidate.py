@@ -108,8 +108,9 @@ def _load_directory(directory: Path) -> Candidate:
         if _calls(tree, "load_extension"):
             raise CandidateError(
                 f"Candidate directory {directory} has no .cu files, no @triton.jit kernels, and {MODEL_FILE} does "
-                "not call load_inline: put the kernels in kernel.cu (with extern \"C\" launchers) next to "
-                "binding.cpp, or write them as @triton.jit functions."
+                "not call load_inline: put the kernels (device code only, with an explicit instantiation of each "
+                "instance launched) in kernel.cu next to binding.cpp, which launches them through "
+                "kernelpilot/launch.h, or write them as @triton.jit functions."
             )
         # no kernel of its own (a PyTorch rewrite): judged and timed all the same, and said so (no-kernel)
         files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
@@ -117,8 +118,8 @@ def _load_directory(directory: Path) -> Candidate:
     if not binding.is_file():
         raise CandidateError(
             f"Candidate directory {directory} has .cu files but no {BINDING_FILE}: add one that includes "
-            "the torch headers it uses (torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), calls the "
-            "launchers and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
+            "the torch headers it uses (torch/csrc/utils/pybind.h, ATen/core/Tensor.h, ...), launches the "
+            "kernels through kernelpilot/launch.h and defines PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)."
         )
     if not _calls(tree, "load_extension"):
         raise CandidateError(

@@ -52,7 +52,7 @@ def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str]
         if ninja is None:
             return "ninja is not installed"
         argv = [ninja, "-v", "-f", str(device_build.ninja_file(plan, directory)), "-j", str(len(missing))]
-        output, timed_out, returncode = run_in_session(argv, env, cwd=candidate.root, timeout_s=timeout_s,
+        output, timed_out, returncode = run_in_session(argv, env, cwd=directory, timeout_s=timeout_s,
                                                        cancel=cancel)
     seconds = time.monotonic() - start
     arch = env.get("KERNELPILOT_ARCH") or (normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else "")

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.evaluation.build_process import run_in_session, superseded_report
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 RESULT_MARKER = "KERNELPILOT_TRITON_RESULT "
@@ -48,7 +49,6 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
     """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises.
     ``cancel`` (supersede.CancelToken): a newer save kills the build; ``confine``: the subprocess runs under
     build_sandbox.py's rules (it runs the candidate's forward)."""
-    from kernelpilot.evaluation.build import _run, superseded_report
     from kernelpilot.toolkit import detect_arch, normalize_arch
 
     arch = normalize_arch(env["KERNELPILOT_ARCH"]) if env.get("KERNELPILOT_ARCH") else (
@@ -77,7 +77,7 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
         cache = [Path(env["TRITON_CACHE_DIR"])] if env.get("TRITON_CACHE_DIR") else []
         unconfined = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
     start = time.monotonic()
-    output, timed_out, returncode = _run(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
+    output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, report.command, time.monotonic() - start)
     report.seconds = round(time.monotonic() - start, 3)

@@ -14,7 +14,7 @@
 //   #include <kernelpilot/launch.h>
 //   template <class T, int kThreads> __global__ void scale(const T* x, T* y, int64_t n);  // defined in a .cu
 //   ...
-//   cudaLaunchConfig_t config = kp::config(grid, kThreads, /*smem=*/0, stream);
+//   const kp::Config config{dim3(blocks), dim3(256), /*smem_bytes=*/0, stream};  // braces, not parentheses
 //   cudaError_t status = kp::launch(config, scale<float, 256>, x, y, n);
 //
 // The .cu file instantiates every kernel the host launches, one explicit instantiation per line:
