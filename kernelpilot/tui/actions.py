@@ -26,13 +26,14 @@ class ReviewActions:
     suspend: Any
     report_error: Any
 
-    async def approve_candidate(self, candidate_id: str) -> str | None:
+    async def approve_candidate(self, candidate_id: str, confirmed: str = "") -> str | None:
+        """Approve through the session (``confirmed``: the verdict status the engineer confirmed)."""
         if self.runner is None:
             self.notify("The session has not started yet.", severity="warning")
             return None
         self.busy.start("approve", f"approving {candidate_id}")
         try:
-            result = await self.runner.call("approve", candidate_id)
+            result = await self.runner.call("approve", candidate_id, confirmed)
         except Exception as err:
             await self.report_error("approve", err)
             return None
