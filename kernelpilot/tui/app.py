@@ -216,8 +216,8 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
             self.notify("No candidate yet.")
 
     def action_edit_latest(self) -> None:
-        rec = self.panel.records.get(self.latest or "")
-        self.open_in_editor(rec)
+        """The edit key: exactly the file the problem card names (the worktree's watched copy)."""
+        self.open_edit_target()
 
     # ---- input -----------------------------------------------------------------------------
     async def on_event(self, event: events.Event) -> None:
