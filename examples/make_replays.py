@@ -4,6 +4,9 @@
 Each session reads the problem and a skill, writes a naive kernel that fails to build, fixes it,
 tests it (correct but slow), benchmarks and profiles it, then writes the optimised kernel, whose
 files are exactly the reference candidate in examples/<op>/candidate/, benchmarks and proposes it.
+The naive kernel is built with the reference binding.cpp and model_new.py, so its extern "C" launchers
+are generated from the binding's declarations: it defines every symbol the binding calls (the replay
+would otherwise show an "undefined symbol" build error where its text says "Correct").
 The verdicts are real: `kernelpilot examples/<op> --replay examples/<op>/replay.jsonl` runs every
 tool call through the evaluation engine. Rerun this script after editing a reference candidate
 (tests/test_examples.py checks that the replays are up to date).
@@ -12,6 +15,7 @@ tool call through the evaluation engine. Rerun this script after editing a refer
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,11 @@ def write_reference(op: str, *names: str) -> list[dict[str, Any]]:
     return [call("write_file", path=f"{CAND}/{n}", content=reference(op, n)) for n in names]
 
 
-NAIVE_SOFTMAX = r'''// First version: one CTA per row, three passes over the row in global memory (max, sum, write).
+# The naive kernels are templates over the element type; their extern "C" launchers are not written here
+# but generated from the reference binding.cpp's declarations (``launchers``), so the naive kernel defines
+# every symbol the binding it is built with calls (an fp32 one as well as the bf16 one), with the same
+# signatures. `launch<T>(...)` takes the binding's parameters in the binding's order.
+NAIVE_SOFTMAX = r"""// First version: one CTA per row, three passes over the row in global memory (max, sum, write).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -45,6 +53,9 @@ namespace {
 constexpr int kThreads = 256;
 
 __device__ float load(const __nv_bfloat16* p, int64_t i) { return p[i]; }
+__device__ float load(const float* p, int64_t i) { return p[i]; }
+__device__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
+__device__ void store(float* p, int64_t i, float v) { p[i] = v; }
 
 // Block-wide reduction through shared memory; op is max (is_max) or sum.
 __device__ float block_reduce(float v, bool is_max, float* scratch) {
@@ -62,31 +73,31 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   return result;
 }
 
-__global__ void softmax_rows(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n_cols) {
+template <class T>
+__global__ void softmax_rows(const T* x, T* y, int64_t n_cols) {
   __shared__ float scratch[kThreads];
-  const __nv_bfloat16* row = x + blockIdx.x * n_cols;
+  const T* row = x + blockIdx.x * n_cols;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) m = fmaxf(m, load(row, i));
   m = block_reduce(m, true, scratch);
   float s = 0.f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) s += expf(load(row, i) - m);
   s = block_reduce(s, false, scratch);
-  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
-    y[blockIdx.x * n_cols + i] = __float2bfloat16(expf(load(row, i) - m) / s);
-  }
+  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) store(y + blockIdx.x * n_cols, i, expf(load(row, i) - m) / s);
+}
+
+template <class T>
+cudaError_t launch(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  softmax_rows<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
+                                                                         n_cols);
+  return cudaGetLastError();
 }
 
 }  // namespace
+"""
 
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  softmax_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
-                                                                      static_cast<__nv_bfloat16*>(y), n_cols);
-  return cudaGetLastError();
-}
-'''
-
-NAIVE_RMSNORM = r'''// First version: one CTA per row, two passes over the row in global memory, one bf16 per access.
+NAIVE_RMSNORM = r"""// First version: one CTA per row, two passes over the row in global memory, one element per access.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -94,6 +105,15 @@ NAIVE_RMSNORM = r'''// First version: one CTA per row, two passes over the row i
 namespace {
 
 constexpr int kThreads = 256;
+
+__device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ float to_float(float v) { return v; }
+template <class T>
+__device__ T from_float(float v);
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <>
+__device__ float from_float<float>(float v) { return v; }
 
 __device__ float block_sum(float v, float* warp_sums) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down(v, offset);
@@ -104,33 +124,64 @@ __device__ float block_sum(float v, float* warp_sums) {
   return total;
 }
 
-__global__ void rmsnorm_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t n_cols,
-                             float eps) {
+template <class T>
+__global__ void rmsnorm_rows(const T* x, const T* w, T* y, int64_t n_cols, float eps) {
   __shared__ float warp_sums[kThreads / 32];
   const int64_t base = blockIdx.x * n_cols;
   float sum_sq = 0.f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
-    const float v = __bfloat162float(x[base + i]);
+    const float v = to_float(x[base + i]);
     sum_sq += v * v;
   }
   const float rstd = rsqrtf(block_sum(sum_sq, warp_sums) / n_cols + eps);
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
-    const float v = __bfloat162float(x[base + i]) * rstd * __bfloat162float(w[i]);
-    y[base + i] = __float2bfloat16(v);
+    y[base + i] = from_float<T>(to_float(x[base + i]) * rstd * to_float(w[i]));
   }
 }
 
-}  // namespace
-
-extern "C" cudaError_t rmsnorm_bf16(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols,
-                                    float eps, cudaStream_t stream) {
+template <class T>
+cudaError_t launch(const void* x, const void* weight, void* y, int64_t rows, int64_t n_cols, float eps,
+                   cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  rmsnorm_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(weight),
-      static_cast<__nv_bfloat16*>(y), n_cols, eps);
+  rmsnorm_rows<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<T*>(y), n_cols, eps);
   return cudaGetLastError();
 }
-'''
+
+}  // namespace
+"""
+
+DECLARATION = re.compile(r'extern\s+"C"\s+cudaError_t\s+(\w+)\s*\(([^)]*)\)\s*;')
+ELEMENT_TYPES = {"bf16": "__nv_bfloat16", "f32": "float"}  # a launcher's name ends with its element type
+
+
+def launchers(op: str) -> str:
+    """The extern "C" launchers the reference binding.cpp declares, each calling the naive ``launch<T>``
+    with the declared parameters: every symbol the binding needs is defined, with its exact signature."""
+    binding = reference(op, "binding.cpp")
+    found = DECLARATION.findall(binding)
+    if not found:
+        raise SystemExit(f"examples/{op}/candidate/binding.cpp declares no extern \"C\" cudaError_t launcher; "
+                         "update make_replays.py to the new candidate layout.")
+    out = []
+    for name, params in found:
+        suffix = name.rsplit("_", 1)[-1]
+        if suffix not in ELEMENT_TYPES:
+            raise SystemExit(f"examples/{op}/candidate/binding.cpp declares {name}, whose element type "
+                             f"(_{'|_'.join(ELEMENT_TYPES)}) make_replays.py cannot tell; add it to ELEMENT_TYPES.")
+        args = [re.split(r"[\s*&]+", p.strip())[-1] for p in params.split(",")]
+        signature = " ".join(params.split())
+        out.append(f'extern "C" cudaError_t {name}({signature}) {{\n'
+                   f"  return launch<{ELEMENT_TYPES[suffix]}>({', '.join(args)});\n}}\n")
+    return "\n" + "\n".join(out)
+
+
+def naive(op: str, kernel: str) -> str:
+    """The naive kernel with the launchers its binding needs."""
+    text = kernel + launchers(op)
+    missing = [n for n, _ in DECLARATION.findall(reference(op, "binding.cpp")) if f"cudaError_t {n}(" not in text]
+    assert not missing, missing
+    return text
 
 
 def softmax_session() -> list[dict[str, Any]]:
@@ -146,15 +197,15 @@ def softmax_session() -> list[dict[str, Any]]:
             "First a simple version to get correctness and the plumbing right: one CTA per row, max, sum "
             "and write as three passes over global memory. The binding and model_new.py are the final "
             "ones; only the kernel will change.",
-            call("write_file", path=f"{CAND}/softmax.cu", content=NAIVE_SOFTMAX),
+            call("write_file", path=f"{CAND}/softmax.cu", content=naive("softmax", NAIVE_SOFTMAX)),
             *write_reference("softmax", "binding.cpp", "model_new.py"),
         ),
         turn("Build it.", call("build")),
         turn(
             "PyTorch's build defines __CUDA_NO_BFLOAT16_CONVERSIONS__, so bf16 does not convert to float "
             "implicitly. Use the intrinsic.",
-            call("edit_file", path=f"{CAND}/softmax.cu",
-                 search="return p[i]; }", replace="return __bfloat162float(p[i]); }"),
+            call("edit_file", path=f"{CAND}/softmax.cu", search="const __nv_bfloat16* p, int64_t i) { return p[i]; }",
+                 replace="const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }"),
         ),
         turn("Now check correctness.", call("test")),
         turn("Correct. Time it against eager and torch.compile.", call("benchmark")),
@@ -200,7 +251,7 @@ def rmsnorm_session() -> list[dict[str, Any]]:
         turn("And the skill on memory-bound kernels.", call("read_skill", name="memory-bound-kernels")),
         turn(
             "A first, simple kernel: one CTA per row, sum of squares, then scale and write.",
-            call("write_file", path=f"{CAND}/rmsnorm.cu", content=NAIVE_RMSNORM),
+            call("write_file", path=f"{CAND}/rmsnorm.cu", content=naive("rmsnorm", NAIVE_RMSNORM)),
             *write_reference("rmsnorm", "binding.cpp", "model_new.py"),
         ),
         turn("Build.", call("build")),

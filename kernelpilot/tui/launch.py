@@ -68,6 +68,10 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     watch_dir = workspace.path / candidate_rel(problem, workspace, config)
     evaluator = make_evaluator(config)
     gpu = gpu_count() > 0
+    if replay and not gpu:  # a replay needs no GPU: its evaluations are builds
+        from kernelpilot.agent.build_only import BuildOnlyEvaluator
+
+        evaluator = BuildOnlyEvaluator(evaluator)
     engine = EngineThread()
     common: dict[str, Any] = dict(project=str(config.root), session_id=workspace.session_id,
                                   worktree=workspace.path, watch_dir=watch_dir, workspace=workspace,
