@@ -52,7 +52,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot run PROBLEM                headless agent session, events on stdout
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
   kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
-  kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
+  kernelpilot init [DIR]                 write a starter problem, kernelpilot.toml and candidate
   kernelpilot init --from-inductor P     torch.compile's kernels for P (a problem, a folder, KernelBench) as candidates
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
@@ -173,8 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for the profiling run (default 300)")
 
     init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
-        "Write a starter KernelBench problem (a row softmax in bfloat16) and a kernelpilot.toml that\n"
-        "names it, with every other key present and commented out. Existing files are kept unless --force.\n\n"
+        "Write a starter KernelBench problem (a row softmax in bfloat16), a kernelpilot.toml that names it\n"
+        "(every other key present and commented out) and a starter candidate in kernels/NAME/ (binding.cpp,\n"
+        "softmax.cu, model_new.py: correct, not fast). DIR must be in a git repository (or pass --git-init).\n"
+        "Existing files are kept unless --force.\n\n"
         "With --from-inductor PATH: torch.compile's own run of each problem under PATH as a candidate (c0):\n"
         "Inductor's Triton kernels, its library calls and the eager code dynamo leaves around its graphs.\n"
         "Recording runs torch.compile on this machine's GPU (one process per problem, in parallel under\n"
@@ -182,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fails is listed with its reason and never stops the others."))
     init.add_argument("dir", metavar="DIR", nargs="?", default=".", help="project directory (default: the current directory)")
     init.add_argument("--problem", metavar="NAME", default="softmax", help="problem name; writes NAME.py (default: softmax)")
-    init.add_argument("--force", action="store_true", help="overwrite NAME.py and kernelpilot.toml if they exist")
+    init.add_argument("--force", action="store_true", help="overwrite NAME.py, kernelpilot.toml and kernels/NAME/ if they exist")
+    init.add_argument("--git-init", action="store_true", help="outside a git repository: run `git init` in DIR and commit "
+                      "the starter files (without it, init refuses there: sessions work on a branch of your repository)")
     init.add_argument("--from-inductor", metavar="PATH", dest="from_inductor",
                       help="instead: write torch.compile's own kernels (c0) as Triton candidates for PATH: a problem "
                            "file (into DIR/kernels/<problem>-inductor, or --out), or a folder of problems or a "
