@@ -106,6 +106,11 @@ def _problem_and_candidate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
 
 
+def _options(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    """A subcommand's own option strings (but --help)."""
+    return tuple(o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help"))
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but an argument error is raised (``UsageError``) so ``main`` can print it as JSON
     when machine-readable output was asked for; otherwise main prints what argparse would."""
@@ -238,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "CPU: ask torch.compile's C++ backend whether it fuses each chain (always asked on the GPU)")
     hs.add_argument("script", metavar="SCRIPT", help="the Python script to profile")
     hs.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+    hs.set_defaults(own_options=_options(hs))  # given after SCRIPT they are the script's: the command says so
 
     ap = sub.add_parser("apply", prog="kernelpilot apply", help="swap approved kernels into a script's model", formatter_class=fmt,
                         description=(
@@ -255,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--yes", action="store_true", help="with --write: do not ask for confirmation")
     ap.add_argument("script", metavar="SCRIPT", help="the training or inference script")
     ap.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+    ap.set_defaults(own_options=_options(ap))
 
     from kernelpilot.suite.command import add_parsers
 

@@ -118,3 +118,7 @@ class ScriptError(KernelpilotError):
     """The user's own script (``hotspots SCRIPT``, ``apply SCRIPT``) raised an exception."""
 
     kind = "script_error"
+
+    def __init__(self, message: str, *, summary: str = "") -> None:
+        super().__init__(message)
+        self.summary = summary or message  # what it raised and where, without the advice
