@@ -3,7 +3,7 @@
 Every argument of every subcommand is defined here, so ``--help`` is complete. The implementation
 of each subcommand lives elsewhere and is imported only when that subcommand runs; it receives the
 parsed ``argparse.Namespace`` with, in addition to the flags, these resolved attributes:
-``command`` (``pair``, ``run``, ``eval``, ``init``, ``skills``, ``hotspots``), ``config``
+``command`` (``pair``, ``run``, ``eval``, ``init``, ``skills``, ``hotspots``, ``apply``, ``sessions``, ...), ``config``
 (``ProjectConfig``, flags already applied, for pair/run/eval), ``problem`` (absolute ``Path``,
 checked by ``load_problem``), ``candidate`` (absolute ``Path`` or None) and ``project_root``.
 This module imports neither torch nor textual nor litellm.
@@ -38,10 +38,11 @@ IMPLEMENTATIONS = {
     "suite": "kernelpilot.suite.command:run_suite",
     "report": "kernelpilot.suite.command:run_report",
     "apply": "kernelpilot.dropin.apply_command:apply_command",
+    "sessions": "kernelpilot.sessions:sessions_command",
 }
 from kernelpilot.rules import RULE_NAMES  # noqa: E402 - a small core module (no torch)
 
-SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply", "sessions")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -58,6 +59,7 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
   kernelpilot apply SCRIPT               approved kernels swapped into the script's model, measured end to end
   kernelpilot suite PROBLEMS --solutions DIR   score many problems on every GPU; `report RUN` reprints
+  kernelpilot sessions [rm ID|--all]     this repository's sessions: list them, or remove worktree and branch
 
 Run `kernelpilot COMMAND --help` for a command's options (`kernelpilot PATH --help` for the UI's)."""
 
@@ -124,10 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
         usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
-              "       kernelpilot {run,eval,profile,init,skills,hotspots} ...",
+              "       kernelpilot {run,eval,profile,init,skills,hotspots,apply,sessions} ...",
     )
     parser.add_argument("--version", action="version", version=f"kernelpilot {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{run,eval,profile,init,skills,hotspots}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,eval,profile,init,skills,hotspots,apply,sessions}")
 
     run = sub.add_parser("run", prog="kernelpilot run", help="headless agent session", formatter_class=fmt, description=(
         "Run an agent session without the UI: the agent edits candidate kernels in a git worktree of your\n"
@@ -262,6 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("script", metavar="SCRIPT", help="the training or inference script")
     ap.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
     ap.set_defaults(own_options=_options(ap))
+
+    ss = sub.add_parser("sessions", prog="kernelpilot sessions", help="list or remove this repository's sessions", formatter_class=fmt, description=(
+        "List the sessions of the git repository you are in, or remove one (rm ID) or all (rm --all): its worktree, its\n"
+        "kernelpilot/<id> branch and its record. Approved candidates stay on your branch; rm names the unapproved ones."))
+    ss.add_argument("action", nargs="?", choices=("list", "rm"), default="list", help="list (default) or rm")
+    ss.add_argument("session", metavar="ID", nargs="?", help="with rm: the session to remove")
+    ss.add_argument("--all", action="store_true", help="with rm: every session of this repository")
+    ss.add_argument("--yes", action="store_true", help="with rm: do not ask for confirmation")
 
     from kernelpilot.suite.command import add_parsers
 

@@ -205,7 +205,8 @@ def run_command(args: Any, out: TextIO | None = None) -> int:
     emit = jsonl_printer(out) if getattr(args, "jsonl", False) else LogPrinter(out)
     asyncio.run(drive(session, emit))
     if not getattr(args, "jsonl", False):
-        out.write(f"transcript: {session.transcript.path}  (continue with --resume {session.session_id})\n")
+        out.write(f"transcript: {session.transcript.path}  (continue with --resume {session.session_id}; remove the "
+                  f"session's worktree and branch with `kernelpilot sessions rm {session.session_id}`)\n")
     if getattr(args, "replay", None):  # a replay succeeds when it was played to its end
         return 0 if session.done is not None and session.done.reason in ("finished", "proposal_approved") else 1
     return 0 if session.book.approved else 1

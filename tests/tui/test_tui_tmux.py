@@ -122,6 +122,10 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         tmux("send-keys", "-t", session, "/quit", "Enter")
         screen = wait_screen(session, lambda s: "KP_EXIT=" in s, 60, "exit")
         assert "KP_EXIT=0" in screen
+        sid = next(p.name for p in (data / "worktrees").iterdir())
+        flat = screen.replace("\n", "")  # the farewell, printed once the terminal is the shell's again
+        assert f"kernelpilot session {sid}:" in flat and f"--resume {sid}" in flat, screen
+        assert f"kernelpilot sessions rm {sid}" in flat and "with it e1" in flat, screen
         print(f"first paint after {first_paint_s:.2f} s (including interpreter start)\n{first}\n{card}")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
