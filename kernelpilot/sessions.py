@@ -117,12 +117,12 @@ def session_exists(project_root: Path, session_id: str) -> bool:
 def remove_session(repo: Any, info: SessionInfo) -> list[str]:
     """Delete the session's worktree, its branch and kernelpilot's record of it; returns what was removed."""
     removed: list[str] = []
+    git_run(repo, "worktree", "prune")  # a worktree folder deleted by hand is forgotten first
     registered = {Path(line[len("worktree "):]).resolve()
                   for line in git_run(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")}
     if info.worktree is not None and info.worktree.resolve() in registered:
         git_run(repo, "worktree", "remove", "--force", str(info.worktree))
         removed.append(f"worktree {info.worktree}")
-    git_run(repo, "worktree", "prune")
     if git_run(repo, "branch", "--list", info.branch):
         git_run(repo, "branch", "-D", info.branch)
         removed.append(f"branch {info.branch}")

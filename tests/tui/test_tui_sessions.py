@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -116,8 +117,10 @@ def test_sessions_lists_and_removes_only_the_sessions_worktree_and_branch(tmp_pa
 
     unknown = kp("sessions", "rm", "nope", "--yes", cwd=root)
     assert unknown.returncode == 2 and "no session 'nope'" in unknown.stderr and "20261201-100000-aaaaaa" in unknown.stderr
+    shutil.rmtree(kept.worktree_root)  # a worktree folder deleted by hand: its branch and record still go
     everything = kp("sessions", "rm", "--all", "--yes", cwd=root)
     assert everything.returncode == 0 and "no unapproved candidates" in everything.stdout
+    assert "removed session 20261201-100000-aaaaaa: branch kernelpilot/20261201-100000-aaaaaa, its record" in everything.stdout
     assert not kept.worktree_root.exists() and not git(root, "branch", "--list", "kernelpilot/*")
     assert git(root, "rev-parse", "HEAD").strip() == approved and (root / D / "kernel.cu").read_text() == "// approved\n"
     assert kp("sessions", cwd=root).stdout.startswith("no kernelpilot sessions in ")
