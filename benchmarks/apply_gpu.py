@@ -87,8 +87,12 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
 
     ws = Workspace.open(repo, f"apply-{problem.name}", candidate_dir=f"{rel}/candidate", problem=f"{rel}/problem.py")
     ws.write_file(f"{rel}/candidate/model_new.py", source)
-    ws.checkpoint("c1", "hand-written Triton kernel")
-    commit = ws.approve("c1")
+    try:  # approval goes by the candidate's verdict (kernelpilot.approval_rule)
+        verdict = json.loads(text[text.index("{"):])
+    except ValueError:
+        verdict = None  # no verdict: the approval below is refused and says why
+    ws.checkpoint("c1", "hand-written Triton kernel", verdict)
+    commit = ws.approve("c1", confirmed="built" if device == "cpu" else "")  # on the CPU only its build was checked
     # the approved candidate, drop-in beside it, passes the policy again (as a later session's eval sees it)
     again, _ = sh([sys.executable, "-m", "kernelpilot", "eval", str(problem / "problem.py"), str(cand), "--json",
                    "--mode", "build"], repo, logs / f"eval_{problem.name}_approved.json.log")

@@ -3,7 +3,7 @@
 Every argument of every subcommand is defined here, so ``--help`` is complete. The implementation
 of each subcommand lives elsewhere and is imported only when that subcommand runs; it receives the
 parsed ``argparse.Namespace`` with, in addition to the flags, these resolved attributes:
-``command`` (``pair``, ``run``, ``eval``, ``init``, ``skills``, ``hotspots``), ``config``
+``command`` (``pair``, ``run``, ``eval``, ``init``, ``skills``, ``hotspots``, ``apply``, ``sessions``, ...), ``config``
 (``ProjectConfig``, flags already applied, for pair/run/eval), ``problem`` (absolute ``Path``,
 checked by ``load_problem``), ``candidate`` (absolute ``Path`` or None) and ``project_root``.
 This module imports neither torch nor textual nor litellm.
@@ -39,10 +39,12 @@ IMPLEMENTATIONS = {
     "report": "kernelpilot.suite.command:run_report",
     "apply": "kernelpilot.dropin.apply_command:apply_command",
     "doctor": "kernelpilot.doctor:doctor_command",
+    "sessions": "kernelpilot.sessions:sessions_command",
 }
 from kernelpilot.rules import RULE_NAMES  # noqa: E402 - a small core module (no torch)
 
-SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply", "doctor")
+SUBCOMMANDS = ("run", "eval", "profile", "init", "skills", "hotspots", "pair", "suite", "report", "apply", "sessions",
+               "doctor")
 
 DESCRIPTION = """\
 Pair with an agent on a slow PyTorch operator (a KernelBench-format problem file). Every candidate
@@ -54,12 +56,13 @@ PyTorch and torch.compile, and its fraction of the GPU's speed of light.
   kernelpilot run PROBLEM                headless agent session, events on stdout
   kernelpilot eval PROBLEM CANDIDATE     one verdict for one candidate, no LLM
   kernelpilot profile PROBLEM CANDIDATE  where the candidate's GPU time goes (Nsight Compute)
-  kernelpilot init [DIR]                 write a starter problem and kernelpilot.toml
+  kernelpilot init [DIR]                 write a starter problem, kernelpilot.toml and candidate
   kernelpilot init --from-inductor P     torch.compile's kernels for P (a problem, a folder, KernelBench) as candidates
   kernelpilot skills [NAME]              list the kernel-writing skills, or print one
   kernelpilot hotspots SCRIPT [ARGS...]  find the slowest operators of a training/inference script
   kernelpilot apply SCRIPT               approved kernels swapped into the script's model, measured end to end
   kernelpilot suite PROBLEMS --solutions DIR   score many problems on every GPU; `report RUN` reprints
+  kernelpilot sessions [rm ID|--all]     this repository's sessions: list them, or remove worktree and branch
 
 Run `kernelpilot COMMAND --help` for a command's options (`kernelpilot PATH --help` for the UI's)."""
 
@@ -108,6 +111,11 @@ def _problem_and_candidate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", metavar="CANDIDATE", help="candidate directory (model_new.py, binding.cpp, *.cu) or a single-file ModelNew .py")
 
 
+def _options(parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    """A subcommand's own option strings (but --help)."""
+    return tuple(o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help"))
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but an argument error is raised (``UsageError``) so ``main`` can print it as JSON
     when machine-readable output was asked for; otherwise main prints what argparse would."""
@@ -121,10 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kernelpilot", description=DESCRIPTION, formatter_class=fmt,
         usage="kernelpilot [PATH] [--model MODEL] [--replay FILE] [--resume SESSION]\n"
-              "       kernelpilot {doctor,run,eval,profile,init,skills,hotspots} ...",
+              "       kernelpilot {doctor,run,eval,profile,init,skills,hotspots,apply,sessions} ...",
     )
     parser.add_argument("--version", action="version", version=f"kernelpilot {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{doctor,run,eval,profile,init,skills,hotspots}")
+    sub = parser.add_subparsers(dest="command", metavar="{doctor,run,eval,profile,init,skills,hotspots,apply,sessions}")
 
     doc = sub.add_parser("doctor", prog="kernelpilot doctor", help="check what a verdict needs on this machine",
                          formatter_class=fmt, description=(
@@ -186,8 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="limit for the profiling run (default 300)")
 
     init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
-        "Write a starter KernelBench problem (a row softmax in bfloat16) and a kernelpilot.toml that\n"
-        "names it, with every other key present and commented out. Existing files are kept unless --force.\n\n"
+        "Write a starter KernelBench problem (a row softmax in bfloat16), a kernelpilot.toml that names it\n"
+        "(every other key present and commented out) and a starter candidate in kernels/NAME/ (binding.cpp,\n"
+        "softmax.cu, model_new.py: correct, not fast). DIR must be in a git repository (or pass --git-init).\n"
+        "Existing files are kept unless --force.\n\n"
         "With --from-inductor PATH: torch.compile's own run of each problem under PATH as a candidate (c0):\n"
         "Inductor's Triton kernels, its library calls and the eager code dynamo leaves around its graphs.\n"
         "Recording runs torch.compile on this machine's GPU (one process per problem, in parallel under\n"
@@ -195,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fails is listed with its reason and never stops the others."))
     init.add_argument("dir", metavar="DIR", nargs="?", default=".", help="project directory (default: the current directory)")
     init.add_argument("--problem", metavar="NAME", default="softmax", help="problem name; writes NAME.py (default: softmax)")
-    init.add_argument("--force", action="store_true", help="overwrite NAME.py and kernelpilot.toml if they exist")
+    init.add_argument("--force", action="store_true", help="overwrite NAME.py, kernelpilot.toml and kernels/NAME/ if they exist")
+    init.add_argument("--git-init", action="store_true", help="outside a git repository: run `git init` in DIR and commit "
+                      "the starter files (without it, init refuses there: sessions work on a branch of your repository)")
     init.add_argument("--from-inductor", metavar="PATH", dest="from_inductor",
                       help="instead: write torch.compile's own kernels (c0) as Triton candidates for PATH: a problem "
                            "file (into DIR/kernels/<problem>-inductor, or --out), or a folder of problems or a "
@@ -247,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "CPU: ask torch.compile's C++ backend whether it fuses each chain (always asked on the GPU)")
     hs.add_argument("script", metavar="SCRIPT", help="the Python script to profile")
     hs.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+    hs.set_defaults(own_options=_options(hs))  # given after SCRIPT they are the script's: the command says so
 
     ap = sub.add_parser("apply", prog="kernelpilot apply", help="swap approved kernels into a script's model", formatter_class=fmt,
                         description=(
@@ -264,6 +277,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--yes", action="store_true", help="with --write: do not ask for confirmation")
     ap.add_argument("script", metavar="SCRIPT", help="the training or inference script")
     ap.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
+    ap.set_defaults(own_options=_options(ap))
+
+    ss = sub.add_parser("sessions", prog="kernelpilot sessions", help="list or remove this repository's sessions", formatter_class=fmt, description=(
+        "List the sessions of the git repository you are in, or remove one (rm ID) or all (rm --all): its worktree, its\n"
+        "kernelpilot/<id> branch and its record. Approved candidates stay on your branch; rm names the unapproved ones."))
+    ss.add_argument("action", nargs="?", choices=("list", "rm"), default="list", help="list (default) or rm")
+    ss.add_argument("session", metavar="ID", nargs="?", help="with rm: the session to remove")
+    ss.add_argument("--all", action="store_true", help="with rm: every session of this repository")
+    ss.add_argument("--yes", action="store_true", help="with rm: do not ask for confirmation")
 
     from kernelpilot.suite.command import add_parsers
 

@@ -96,3 +96,29 @@ class InstallError(KernelpilotError):
     """A part of kernelpilot or a package it needs is not installed."""
 
     kind = "not_installed"
+
+
+class ApprovalRefusedError(WorkspaceError):
+    """A candidate's last verdict is not one that may be approved (kernelpilot.approval_rule)."""
+
+    kind = "approval_refused"
+
+    def __init__(self, message: str, *, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status  # the verdict's shown status (build_error, superseded, unevaluated, ...)
+
+
+class ApprovalConfirmationError(ApprovalRefusedError):
+    """The candidate may be approved only with an explicit confirmation naming its status (incorrect, ...)."""
+
+    kind = "needs_confirmation"
+
+
+class ScriptError(KernelpilotError):
+    """The user's own script (``hotspots SCRIPT``, ``apply SCRIPT``) raised an exception."""
+
+    kind = "script_error"
+
+    def __init__(self, message: str, *, summary: str = "") -> None:
+        super().__init__(message)
+        self.summary = summary or message  # what it raised and where, without the advice

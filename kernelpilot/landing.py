@@ -2,9 +2,11 @@
 
 Only the files the candidate changed (relative to the session start) are written, on top of the
 branch's current commit, so the engineer may have committed meanwhile. Refused, with nothing
-changed, when the candidate changes nothing, on a detached HEAD, when the engineer has uncommitted
-changes to any of those files, or (unless ``overwrite_committed``) when the branch changed them
-since the session started. The commit is made with git plumbing under the engineer's identity;
+changed, when its last verdict may not be approved (``kernelpilot.approval_rule``: no verdict, a
+build error, a crash, a superseded save; incorrect, rejected and build-only verdicts only when the
+engineer confirmed that status), when the candidate changes nothing, on a detached HEAD, when the
+engineer has uncommitted changes to any of those files, or (unless ``overwrite_committed``) when the
+branch changed them since the session started. The commit is made with git plumbing under the engineer's identity;
 commit hooks do not run.
 """
 
@@ -13,16 +15,23 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from kernelpilot.approval_rule import check_status, require_approvable
 from kernelpilot.errors import WorkspaceError
-from kernelpilot.workspace import _git, _nul_list
+from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list
 
 if TYPE_CHECKING:
     from kernelpilot.workspace import Workspace
 
 
-def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False) -> str:
-    """The new commit's sha on the engineer's branch (the working tree's copies of the files updated)."""
+def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False, confirmed: str = "") -> str:
+    """The new commit's sha on the engineer's branch (the working tree's copies of the files updated).
+
+    Refused first by the candidate's last verdict (``approval_rule.require_approvable``): a verdict that
+    needs a confirmation lands only when ``confirmed`` names its status, and the commit says so."""
     sha = ws.resolve(candidate_id)
+    record = ws.candidates.get(candidate_id)
+    check = require_approvable(check_status(candidate_id, record.verdict if record else "",
+                                            record.verdict_summary if record else ""), confirmed)
     paths = ws.changed_files(candidate_id)
     if not paths:
         raise WorkspaceError(f"candidate {candidate_id} changes no files compared with the session start; there is nothing to approve.")
@@ -65,11 +74,15 @@ def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False)
     tree = ws.tree_with(user, head, updates)
     if tree == _git(user, "rev-parse", f"{head}^{{tree}}"):
         raise WorkspaceError(f"{branch} already contains candidate {candidate_id}'s files; there is nothing to approve.")
-    record = ws.candidates.get(candidate_id)
     title = record.message.strip().splitlines()[0] if record and record.message.strip() else f"candidate {candidate_id}"
+    verdict = f"Its verdict: {check.status}" + (f" ({check.summary})" if check.summary else "") + "."
+    if check.needs_confirmation:
+        title = f"[{check.status.upper()}] {title}"
+        verdict += f" Approved by the engineer although {check.reason}."
     body = (
-        f"kernelpilot: {title}\n\nApproved candidate {candidate_id} of session {ws.session_id} ({sha[:12]}).\n\n"
-        f"Kernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {ws.session_id}\n"
+        f"kernelpilot: {title}\n\nApproved candidate {candidate_id} of session {ws.session_id} ({sha[:12]}).\n"
+        f"{verdict}\n\nKernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {ws.session_id}\n"
+        f"Kernelpilot-Verdict: {check.status}\n"
     )
     new = _git(user, "commit-tree", tree, "-p", head, stdin=body.encode())
     _git(user, "update-ref", "-m", f"kernelpilot: approve {candidate_id}", f"refs/heads/{branch}", new, head)

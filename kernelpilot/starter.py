@@ -1,4 +1,5 @@
-"""``kernelpilot init``: a starter KernelBench problem (row softmax, bf16) and a commented kernelpilot.toml;
+"""``kernelpilot init``: a starter KernelBench problem (row softmax, bf16), a commented kernelpilot.toml and a
+starter candidate (``write_starter_candidate``), in a git repository (``--git-init`` makes one);
 ``kernelpilot init --from-inductor PATH``: torch.compile's kernels for a problem (or every problem of a folder
 or KernelBench checkout, into the suite's solutions layout) as Triton candidates."""
 
@@ -6,12 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 from kernelpilot.config import ProjectConfig
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.errors import KernelpilotError, WorkspaceError
 
 STARTER_PROBLEM = '''\
 """Row softmax in bfloat16: y[i, :] = exp(x[i, :] - max_i) / sum(exp(x[i, :] - max_i)).
@@ -44,22 +44,145 @@ def get_init_inputs():
 '''
 
 
+STARTER_KERNEL = r"""// Starter kernel for the row softmax: correct, not fast. One CTA per row, fp32 math, three passes over
+// the row in global memory (max, sum of exponentials, write) with 2-byte loads. Make it faster: every
+// save is built, checked against the reference and timed.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// max (is_max) or sum of v over the CTA, through shared memory; every thread gets the result.
+__device__ float block_reduce(float v, bool is_max, float* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float other = scratch[threadIdx.x + stride];
+      scratch[threadIdx.x] = is_max ? fmaxf(scratch[threadIdx.x], other) : scratch[threadIdx.x] + other;
+    }
+    __syncthreads();
+  }
+  const float result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
+__global__ void __launch_bounds__(kThreads) softmax_rows(const __nv_bfloat16* __restrict__ x,
+                                                          __nv_bfloat16* __restrict__ y, int64_t n_cols) {
+  __shared__ float scratch[kThreads];
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * n_cols;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) m = fmaxf(m, __bfloat162float(x[start + i]));
+  m = block_reduce(m, true, scratch);
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) s += __expf(__bfloat162float(x[start + i]) - m);
+  s = block_reduce(s, false, scratch);
+  const float inv = 1.f / s;
+  for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
+    y[start + i] = __float2bfloat16(__expf(__bfloat162float(x[start + i]) - m) * inv);
+  }
+}
+
+}  // namespace
+
+// y[r, :] = softmax(x[r, :]) for r < rows; x and y contiguous bf16 [rows, n_cols].
+extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
+  if (rows < 0 || n_cols < 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
+  if (rows == 0 || n_cols == 0) return cudaSuccess;
+  softmax_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
+                                                                      static_cast<__nv_bfloat16*>(y), n_cols);
+  return cudaGetLastError();
+}
+"""
+
+STARTER_BINDING = r"""// Python binding for softmax.cu: checks the tensor, picks the current stream, calls the launcher.
+// Only the torch headers it uses (torch/extension.h would parse all of libtorch, a slower first build).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>  // PYBIND11_MODULE and the at::Tensor <-> torch.Tensor caster
+
+extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream);
+
+namespace {
+
+at::Tensor softmax_last_dim(const at::Tensor& x) {
+  TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
+  TORCH_CHECK(x.scalar_type() == at::kBFloat16, "softmax: x must be bfloat16, got ", x.scalar_type());
+  TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
+  at::Tensor y = at::empty_like(x);
+  if (x.numel() == 0) return y;
+  const c10::cuda::CUDAGuard device_guard(x.device());
+  const int64_t n_cols = x.size(-1);
+  const cudaError_t status = softmax_bf16(x.data_ptr(), y.data_ptr(), x.numel() / n_cols, n_cols,
+                                          c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(status == cudaSuccess, "softmax: launch failed: ", cudaGetErrorString(status));
+  return y;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("softmax", &softmax_last_dim, "softmax over the last dimension (bf16 in/out, fp32 math)");
+}
+"""
+
+STARTER_MODEL = '''"""Starter candidate: ModelNew calls the kernel in softmax.cu through binding.cpp."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from kernelpilot.extension import load_extension
+
+_ext = load_extension(__file__)
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _ext.softmax(x.contiguous())
+'''
+
+
+def write_starter_candidate(candidate_dir: Path) -> list[Path]:
+    """The starter problem's candidate in the native layout (as the examples' candidate/ folders): binding.cpp,
+    one .cu with the kernel, and model_new.py calling ``kernelpilot.extension.load_extension(__file__)``."""
+    candidate_dir.mkdir(parents=True, exist_ok=True)
+    files = {"binding.cpp": STARTER_BINDING, "softmax.cu": STARTER_KERNEL, "model_new.py": STARTER_MODEL}
+    for name, text in files.items():
+        (candidate_dir / name).write_text(text, encoding="utf-8")
+    return [candidate_dir / name for name in files]
+
+
 def init_project(directory: Path, name: str = "softmax", force: bool = False) -> list[Path]:
-    """Write ``<directory>/<name>.py`` and ``<directory>/kernelpilot.toml``; returns the paths written."""
+    """Write ``<directory>/<name>.py``, ``<directory>/kernelpilot.toml`` and the starter candidate in
+    ``<directory>/kernels/<name>/``; returns the paths written."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KernelpilotError(f"problem name {name!r} is not a valid Python module name; use letters, digits and underscores.")
     if directory.exists() and not directory.is_dir():
         raise KernelpilotError(f"{directory} exists and is not a directory; pass a project directory.")
     problem = directory / f"{name}.py"
     config = directory / "kernelpilot.toml"
+    candidate = directory / "kernels" / name
     existing = [p for p in (problem, config) if p.exists()]
+    if candidate.is_dir() and any(candidate.iterdir()):
+        existing.append(candidate)
     if existing and not force:
         names = " and ".join(str(p) for p in existing)
         raise KernelpilotError(f"{names} already exist{'s' if len(existing) == 1 else ''}; pass --force to overwrite, or choose another --problem name or directory.")
     directory.mkdir(parents=True, exist_ok=True)
     problem.write_text(STARTER_PROBLEM, encoding="utf-8")
     config.write_text(commented_template(problem.name, f"kernels/{name}"), encoding="utf-8")
-    return [problem, config]
+    return [problem, config, *write_starter_candidate(candidate)]
 
 
 def inductor_command(problem: str, target: Path, compile_mode: str = "default", recording: Path | None = None,
@@ -157,12 +280,63 @@ def init_command(args: Any) -> int:
 
             recordings = recordings / f"{discover([source])[0].key}.json"
         return inductor_command(args.from_inductor, target, recording=recordings, helpers=helpers)
+    make_repository = _needs_repository(directory, bool(getattr(args, "git_init", False)))
     written = init_project(directory, args.problem, args.force)
     for path in written:
         print(f"wrote {path}")
     target = "" if directory.resolve() == Path.cwd().resolve() else f" {directory}"
-    print(f"next: set `model` in kernelpilot.toml (or KERNELPILOT_MODEL), then run `kernelpilot{target}`.", file=sys.stdout)
+    if make_repository:
+        _git_init_and_commit(directory, written)
+        print(f"made a git repository in {directory.resolve()} and committed these files")
+    else:
+        shown = " ".join(_shown(p) for p in written)
+        print(f"next: commit them (a session starts from your last commit): git add {shown} && git commit -m "
+              f"'kernelpilot starter'")
+    print(f"then: set `model` in kernelpilot.toml (or KERNELPILOT_MODEL), and run `kernelpilot{target}`; without a "
+          f"model, `kernelpilot{target}` evaluates each save of {_shown(written[-1].parent)}/ in its session's worktree.")
     return 0
+
+
+def _needs_repository(directory: Path, git_init: bool) -> bool:
+    """True when ``--git-init`` must make the repository; a WorkspaceError (nothing written) when ``directory``
+    is in none and ``--git-init`` was not given: every session works on a branch of the engineer's repository."""
+    from kernelpilot.config import find_git_root
+
+    here = directory.absolute()
+    existing = next((d for d in (here, *here.parents) if d.exists()), Path(here.anchor))
+    if find_git_root(existing.resolve()) is not None:
+        return False
+    if git_init:
+        return True
+    raise WorkspaceError(f"{here} is not inside a git repository, and kernelpilot works on a branch of your repository; "
+                         f"run `git init` there first (then commit what init writes), or pass --git-init to have init "
+                         f"run `git init` and commit the starter files (nothing was written).")
+
+
+def _git_init_and_commit(directory: Path, written: list[Path]) -> None:
+    """``git init`` in ``directory`` and one commit of the files init wrote."""
+    import subprocess
+
+    def git(*command: str) -> None:
+        done = subprocess.run(["git", *command], cwd=directory, capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            hint = ("set `git config user.name` and `git config user.email`, then " if "identity" in done.stderr
+                    or "who you are" in done.stderr else "")
+            raise WorkspaceError(f"`git {command[0]}` failed in {directory.resolve()}: {said}; the starter files are "
+                                 f"written: {hint}commit them yourself (`git add -A && git commit -m 'kernelpilot starter'`).")
+
+    git("init", "-q")
+    git("add", "--", *(str(p.resolve().relative_to(directory.resolve())) for p in written))
+    git("commit", "-q", "-m", "kernelpilot init: starter problem, config and candidate")
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def commented_template(problem: str, candidate_dir: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kernelpilot.errors import GuardError, WorkspaceError
+from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list  # noqa: F401 - landing and dropin use them
 from kernelpilot.guard import PathRules, default_globs, normalize
 
 BOT_IDENTITY = {
@@ -46,30 +47,6 @@ def new_session_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
 
-def _git(repo: Any, *args: str, env: dict[str, str] | None = None, raw: bool = False, stdin: bytes | None = None) -> Any:
-    """Run git in ``repo``; GitCommandError becomes a WorkspaceError quoting git's own words."""
-    import git
-
-    try:
-        return repo.git.execute(
-            ["git", *args], env=env, stdout_as_string=not raw, strip_newline_in_stdout=not raw,
-            istream=None if stdin is None else _stdin(stdin),
-        )
-    except git.GitCommandError as exc:
-        detail = (exc.stderr or "").strip().splitlines()
-        said = detail[-1].removeprefix("stderr: ").strip(" '") if detail else f"exit status {exc.status}"
-        if "tell me who you are" in (exc.stderr or "") or "empty ident" in (exc.stderr or ""):
-            raise WorkspaceError("git does not know who you are; run `git config user.name \"Your Name\"` and `git config user.email you@example.com`, then try again.") from None
-        raise WorkspaceError(f"`git {args[0]}` failed in {repo.working_dir}: {said}; fix that and try again.") from None
-
-
-def _stdin(data: bytes) -> Any:
-    handle = tempfile.TemporaryFile()
-    handle.write(data)
-    handle.seek(0)
-    return handle
-
-
 def _project_rel(path: str | Path, project_root: Path) -> str:
     """``path`` (absolute, or relative to the project root) relative to the project root."""
     p = Path(path).expanduser()
@@ -81,10 +58,6 @@ def _project_rel(path: str | Path, project_root: Path) -> str:
     return normalize(p).as_posix()
 
 
-def _nul_list(text: str) -> list[str]:
-    return [item for item in text.split("\0") if item]
-
-
 @dataclass
 class CandidateRecord:
     sha: str
@@ -92,6 +65,8 @@ class CandidateRecord:
     status: str = "checkpoint"  # checkpoint | approved | rejected
     reason: str = ""
     approved_sha: str = ""
+    verdict: str = ""  # the last verdict's shown status (approval_rule.shown_status); "" before any
+    verdict_summary: str = ""
 
 
 @dataclass
@@ -108,6 +83,9 @@ class Workspace:
     rules: PathRules
     candidates: dict[str, CandidateRecord] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    problem: str = ""  # the problem file, relative to the project root ("" when unknown)
+    created: float = 0.0  # Unix time the session started
+    project_root: Path | None = None  # the engineer's project directory (in their checkout)
 
     # ---- opening -------------------------------------------------------------------------------
 
@@ -167,7 +145,7 @@ class Workspace:
         else:
             worktree.parent.mkdir(parents=True, exist_ok=True)
             _git(user_repo, "worktree", "add", "-b", branch, str(worktree), head_sha)
-            saved = {"session": session_id, "base_sha": head_sha, "project_root": str(project_root), "candidates": {}}
+            saved = {"session": session_id, "base_sha": head_sha, "candidates": {}, "created": time.time()}
         if user_repo.is_dirty(untracked_files=True):
             notes.append(f"Your uncommitted changes and untracked files are not in the worktree: it starts from your HEAD ({head_sha[:12]}).")
         repo = git.Repo(worktree)
@@ -180,11 +158,14 @@ class Workspace:
                 protected.append(_project_rel(problem, project_root))
             except WorkspaceError:
                 pass  # a problem outside the project cannot be written from the worktree anyway
+        created = float(saved.get("created") or 0.0)
         ws = cls(
             user_repo=user_repo, repo=repo, session_id=session_id, path=path, worktree_root=worktree,
             prefix=prefix, base_sha=saved.get("base_sha") or head_sha,
             rules=PathRules(candidate_files, protected), notes=notes,
             candidates={k: CandidateRecord(**v) for k, v in saved.get("candidates", {}).items()},
+            problem=protected[0] if protected else str(saved.get("problem") or ""), created=created,
+            project_root=project_root,
         )
         ws._save()
         return ws
@@ -206,7 +187,8 @@ class Workspace:
         state.parent.mkdir(parents=True, exist_ok=True)
         data = {
             "session": self.session_id, "base_sha": self.base_sha, "worktree": str(self.worktree_root),
-            "candidates": {k: vars(v) for k, v in self.candidates.items()},
+            "project_root": str(self.project_root or ""), "problem": self.problem, "created": self.created,
+            "branch": self.branch, "candidates": {k: vars(v) for k, v in self.candidates.items()},
         }
         tmp = state.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2))
@@ -277,8 +259,9 @@ class Workspace:
                 _git(repo, "update-index", "-z", "--index-info", env=env, stdin=("\0".join(lines) + "\0").encode())
             return _git(repo, "write-tree", env=env)
 
-    def checkpoint(self, candidate_id: str, message: str) -> str:
-        """Commit the current candidate files as ``candidate_id``; ``message`` should name its verdict."""
+    def checkpoint(self, candidate_id: str, message: str, verdict: Any = None) -> str:
+        """Commit the current candidate files as ``candidate_id``; ``message`` should name its verdict, and
+        ``verdict`` (when already known) is recorded as by ``record_verdict``."""
         if not candidate_id or not re.match(r"^[\w.-]+$", candidate_id):
             raise WorkspaceError(f"candidate id {candidate_id!r} must be letters, digits, '.', '_' or '-'.")
         head = _git(self.repo, "rev-parse", "HEAD")
@@ -298,6 +281,8 @@ class Workspace:
         if changed:
             _git(self.repo, "reset", "-q", sha, "--", *[self._repo_rel(p) for p in changed])
         self.candidates[candidate_id] = CandidateRecord(sha=sha, message=message)
+        if verdict is not None:
+            self.record_verdict(candidate_id, verdict)
         self._save()
         return sha
 
@@ -333,12 +318,22 @@ class Workspace:
         """Repository-relative paths the candidate changes relative to the session start."""
         return _nul_list(_git(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base_sha, self.resolve(candidate)))
 
-    def approve(self, candidate_id: str, *, overwrite_committed: bool = False) -> str:
+    def record_verdict(self, candidate_id: str, verdict: Any) -> None:
+        """Keep the candidate's last verdict (a dict or a Verdict): approval goes by it (approval_rule)."""
+        from kernelpilot.approval_rule import check_approval
+
+        check = check_approval(candidate_id, verdict)
+        record = self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
+        record.verdict, record.verdict_summary = check.status, check.summary
+        self._save()
+
+    def approve(self, candidate_id: str, *, overwrite_committed: bool = False, confirmed: str = "") -> str:
         """Land the candidate's files on the user's current branch as one commit; returns its sha
-        (``kernelpilot.landing.land``, which says what is refused)."""
+        (``kernelpilot.landing.land``, which says what is refused: by its last verdict, see
+        ``approval_rule``; ``confirmed`` names the status the engineer confirmed, e.g. ``incorrect``)."""
         from kernelpilot.landing import land
 
-        new = land(self, candidate_id, overwrite_committed=overwrite_committed)
+        new = land(self, candidate_id, overwrite_committed=overwrite_committed, confirmed=confirmed)
         from kernelpilot.dropin.on_approve import register_after_approval  # extracted problems: the drop-in operator
 
         new, note = register_after_approval(self, candidate_id, new)

@@ -163,27 +163,99 @@ def test_hotspots_missing_script(tmp_path: Path) -> None:
     one_line_error(kp("hotspots", "--steps", "3", "train.py", "--lr", "1", cwd=tmp_path), "script train.py does not exist")
 
 
-def test_init_writes_a_loadable_problem_and_config(tmp_path: Path) -> None:
-    result = kp("init", str(tmp_path / "proj"))
+IDENTITY = {"GIT_AUTHOR_NAME": "E", "GIT_AUTHOR_EMAIL": "e@example.com", "GIT_COMMITTER_NAME": "E",
+            "GIT_COMMITTER_EMAIL": "e@example.com"}
+STARTER_FILES = ("softmax.py", "kernelpilot.toml", "kernels/softmax/binding.cpp", "kernels/softmax/softmax.cu",
+                 "kernels/softmax/model_new.py")
+
+
+def git_repo(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    return root
+
+
+def test_init_writes_a_loadable_problem_config_and_starter_candidate(tmp_path: Path) -> None:
+    project = git_repo(tmp_path / "proj")
+    result = kp("init", str(project))
     assert result.returncode == 0, result.stderr
-    problem, toml = tmp_path / "proj" / "softmax.py", tmp_path / "proj" / "kernelpilot.toml"
-    assert f"wrote {problem}" in result.stdout and f"wrote {toml}" in result.stdout
-    config = load_config(tmp_path / "proj", env={})
-    assert config.problem == problem and config.candidate_dir == tmp_path / "proj" / "kernels" / "softmax"
+    problem, toml = project / "softmax.py", project / "kernelpilot.toml"
+    for rel in STARTER_FILES:
+        assert f"wrote {project / rel}" in result.stdout
+    assert "next: commit them (a session starts from your last commit): git add " in result.stdout
+    config = load_config(project, env={})
+    assert config.problem == problem and config.candidate_dir == project / "kernels" / "softmax"
     from kernelpilot.problem import analyse
 
     info = analyse(load_problem(problem))
     assert info.primary_dtype == "bfloat16" and info.bytes_moved == 2 * 4096 * 8192 * 2
+    candidate = config.candidate_dir
+    assert "load_extension(__file__)" in (candidate / "model_new.py").read_text()
+    assert 'extern "C" cudaError_t softmax_bf16(' in (candidate / "softmax.cu").read_text()
+    from kernelpilot.evaluation.policy import check_candidate
+
+    assert not check_candidate(candidate)  # the static policy passes it as written
+    # `kernelpilot eval <problem> <candidate> --mode build` is accepted (building it needs nvcc: the slow test)
+    args = cli.build_parser().parse_args(["eval", str(problem), str(candidate), "--mode", "build"])
+    cli.prepare(args)
+    assert args.candidate == candidate.resolve() and args.problem == problem.resolve()
+
+
+def test_init_outside_a_git_repository_refuses_and_says_git_init(tmp_path: Path) -> None:
+    line = one_line_error(kp("init", str(tmp_path / "proj")), "is not inside a git repository")
+    assert "run `git init` there first" in line and "--git-init" in line and "nothing was written" in line
+    assert not (tmp_path / "proj").exists()
+
+
+def test_init_git_init_makes_a_repository_kernelpilot_can_work_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "proj"
+    result = kp("init", str(project), "--git-init", **IDENTITY)
+    assert result.returncode == 0, result.stderr
+    assert f"made a git repository in {project.resolve()} and committed these files" in result.stdout
+    committed = subprocess.run(["git", "ls-files"], cwd=project, capture_output=True, text=True, check=True).stdout
+    assert sorted(committed.split()) == sorted(STARTER_FILES)
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True, text=True).stdout == ""
+    # what `kernelpilot` then does first: a worktree on its own branch, with the starter candidate in it
+    from kernelpilot.workspace import Workspace
+
+    monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
+    config = load_config(project, env={})
+    ws = Workspace.open(project, "s1", candidate_dir=config.candidate_dir, problem=config.problem)
+    assert (ws.path / "kernels" / "softmax" / "softmax.cu").read_text() == (project / "kernels" / "softmax" / "softmax.cu").read_text()
+
+
+@pytest.mark.slow
+def test_init_starter_candidate_builds(tmp_path: Path) -> None:
+    """The one build: `kernelpilot eval softmax.py kernels/softmax --mode build` on the starter (needs nvcc)."""
+    from kernelpilot.errors import ToolchainError
+    from kernelpilot.toolkit import find_cuda_home
+
+    try:
+        find_cuda_home()
+    except ToolchainError:
+        pytest.skip("no CUDA toolkit found (set CUDA_HOME)")
+    project = git_repo(tmp_path / "proj")
+    assert kp("init", str(project)).returncode == 0
+    build = subprocess.run([sys.executable, "-m", "kernelpilot", "eval", "softmax.py", "kernels/softmax", "--mode", "build",
+                            "--json"], cwd=project, env=clean_env(KERNELPILOT_ARCH="sm_90"), capture_output=True, text=True,
+                           timeout=1200)
+    verdict = __import__("json").loads(build.stdout)
+    assert build.returncode == 0 and verdict["status"] == "ok" and verdict["mode"] == "build", build.stdout[-2000:] + build.stderr[-2000:]
+    assert any("softmax_rows" in k["kernel"] for k in verdict["build"]["kernels"])
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    git_repo(tmp_path)
     (tmp_path / "kernelpilot.toml").write_text("# mine\n")
     line = one_line_error(kp("init", str(tmp_path), "--problem", "rms"), "kernelpilot.toml already exists")
     assert "--force" in line
     assert (tmp_path / "kernelpilot.toml").read_text() == "# mine\n"
-    assert not (tmp_path / "rms.py").exists()
+    assert not (tmp_path / "rms.py").exists() and not (tmp_path / "kernels").exists()
     assert kp("init", str(tmp_path), "--problem", "rms", "--force").returncode == 0
     assert 'problem = "rms.py"' in (tmp_path / "kernelpilot.toml").read_text()
+    assert (tmp_path / "kernels" / "rms" / "softmax.cu").is_file()
+    line = one_line_error(kp("init", str(tmp_path), "--problem", "rms"), "already exist")
+    assert str(tmp_path / "kernels" / "rms") in line  # the candidate is kept too
     one_line_error(kp("init", str(tmp_path), "--problem", "bad-name"), "not a valid Python module name")
 
 

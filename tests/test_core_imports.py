@@ -10,6 +10,10 @@ import sys
 CORE = [
     "kernelpilot.problem",
     "kernelpilot.workspace",
+    "kernelpilot.approval_rule",
+    "kernelpilot.landing",
+    "kernelpilot.sessions",
+    "kernelpilot.starter",
     "kernelpilot.evaluation",
     "kernelpilot.agent.loop",
     "kernelpilot.agent.tools",
@@ -17,6 +21,7 @@ CORE = [
     "kernelpilot.agent.litellm_client",
     "kernelpilot.agent.scripted",
     "kernelpilot.agent.headless",
+    "kernelpilot.agent.build_only",
     "kernelpilot.agent.watch",
     "kernelpilot.agent.transcript",
     "kernelpilot.agent.prompts",

@@ -132,7 +132,7 @@ def test_approval_writes_the_dropin_in_the_same_commit(mlp_problem: Path, tmp_pa
     rel = f"problems/{mlp_problem.name}"
     ws = Workspace.open(repo, "s1", candidate_dir=f"{rel}/candidate", problem=f"{rel}/problem.py")
     ws.write_file(f"{rel}/candidate/model_new.py", (DATA / "dropin" / "mlp_candidate.py").read_text())
-    ws.checkpoint("c1", "ok: 1.3x torch.compile")
+    ws.checkpoint("c1", "ok: 1.3x torch.compile", {"status": "ok", "mode": "benchmark"})
     before = git(repo, "rev-parse", "HEAD")
     new = ws.approve("c1")
     assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before  # one commit

@@ -261,6 +261,20 @@ def test_replay_builds_fail_then_pass(replay: Path, tmp_path: Path) -> None:
     assert outcomes[0] is False and all(outcomes[1:]), outcomes
 
 
+@pytest.mark.parametrize("replay", REPLAYS, ids=[p.parent.name for p in REPLAYS])
+def test_replay_defines_every_launcher_its_binding_declares_at_each_evaluation(replay: Path) -> None:
+    """At every test and benchmark of the replay, each extern "C" launcher binding.cpp declares is defined in a
+    .cu file: else the library does not load (`undefined symbol softmax_f32`) where the replay says "Correct"."""
+    declared = re.compile(r'extern\s+"C"\s+cudaError_t\s+(\w+)\s*\([^)]*\)\s*;')
+    defined = re.compile(r'extern\s+"C"\s+cudaError_t\s+(\w+)\s*\([^)]*\)\s*\{')
+    for name, files in _replay_files(replay):
+        if name not in ("test", "benchmark"):
+            continue
+        needed = set(declared.findall(files.get("binding.cpp", "")))
+        have = {n for rel, text in files.items() if rel.endswith(".cu") for n in defined.findall(text)}
+        assert needed and needed <= have, f"{replay.parent.name} {name}: {sorted(needed - have)} declared, not defined"
+
+
 def test_row_reduce_copies_are_identical() -> None:
     """Each candidate directory is self-contained, so the shared header is copied: keep the copies equal."""
     copies = sorted(EXAMPLES.glob("*/candidate/row_reduce.cuh"))

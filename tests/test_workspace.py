@@ -42,6 +42,9 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+OK = {"status": "ok", "mode": "benchmark", "summary": "correct; 2.0x vs torch.compile"}  # a verdict that may be approved
+
+
 def open_ws(repo: Path, session: str = "s1") -> Workspace:
     return Workspace.open(repo, session, candidate_dir="kernels", problem="problem.py")
 
@@ -183,7 +186,7 @@ def test_checkpoint_without_changes_still_records_the_candidate(repo: Path) -> N
 def test_diff_against_original_and_previous(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// v1\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     ws.write_file("kernels/softmax.cu", "// v2\n")
     ws.checkpoint("c2", "ok")
     original = ws.diff("c2")
@@ -198,7 +201,7 @@ def test_diff_against_original_and_previous(repo: Path) -> None:
 def test_candidate_map_survives_restart_and_lost_state(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// v1\n")
-    sha = ws.checkpoint("c1", "ok")
+    sha = ws.checkpoint("c1", "ok", OK)
     again = open_ws(repo)
     assert again.path == ws.path and again.resolve("c1") == sha and again.base_sha == ws.base_sha
     state = Path(git(repo, "rev-parse", "--absolute-git-dir")) / "kernelpilot" / "sessions" / "s1.json"
@@ -211,7 +214,7 @@ def test_approve_lands_one_commit_on_the_users_branch(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
     ws.write_file("kernels/binding.cpp", "// glue\n")
-    ws.checkpoint("c1", "ok: 2.0x torch.compile")
+    ws.checkpoint("c1", "ok: 2.0x torch.compile", OK)
     before = git(repo, "rev-parse", "HEAD")
     new = ws.approve("c1")
     assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before
@@ -228,7 +231,7 @@ def test_approve_applies_deletions(repo: Path) -> None:
     git(repo, "commit", "-q", "-m", "old header")
     ws = open_ws(repo)
     (ws.path / "kernels" / "old.cuh").unlink()
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     ws.approve("c1")
     assert not (repo / "kernels" / "old.cuh").exists()
     assert git(repo, "status", "--porcelain") == ""
@@ -240,7 +243,7 @@ def test_approve_onto_dirty_same_file_is_refused_and_loses_nothing(repo: Path, h
     ws = open_ws(repo)
     target = "kernels/softmax.cu" if how != "untracked" else "kernels/new.cu"
     ws.write_file(target, "// candidate\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     (repo / target).write_text("// my precious edit\n")
     if how == "staged":
         git(repo, "add", target)
@@ -256,7 +259,7 @@ def test_approve_onto_dirty_same_file_is_refused_and_loses_nothing(repo: Path, h
 def test_approve_with_unrelated_dirty_and_staged_files_keeps_them(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     (repo / "README.md").write_text("work in progress\n")
     (repo / "notes.txt").write_text("staged notes\n")
     git(repo, "add", "notes.txt")
@@ -273,7 +276,7 @@ def test_approve_with_unrelated_dirty_and_staged_files_keeps_them(repo: Path) ->
 def test_approve_after_the_user_committed_meanwhile(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     (repo / "README.md").write_text("user kept working\n")
     git(repo, "commit", "-q", "-am", "user commit")
     user_head = git(repo, "rev-parse", "HEAD")
@@ -286,7 +289,7 @@ def test_approve_after_the_user_committed_meanwhile(repo: Path) -> None:
 def test_approve_refuses_to_overwrite_a_newer_commit_of_the_same_file(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     (repo / "kernels" / "softmax.cu").write_text("// user's own improvement\n")
     git(repo, "commit", "-q", "-am", "user improved the kernel")
     head = git(repo, "rev-parse", "HEAD")
@@ -300,7 +303,7 @@ def test_approve_refuses_to_overwrite_a_newer_commit_of_the_same_file(repo: Path
 def test_approve_on_detached_head_explains(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     git(repo, "checkout", "-q", "--detach")
     with pytest.raises(WorkspaceError, match="detached HEAD .*check out a branch"):
         ws.approve("c1")
@@ -310,7 +313,7 @@ def test_approve_on_detached_head_explains(repo: Path) -> None:
 def test_approve_twice_says_nothing_to_do(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     ws.approve("c1")
     with pytest.raises(WorkspaceError, match="already contains candidate c1"):
         ws.approve("c1")
@@ -343,7 +346,7 @@ def test_restore_brings_back_a_candidate_exactly(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// v1\n")
     ws.write_file("kernels/helper.cuh", "// helper v1\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     ws.write_file("kernels/softmax.cu", "// v2\n")
     (ws.path / "kernels" / "helper.cuh").unlink()
     ws.write_file("kernels/extra.cu", "// new in v2\n")
@@ -363,7 +366,7 @@ def test_restore_brings_back_a_candidate_exactly(repo: Path) -> None:
 def test_cleanup_keeps_the_branch_and_resume_recreates_the_worktree(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// v1\n")
-    sha = ws.checkpoint("c1", "ok")
+    sha = ws.checkpoint("c1", "ok", OK)
     ws.cleanup()
     assert not ws.path.exists()
     assert git(repo, "rev-parse", "kernelpilot/s1") == sha
@@ -386,7 +389,7 @@ def test_project_in_a_subdirectory(repo: Path) -> None:
     with pytest.raises(GuardError, match="problem file"):
         ws.guard("problem.py")
     ws.write_file("kernels/k.cu", "// k\n")
-    ws.checkpoint("c1", "ok")
+    ws.checkpoint("c1", "ok", OK)
     new = ws.approve("c1")
     assert git(repo, "show", f"{new}:ops/kernels/k.cu") == "// k"
     assert (sub / "kernels" / "k.cu").read_text() == "// k\n"
@@ -407,7 +410,7 @@ def test_executable_bit_is_kept(repo: Path) -> None:
     ws = open_ws(repo)
     script = ws.write_file("kernels/gen.py", "print(1)\n")
     os.chmod(script, 0o755)
-    sha = ws.checkpoint("c1", "ok")
+    sha = ws.checkpoint("c1", "ok", OK)
     assert git(ws.path, "ls-tree", sha, "kernels/gen.py").startswith("100755")
 
 

@@ -4,15 +4,20 @@ Policies: ``None`` waits for ``approve``/``reject`` from the engineer (TUI); ``"
 approves a proposal whose verdict tier is faster_than_compile and rejects others with the reason;
 ``"never"`` records the proposal for review after a headless run and approves nothing.
 Landing an approval (git) is never interrupted by a cancel, so no half-done commit is left.
+Every approval, the engineer's or the policy's, goes by the candidate's last verdict
+(``kernelpilot.approval_rule``): refused with the reason, or, for an incorrect, rejected or build-only
+verdict, landed only when the engineer confirmed that status (``approve(cid, confirmed=STATUS)``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.agent.events import ErrorEvent, Event, ProposalApproved, ProposalReady, ProposalRejected
+from kernelpilot.approval_rule import check_approval, require_approvable
 from kernelpilot.errors import KernelpilotError
 
 if TYPE_CHECKING:
@@ -24,9 +29,41 @@ class ProposalMixin:
     book: Any
     workspace: Any
     auto_approve: str | None
-    _decisions: dict[str, tuple[bool, str]]
+    _decisions: dict[str, tuple[bool, str]]  # (approved, the rejection's reason | the status an approval confirmed)
     _pending: str
     _wake: asyncio.Event
+    _running: bool
+
+    # ---- the engineer's side -----------------------------------------------------------------
+    async def approve(self, candidate_id: str, confirmed: str = "") -> str:
+        """Approve a candidate (``confirmed``: the status the engineer confirmed, for a verdict that needs
+        it). While ``run()`` is going, the loop lands it (ProposalApproved, Done) and this returns "";
+        after ``run()`` has ended it is landed here and the commit is returned."""
+        if self._running:
+            self._decisions[candidate_id] = (True, confirmed)
+            self._wake.set()
+            return ""
+        self._check_verdict(candidate_id, confirmed)
+        commit = str(await asyncio.to_thread(partial(self.workspace.approve, candidate_id, confirmed=confirmed)))
+        self.book.approved, self.book.approved_commit = candidate_id, commit
+        self._record(ProposalApproved(candidate_id=candidate_id, commit=commit))  # type: ignore[attr-defined]
+        return commit
+
+    async def reject(self, candidate_id: str, reason: str) -> None:
+        """Reject a candidate; the reason goes to the model (at once, or when the session resumes)."""
+        reason = reason.strip() or "no reason given"
+        if self._running:
+            self._decisions[candidate_id] = (False, reason)
+            self._wake.set()
+            return
+        await asyncio.to_thread(self.workspace.reject, candidate_id, reason)
+        self._append({"role": "user", "content": f"The engineer rejected {candidate_id}: {reason}"})  # type: ignore[attr-defined]
+        self._record(ProposalRejected(candidate_id=candidate_id, reason=reason))  # type: ignore[attr-defined]
+
+    def _check_verdict(self, cid: str, confirmed: str) -> None:
+        """ApprovalRefusedError unless the candidate's last verdict may be approved (with ``confirmed``)."""
+        record = self.book.get(cid)
+        require_approvable(check_approval(cid, record.verdict if record is not None else None), confirmed)
 
     def _policy_decision(self, cid: str) -> tuple[bool, str]:
         record = self.book.get(cid)
@@ -80,18 +117,20 @@ class ProposalMixin:
 
     async def _apply_decision(self, cid: str, decision: tuple[bool, str], result: ToolResult | None) -> AsyncIterator[Event]:
         approved, reason = decision
+        confirmed = reason if approved else ""
         if approved:
+            try:
+                self._check_verdict(cid, confirmed)  # before the sanitizer runs on what may not land anyway
+            except KernelpilotError as exc:
+                yield self._not_landed(cid, exc, result)
+                return
             approved, reason = await self._sanitizer_gate(cid)
         if approved:
             try:
-                commit = str(await asyncio.shield(asyncio.to_thread(self.workspace.approve, cid)))
+                land = partial(self.workspace.approve, cid, confirmed=confirmed)
+                commit = str(await asyncio.shield(asyncio.to_thread(land)))
             except KernelpilotError as exc:
-                yield self._emit(ErrorEvent(message=f"Approving {cid} failed: {exc}", recoverable=True))  # type: ignore[attr-defined]
-                text = f"The engineer approved {cid}, but landing it failed: {exc}"
-                if result is not None:
-                    result.text, result.ok = text, False
-                else:
-                    self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
+                yield self._not_landed(cid, exc, result)
                 return
             self.book.approved, self.book.approved_commit = cid, commit
             yield self._emit(ProposalApproved(candidate_id=cid, commit=commit))  # type: ignore[attr-defined]
@@ -109,6 +148,15 @@ class ProposalMixin:
             result.text = text
         else:
             self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
+
+    def _not_landed(self, cid: str, exc: KernelpilotError, result: ToolResult | None) -> Event:
+        """An approval refused or failed: the engineer sees why, and so does the model."""
+        text = f"The engineer approved {cid}, but it was not landed: {exc}"
+        if result is not None:
+            result.text, result.ok = text, False
+        else:
+            self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
+        return self._emit(ErrorEvent(message=f"Approving {cid} failed: {exc}", recoverable=True))  # type: ignore[attr-defined]
 
     async def _decide_unproposed(self, cid: str) -> AsyncIterator[Event]:
         """The engineer approved or rejected a candidate the model did not propose (e.g. from the table)."""

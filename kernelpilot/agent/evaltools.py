@@ -51,7 +51,7 @@ async def benchmark(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     note = ""
     commit = diff = ""
     try:
-        commit = str(ctx.workspace.checkpoint(cid, f"{verdict.status}: {verdict.summary}".strip(" :")))
+        commit = str(ctx.workspace.checkpoint(cid, f"{verdict.status}: {verdict.summary}".strip(" :"), verdict))
         diff = str(ctx.workspace.diff(cid))
     except Exception as exc:  # noqa: BLE001 - the verdict still counts; say what failed
         note = f"\n(note: checkpoint failed: {exc})"

@@ -1,7 +1,9 @@
 """``kernelpilot run PROBLEM``: the agent loop without the TUI.
 
 Prints every Event as a JSON line (``--jsonl``) or as a readable log; a replayed session
-(``--replay FILE``) is labelled as such in both. Exit status 0 iff an approved candidate exists.
+(``--replay FILE``) is labelled as such in both. Exit status 0 iff an approved candidate exists (for a
+replay: iff it was played to its end, not stopped by an error, a budget or Ctrl-C). A replay needs no GPU:
+without one its evaluations are builds (``build_only``).
 ``--resume SESSION`` continues a session from its transcript; ``--watch`` is manual pairing
 (kernelpilot.agent.watch). Ctrl-C cancels the session cleanly (a second one aborts).
 """
@@ -159,8 +161,12 @@ def build_session(args: Any, *, evaluator: Any = None, client: Any = None) -> An
     if transcript is None:
         transcript = Transcript.for_session(workspace.session_id)
     budgets = Budgets.from_config(config)
+    if evaluator is None:  # a replay needs no GPU: without one, its evaluations are builds
+        from kernelpilot.agent.build_only import for_replay
+
+        evaluator = for_replay(make_evaluator(config), bool(getattr(args, "replay", None)))
     return AgentSession(
-        problem, workspace, evaluator if evaluator is not None else make_evaluator(config),
+        problem, workspace, evaluator,
         client if client is not None else make_client(args, config), budgets, config,
         transcript=transcript, auto_approve=getattr(args, "auto_approve", None) or "never",
         session_id=workspace.session_id,
@@ -199,5 +205,8 @@ def run_command(args: Any, out: TextIO | None = None) -> int:
     emit = jsonl_printer(out) if getattr(args, "jsonl", False) else LogPrinter(out)
     asyncio.run(drive(session, emit))
     if not getattr(args, "jsonl", False):
-        out.write(f"transcript: {session.transcript.path}  (continue with --resume {session.session_id})\n")
+        out.write(f"transcript: {session.transcript.path}  (continue with --resume {session.session_id}; remove the "
+                  f"session's worktree and branch with `kernelpilot sessions rm {session.session_id}`)\n")
+    if getattr(args, "replay", None):  # a replay succeeds when it was played to its end
+        return 0 if session.done is not None and session.done.reason in ("finished", "proposal_approved") else 1
     return 0 if session.book.approved else 1

@@ -19,8 +19,7 @@ from kernelpilot.agent.approval import ProposalMixin
 from kernelpilot.agent.budgets import Budgets, candidate_rel
 from kernelpilot.agent.candidates import CandidateBook
 from kernelpilot.agent.events import (
-    AssistantMessage, BudgetReached, Done, EngineerMessage, ErrorEvent, Event, ProposalApproved, ProposalRejected,
-    SessionStarted,
+    AssistantMessage, BudgetReached, Done, EngineerMessage, ErrorEvent, Event, SessionStarted,
     TextDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
 from kernelpilot.agent.llm import LLMClient, LLMError, TextChunk, Turn, is_replay
@@ -88,7 +87,7 @@ class AgentSession(ProposalMixin):
         self.resumed = False
         self.done: Done | None = None
         self._inbox: list[str] = []
-        self._decisions: dict[str, tuple[bool, str]] = {}
+        self._decisions: dict[str, tuple[bool, str]] = {}  # (approved, reason of a rejection | status confirmed)
         self._pending = ""
         self._wake = asyncio.Event()
         self._cancel = asyncio.Event()
@@ -103,29 +102,6 @@ class AgentSession(ProposalMixin):
         if text.strip():
             self._inbox.append(text)
             self._wake.set()
-
-    async def approve(self, candidate_id: str) -> str:
-        """Approve a candidate. While ``run()`` is going, the loop lands it (ProposalApproved, Done)
-        and this returns ""; after ``run()`` has ended it is landed here and the commit is returned."""
-        if self._running:
-            self._decisions[candidate_id] = (True, "")
-            self._wake.set()
-            return ""
-        commit = str(await asyncio.to_thread(self.workspace.approve, candidate_id))
-        self.book.approved, self.book.approved_commit = candidate_id, commit
-        self._record(ProposalApproved(candidate_id=candidate_id, commit=commit))
-        return commit
-
-    async def reject(self, candidate_id: str, reason: str) -> None:
-        """Reject a candidate; the reason goes to the model (at once, or when the session resumes)."""
-        reason = reason.strip() or "no reason given"
-        if self._running:
-            self._decisions[candidate_id] = (False, reason)
-            self._wake.set()
-            return
-        await asyncio.to_thread(self.workspace.reject, candidate_id, reason)
-        self._append({"role": "user", "content": f"The engineer rejected {candidate_id}: {reason}"})
-        self._record(ProposalRejected(candidate_id=candidate_id, reason=reason))
 
     def _record(self, event: Event) -> None:
         if self.transcript is not None:

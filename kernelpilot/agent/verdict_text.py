@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.approval_rule import shown_status
 from kernelpilot.verdict import Verdict
 
 
@@ -101,7 +102,7 @@ def one_line(data: dict[str, Any]) -> str:
     perf = data.get("performance") or {}
     cand = (perf.get("candidate") or {}).get("median_ms")
     svc = perf.get("speedup_vs_compile")
-    parts = [str(data.get("status", "?"))]
+    parts = [shown_status(data) if data.get("status") else "?"]  # a build-only ok verdict is "built"
     if isinstance(cand, (int, float)):
         parts.append(f"{cand:.4g} ms")
     if isinstance(svc, (int, float)):

@@ -22,11 +22,13 @@ Nothing in your files changes unless ``--write`` (``kernelpilot.dropin.apply_wri
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from kernelpilot.dropin.apply_run import RunResult, difference, grad_difference, measure
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.profiling.script_run import misplaced_note, misplaced_options
 
 WARMUP = 3
 FLOOR = {"float32": 1e-5, "float64": 1e-9, "float16": 1e-2, "bfloat16": 1e-2}
@@ -95,10 +97,16 @@ def apply_command(args: Any) -> int:
     if not script.is_file():
         raise KernelpilotError(f"{script} does not exist; pass the training or inference script the kernels came from.")
     kernels = Path(getattr(args, "kernels", None) or "problems")
+    note = misplaced_note(args, script)
+    if note:
+        print(note, file=sys.stderr)
     dropins = find_dropins(kernels, script)
     if not dropins:
+        after = (f", and the --kernels after {script} went to it as its own argument" if "--kernels" in {
+            t.split("=", 1)[0] for t in misplaced_options(args)} else "")
         raise KernelpilotError(f"no approved kernel extracted from {script.name} under {kernels}/ (looked for "
-                               f"*/candidate/dropin.py, written on approval); pass --kernels DIR.")
+                               f"*/candidate/dropin.py, written on approval){after}; pass --kernels DIR before SCRIPT: "
+                               f"kernelpilot apply --kernels DIR {script}.")
     argv = list(getattr(args, "script_args", None) or [])
     steps = max(int(getattr(args, "steps", None) or 20), 1)
     compile_root = bool(getattr(args, "compile", False))

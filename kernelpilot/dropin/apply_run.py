@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.errors import ScriptError
 from kernelpilot.profiling.script_run import _median_spread, run_script
 
 _LOADED: dict[Path, Any] = {}  # a drop-in module registers its operator: load each once per process
@@ -150,6 +151,8 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
     try:
         run = run_script(script, argv, steps=warmup + steps, on_root=on_root, on_step=on_step, keep_compile=True)
         result.step_ms = run.step_times_ms()
+    except ScriptError as exc:  # the script's own exception, already one line with its file and line
+        result.error = exc.summary
     except Exception as exc:  # a swap that breaks the script is reported, not raised
         result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.profiling.script_run import misplaced_note, script_failure
 
 # Metadata-only operators: no kernel runs, nothing to optimise.
 _SKIP = {
@@ -125,6 +126,10 @@ class HotspotRecorder:
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and fix it.") from exc
+        except KernelpilotError:
+            raise
+        except Exception as exc:  # the script's own exception: one line, where it happened in its code
+            raise script_failure(script, exc) from exc
         finally:
             sys.argv = old_argv
             for h in handles:
@@ -188,6 +193,9 @@ def hotspots_command(args: Any) -> int:
     script = Path(args.script)
     if not script.is_file():
         raise KernelpilotError(f"{script} does not exist; pass the path of a Python script that runs your model.")
+    note = misplaced_note(args, script)
+    if note:
+        print(note, file=sys.stderr)
     if getattr(args, "group", "op") in ("module", "fusion"):
         from kernelpilot.profiling.grouped import grouped_command
 

@@ -16,12 +16,13 @@ import contextlib
 import runpy
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.errors import KernelpilotError, ScriptError
 
 
 class StopScript(BaseException):
@@ -141,6 +142,10 @@ def run_script(script: Path, argv: list[str], *, steps: int | None, context: Any
     except SystemExit as exc:
         if exc.code not in (0, None):
             raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and fix it.") from exc
+    except KernelpilotError:
+        raise
+    except Exception as exc:  # the script's own exception: one line, where it happened in the script's code
+        raise script_failure(script, exc) from exc
     finally:
         _synchronize()
         run.end = time.perf_counter()
@@ -150,6 +155,52 @@ def run_script(script: Path, argv: list[str], *, steps: int | None, context: Any
     if run.root is None:
         raise KernelpilotError(f"{script} called no nn.Module; kernelpilot needs a script that runs a torch.nn.Module model.")
     return run
+
+
+def script_failure(script: Path, exc: BaseException) -> ScriptError:
+    """The script's own exception as one line: its type and message, and the innermost line of the script's
+    code (its folder, not an installed package) it passed through, e.g. ``train.py:12 (in forward)``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    home = script.resolve().parent
+
+    def mine(filename: str) -> bool:
+        try:
+            path = Path(filename).resolve()
+        except OSError:
+            return False
+        return path.is_relative_to(home) and not {"site-packages", "dist-packages"} & set(path.parts)
+
+    ours = [f for f in frames if mine(f.filename)]
+    frame = ours[-1] if ours else (frames[-1] if frames else None)
+    where = f" at {_shown(Path(frame.filename))}:{frame.lineno} (in {frame.name})" if frame is not None else ""
+    lines = str(exc).strip().splitlines()
+    said = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    summary = f"{script} raised {said}{where}"
+    return ScriptError(f"{summary}; run it on its own (python {script}) for the whole traceback, fix it, and try again.",
+                       summary=summary)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def misplaced_options(args: Any) -> list[str]:
+    """kernelpilot's own options given after SCRIPT (so passed to the script, as everything after it is)."""
+    own = set(getattr(args, "own_options", None) or ())
+    return [t for t in (getattr(args, "script_args", None) or []) if t.split("=", 1)[0] in own]
+
+
+def misplaced_note(args: Any, script: Path) -> str:
+    """A note for options after SCRIPT that are also kernelpilot's ("" when there are none)."""
+    found = misplaced_options(args)
+    if not found:
+        return ""
+    names = ", ".join(dict.fromkeys(t.split("=", 1)[0] for t in found))
+    return (f"note: {names} came after {script}, so {'it goes' if len(found) == 1 else 'they go'} to {script.name} "
+            f"as its own argument{'s' if len(found) > 1 else ''}, not to kernelpilot; kernelpilot's options go before SCRIPT.")
 
 
 def median_step_ms(script: Path, argv: list[str], steps: int, *, warmup: int = 1) -> tuple[float, float]:

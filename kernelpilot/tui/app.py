@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -98,7 +98,7 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
             yield ConversationPane(id="conversation")
             yield CandidatesPanel(id="candidates")
         yield BusyLine(clock=self._clock, id="busy")
-        yield Input(placeholder="Message the agent, or /help for commands", id="prompt")
+        yield Input(placeholder="Message the agent, or /help for commands", id="prompt", select_on_focus=False)
         yield StatusBar(id="status")
         yield Footer()
 
@@ -216,10 +216,25 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
             self.notify("No candidate yet.")
 
     def action_edit_latest(self) -> None:
-        rec = self.panel.records.get(self.latest or "")
-        self.open_in_editor(rec)
+        """The edit key: exactly the file the problem card names (the worktree's watched copy)."""
+        self.open_edit_target()
 
     # ---- input -----------------------------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        """Typed text always goes to the input box: a printable key pressed on the main screen while the
+        table or the conversation has focus moves the focus there and is typed into it (so `/quit` and
+        Enter typed over the table quit, instead of the Enter opening a review). Review screens and
+        dialogs keep their own keys."""
+        if (isinstance(event, events.Key) and not event.is_forwarded and event.is_printable and event.character
+                and len(self.screen_stack) == 1 and not isinstance(self.focused, Input)
+                and event.key not in self.screen.active_bindings):  # a key remapped to an action keeps it
+            prompt = self.query_one("#prompt", Input)
+            prompt.focus()
+            prompt.insert_text_at_cursor(event.character)
+            event.stop()
+            return
+        await super().on_event(event)
+
     @on(Input.Submitted, "#prompt")
     async def prompt_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()

@@ -27,6 +27,8 @@ def launch(args: Any) -> int:
         finder = partial(find_resume, config.root, Path(args.problem) if getattr(args, "problem", None) else None)
     app = KernelpilotApp(partial(build_startup, args), resume_finder=finder, keys=dict(config.keys or {}))
     result = app.run()
+    if app.startup is not None and app.startup.farewell():  # the terminal is the shell's again
+        print(app.startup.farewell())
     return int(result or 0)
 
 
@@ -56,11 +58,18 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     transcript = None
     session_id = None
     if resume:
-        from kernelpilot.agent.transcript import Transcript, find_transcript
+        from kernelpilot.agent.transcript import Transcript, TranscriptError, find_transcript
+        from kernelpilot.sessions import session_exists
 
-        path = find_transcript(resume)
-        transcript = Transcript(path)
-        session_id = str(transcript.load().header.get("session_id") or path.stem)
+        try:
+            path = find_transcript(resume)
+        except TranscriptError:
+            if not session_exists(config.root, resume):  # neither a transcript nor a session of this repository
+                raise
+            session_id = resume  # a session without a transcript (manual mode): its worktree and branch
+        else:
+            transcript = Transcript(path)
+            session_id = str(transcript.load().header.get("session_id") or path.stem)
     from kernelpilot.machine import gpu_count
     from kernelpilot.tui.engine_thread import EngineThread
 
@@ -68,6 +77,10 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     watch_dir = workspace.path / candidate_rel(problem, workspace, config)
     evaluator = make_evaluator(config)
     gpu = gpu_count() > 0
+    if replay and not gpu:  # a replay needs no GPU: its evaluations are builds
+        from kernelpilot.agent.build_only import BuildOnlyEvaluator
+
+        evaluator = BuildOnlyEvaluator(evaluator)
     engine = EngineThread()
     common: dict[str, Any] = dict(project=str(config.root), session_id=workspace.session_id,
                                   worktree=workspace.path, watch_dir=watch_dir, workspace=workspace,
@@ -129,5 +142,9 @@ def find_resume(project_root: Path, problem: Path | None) -> ResumeOffer | None:
         turns = sum(1 for e in state.events if e.kind == "assistant_message")
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(header.get("created") or path.stat().st_mtime)))
         sid = str(header.get("session_id") or path.stem)
+        from kernelpilot.sessions import session_exists
+
+        if not session_exists(Path(project_root), sid):  # removed (`kernelpilot sessions rm`): its transcript stays
+            continue
         return sid, f"session {sid} from {when} ({turns} turns, {len(state.candidates)} candidates, {reason})"
     return None

@@ -47,21 +47,16 @@ def cached_ceilings() -> dict[str, Any] | None:
 
 
 def edit_target(s: Startup) -> tuple[str, str]:
-    """(the file to edit, the candidate directory), relative to the worktree where possible."""
-    root = s.worktree
+    """(the file to edit, the candidate directory), both absolute: the session's copies in its worktree,
+    the ones that are watched (the engineer's checkout is not). The file: the first ``.cu``, else the first
+    candidate source; "" while the directory has none."""
     watch = s.watch_dir
-
-    def rel(p: Path) -> str:
-        try:
-            return str(p.relative_to(root)) if root else str(p)
-        except ValueError:
-            return str(p)
-
     if watch is None:
         return "", ""
+    watch = Path(watch).absolute()
     files = sorted(p for p in watch.iterdir() if p.suffix in (".cu", ".cuh", ".cpp", ".py")) if watch.is_dir() else []
     first = next((p for p in files if p.suffix == ".cu"), files[0] if files else None)
-    return (rel(first) if first else ""), rel(watch)
+    return (str(first) if first else ""), str(watch)
 
 
 class ProblemCardView:

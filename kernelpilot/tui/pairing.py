@@ -127,6 +127,9 @@ class WorkspaceEditEvaluator:
 
     def _next_id(self) -> str:
         self._count += 1
+        known = getattr(self.workspace, "candidates", {})  # a resumed session goes on after its own saves
+        while f"{self._prefix}{self._count}" in known:
+            self._count += 1
         return f"{self._prefix}{self._count}"
 
     def cancel(self) -> bool:
@@ -147,6 +150,7 @@ class WorkspaceEditEvaluator:
         candidate_id, commit, diff = self._record(paths)
         verdict = Verdict(status="superseded", candidate=str(self.candidate_dir))
         verdict.summary = summary_line(verdict)
+        self.workspace.record_verdict(candidate_id, verdict)  # approval goes by it: a superseded save is refused
         return CandidateEvaluated(candidate_id=candidate_id, verdict=verdict.to_dict(), diff=diff, commit=commit,
                                   source="engineer")
 
@@ -161,6 +165,7 @@ class WorkspaceEditEvaluator:
                               error=f"{type(err).__name__}: {err}",
                               summary=f"evaluation failed: {err}")
         data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
+        self.workspace.record_verdict(candidate_id, data)  # approval goes by the last verdict (approval_rule)
         return CandidateEvaluated(candidate_id=candidate_id, verdict=data, diff=diff, commit=commit,
                                   source="engineer")
 

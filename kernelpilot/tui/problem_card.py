@@ -11,6 +11,7 @@ session's (``Evaluator.baselines`` in the evaluation worker). Without a GPU the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Group
@@ -32,8 +33,8 @@ class CardFacts:
     baselines: Any = None  # evaluation.baselines.Baselines, measured in this session
     baselines_error: str = ""
     cached: Any = None  # machine_baselines.CachedBaselines: an earlier session's, shown until ``baselines`` come
-    edit_file: str = ""  # manual mode: the file to edit, relative to the worktree
-    edit_dir: str = ""  # the candidate directory, relative to the worktree
+    edit_file: str = ""  # the file to edit, absolute: the worktree's watched copy (what the edit key opens)
+    edit_dir: str = ""  # the candidate directory, absolute, in the worktree
     keys: dict[str, str] = field(default_factory=dict)  # action -> key, e.g. {"edit_latest": "ctrl+o"}
     manual: bool = True
     origin: str = ""  # an extracted problem: where in the script's model it came from
@@ -153,16 +154,18 @@ def _timed_rows(b: Any, floor_ms: float | None) -> list[tuple[str, str]]:
 
 def _start_rows(facts: CardFacts) -> list[tuple[str, str]]:
     edit_key = facts.keys.get("edit_latest", "ctrl+o")
+    watched = ("", "(the session's copy in its worktree: saves to your checkout's copy are not evaluated)")
     if not facts.manual:
         where = facts.edit_dir or "the candidate directory"
+        opens = f"{edit_key} opens {Path(facts.edit_file).name}" if facts.edit_file else f"{edit_key} opens its first file"
         return [("start", f"tell the agent what to try; it writes {where}/"),
-                ("", f"your own saves there are evaluated too ({edit_key} opens them)")]
+                ("", f"your own saves there are evaluated too ({opens})")]
     agent = ("agent", "none: restart with --model anthropic/claude-sonnet-4-5")
     if facts.edit_file:
-        return [("edit", facts.edit_file),
+        return [("edit", facts.edit_file), watched,
                 ("", f"{edit_key} opens it in $EDITOR; every save is evaluated"), agent]
     where = facts.edit_dir or "the candidate directory"
-    return [("edit", f"write model_new.py, binding.cpp and a .cu kernel in {where}/"),
+    return [("edit", f"write model_new.py, binding.cpp and a .cu kernel in {where}/"), watched,
             ("", "every save there is evaluated"), agent]
 
 
@@ -183,7 +186,7 @@ def card_renderable(facts: CardFacts) -> Group:
     """The card on screen: labels in a column of their own, so wrapped values keep their indent."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold dim", width=9, no_wrap=True)
-    grid.add_column(ratio=1)
+    grid.add_column(ratio=1, overflow="fold")  # a long path is folded over lines, never cut short
     for label, value in card_lines(facts):
         grid.add_row(label, value)
     return Group(_title(facts), grid)

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Label, Static
 
+from kernelpilot.approval_rule import check_approval
 from kernelpilot.tui.diffview import render_side_by_side, render_unified
 from kernelpilot.tui.verdict_view import verdict_text
 from kernelpilot.tui.widgets.candidates import CandidateRecord
@@ -33,6 +34,7 @@ class ReviewScreen(Screen[None]):
         self.record = record
         self.side_by_side = False
         self.approving = False  # 'a' pressed; the session's loop has not landed (or refused) it yet
+        self.refused = ""  # why 'a' was refused (its verdict may not be approved: approval_rule)
 
     @property
     def kp(self) -> KernelpilotApp:
@@ -59,6 +61,8 @@ class ReviewScreen(Screen[None]):
             bits.append(f"· APPROVED as commit {r.approved_commit[:12]}" if r.approved_commit else "· APPROVED")
         elif r.state == "rejected":
             bits.append(f"· REJECTED: {r.reason}")
+        elif self.refused:
+            bits.append(f"· NOT APPROVED: {self.refused}")
         elif r.state == "proposed" and self.approving:
             bits.append("· approving: the compute-sanitizer check (when a GPU is here), then a commit in your repository")
         elif r.state == "proposed":
@@ -84,9 +88,26 @@ class ReviewScreen(Screen[None]):
         if self.approving:
             self.notify(f"Approval of {self.record.candidate_id} is under way.")
             return
+        check = check_approval(self.record.candidate_id, self.record.verdict)  # the rule the landing enforces too
+        if not check.allowed:
+            self.refused = check.refusal()
+            self.refresh_title()
+            self.notify(self.refused, title="Not approved", severity="error", timeout=10)
+            return
+        confirmed = ""
+        if check.needs_confirmation:
+            self.approving = True  # a second 'a' while the question is open does nothing
+            yes = await self.app.push_screen_wait(
+                ConfirmModal(check.question(), yes_label=f"Approve as {check.status} (y)"))
+            self.approving = False
+            if not yes:
+                self.notify(f"Candidate {self.record.candidate_id} was not approved.")
+                return
+            confirmed = check.status
         self.approving = True
+        self.refused = ""
         self.refresh_title()
-        commit = await self.kp.approve_candidate(self.record.candidate_id)
+        commit = await self.kp.approve_candidate(self.record.candidate_id, confirmed)
         if commit:
             self.record.state, self.record.approved_commit = "approved", commit
         # "" while the session runs: its loop lands the approval, and ProposalApproved (or
@@ -141,19 +162,20 @@ class ReasonModal(ModalScreen[str | None]):
 
 
 class ConfirmModal(ModalScreen[bool]):
-    """A yes/no question (used to offer resuming the last session)."""
+    """A yes/no question (resuming the last session; approving a verdict that needs a confirmation)."""
 
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
-    def __init__(self, question: str, **kw: Any) -> None:
+    def __init__(self, question: str, *, yes_label: str = "Yes (y)", **kw: Any) -> None:
         super().__init__(**kw)
         self.question = question
+        self.yes_label = yes_label
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.question, id="confirm-question")
             with Horizontal(classes="buttons"):
-                yield Button("Yes (y)", id="yes", variant="primary")
+                yield Button(self.yes_label, id="yes", variant="primary")
                 yield Button("No (n)", id="no")
 
     def action_answer(self, value: bool) -> None:

@@ -23,7 +23,7 @@ class SessionLike(Protocol):
 
     def send(self, text: str) -> Any: ...
 
-    def approve(self, candidate_id: str) -> Any: ...
+    def approve(self, candidate_id: str, confirmed: str = "") -> Any: ...
 
     def reject(self, candidate_id: str, reason: str) -> Any: ...
 
@@ -165,7 +165,7 @@ class EventStreamSession:
         events: Iterable[Event] = (),
         *,
         delay: float = 0.0,
-        on_approve: Callable[[str], str] | None = None,
+        on_approve: Callable[..., str] | None = None,  # (candidate_id, confirmed=STATUS): Workspace.approve
         on_reject: Callable[[str, str], Any] | None = None,
         model: str = "",
         replay: bool = False,
@@ -210,9 +210,9 @@ class EventStreamSession:
         self.sent.append(text)
         self.emit(EngineerMessage(text=text))
 
-    async def approve(self, candidate_id: str) -> str:
+    async def approve(self, candidate_id: str, confirmed: str = "") -> str:
         self.approved.append(candidate_id)
-        commit = self._on_approve(candidate_id) if self._on_approve else ""
+        commit = self._on_approve(candidate_id, confirmed=confirmed) if self._on_approve else ""
         self.emit(ProposalApproved(candidate_id=candidate_id, commit=commit))
         return commit
 

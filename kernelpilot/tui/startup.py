@@ -46,6 +46,22 @@ class Startup:
         """Run an engine call on the engine thread when there is one (blocking: from a thread worker)."""
         return self.engine.call(fn, *args, **kw) if self.engine is not None else fn(*args, **kw)
 
+    def farewell(self) -> str:
+        """What is printed when the app has ended: the session, how to resume it and how to remove it."""
+        if not self.session_id:
+            return ""
+        ws = self.workspace
+        records = dict(getattr(ws, "candidates", None) or {})
+        unapproved = [cid for cid, rec in records.items() if getattr(rec, "status", "") != "approved"]
+        where = f"worktree {self.worktree}" if self.worktree else "no worktree"
+        branch = f", branch {ws.branch}" if getattr(ws, "branch", "") else ""
+        problem = f" {_shown(Path(self.problem.path))}" if self.problem is not None else ""
+        count = f"{len(records)} candidate{'s' if len(records) != 1 else ''}, {len(unapproved)} not approved"
+        return (f"kernelpilot session {self.session_id}: {where}{branch}; {count}.\n"
+                f"  resume it:  kernelpilot{problem} --resume {self.session_id}\n"
+                f"  remove it:  kernelpilot sessions rm {self.session_id}   (its worktree and branch"
+                f"{'; with it ' + ', '.join(unapproved) if unapproved else ''}; approved commits stay on your branch)")
+
     def banner(self) -> str:
         where = "each save is evaluated" if self.gpu else "each save is built (no GPU: build-only verdicts)"
         return f"Manual mode (no model): {where} · to pair with an agent use {MODEL_HELP}"
@@ -54,3 +70,11 @@ class Startup:
 StartupFactory = Callable[[str | None], Startup]  # argument: the session id to resume, or None
 ResumeOffer = tuple[str, str]  # (session id, description for the question)
 ResumeFinder = Callable[[], ResumeOffer | None]
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)

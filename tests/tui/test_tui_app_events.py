@@ -175,3 +175,34 @@ async def test_a_proposal_does_not_pop_up_over_a_half_typed_message() -> None:
         await pilot.pause(0.2)
         assert not isinstance(app.screen, ReviewScreen) and session.rejected == []
         assert app.query_one("#prompt", Input).value == "also try ar"
+
+
+async def test_typing_over_the_table_goes_to_the_input_box() -> None:
+    """`/quit` + Enter typed while the candidates table has focus quits; it does not open a review."""
+    app, session = make_app(events=[e for e in script() if not isinstance(e, ev.ProposalReady)])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        app.action_focus_table()
+        await pilot.pause()
+        assert app.focused is app.panel.table
+        await pilot.press("/", "q", "u", "i")
+        prompt = app.query_one("#prompt", Input)
+        assert prompt.value == "/qui" and app.focused is prompt
+        app.action_focus_table()  # focus moved away in the middle of typing: the rest still goes to the box
+        await pilot.pause()
+        await pilot.press("t", "enter")
+        await wait_for(pilot, lambda: not app.is_running, what="exit by /quit")
+        assert not any(isinstance(s, ReviewScreen) for s in app.screen_stack)
+    assert session.cancelled and app.return_code == 0
+
+
+async def test_review_keys_still_act_on_the_review_screen() -> None:
+    app, session = make_app(events=[e for e in script() if not isinstance(e, ev.ProposalReady)])
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: len(table_rows(app)) == 2)
+        app.action_focus_table()
+        await pilot.press("down", "enter")  # row c2
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))
+        await pilot.press("s")  # a review key, not typed into the input box
+        assert app.screen.side_by_side  # type: ignore[attr-defined]
+        assert app.query_one("#prompt", Input).value == ""

@@ -90,7 +90,7 @@ async def test_cached_figures_first_labelled_then_this_sessions(tmp_path: Path) 
                        what="this session's baselines")
         text = card_text(app)
         assert "eager     0.957 ms (53% of speed of light)" in text and "compile   1.124 ms" in text
-        assert "cached" not in text and "0.900" not in text and "again in this session" not in text
+        assert "· cached" not in text and "0.900" not in text and "again in this session" not in text
         assert session.calls == [SOFTMAX.resolve()]  # measured in this session all the same
         await pilot.press("ctrl+q")
 
@@ -139,7 +139,7 @@ async def test_a_locked_cache_file_never_breaks_the_card(tmp_path: Path) -> None
                            and app.card_facts is not None and app.card_facts.baselines is not None,
                            timeout=30, what="the lock's message and this session's baselines")
             text = card_text(app)
-            assert "eager     0.957 ms" in text and "cached" not in text
+            assert "eager     0.957 ms" in text and "· cached" not in text
             await pilot.press("ctrl+q")
     finally:
         holder.execute("ROLLBACK")

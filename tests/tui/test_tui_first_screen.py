@@ -71,7 +71,8 @@ async def test_card_says_what_the_problem_is_then_what_it_costs(tmp_path: Path) 
         assert "output    32768×16384 bfloat16 (1.00 GiB)" in text
         assert "moves     2.00 GiB at least · no FLOPs counted" in text
         assert "timing eager and torch.compile on the GPU…" in text
-        assert "edit      kernels/softmax/softmax.cu" in text and "ctrl+o opens it in $EDITOR" in text
+        watched = tmp_path / "wt" / "kernels" / "softmax" / "softmax.cu"
+        assert f"edit      {watched}\n" in text and "ctrl+o opens it in $EDITOR" in text
         # the baselines are still being measured: the UI answers meanwhile
         assert any("timing eager and torch.compile" in label for label in app.busy.active)
         await pilot.press(*"/help", "enter")
@@ -91,6 +92,44 @@ async def test_card_says_what_the_problem_is_then_what_it_costs(tmp_path: Path) 
         await wait_for(pilot, lambda: len(app.query(ProblemCard)) == 2, what="/problem")
         assert card_text(app, 1) == card_text(app, 0)
         await pilot.press("ctrl+q")
+
+
+async def test_the_card_names_the_watched_file_and_the_edit_key_opens_exactly_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The card gives the absolute path of the worktree's copy (the one that is watched), says the checkout's
+    copy is not, and ctrl+o opens that file and no other (headless here: the editor cannot take the terminal,
+    so the notification names the file)."""
+    monkeypatch.setenv("EDITOR", "my-editor")
+    app = make_app(tmp_path, gpu=False)
+    watched = tmp_path / "wt" / "kernels" / "softmax" / "softmax.cu"
+    async with app.run_test(size=(200, 40)) as pilot:
+        await wait_for(pilot, lambda: app.card_facts is not None, what="the card")
+        text = card_text(app)
+        assert f"edit      {watched}\n" in text
+        assert "the session's copy in its worktree: saves to your checkout's copy are not evaluated" in text
+        assert app.edit_target_file() == watched
+        await pilot.press("ctrl+t")  # focus elsewhere: the key still opens the card's file
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: any("my-editor" in str(n.message) for n in app._notifications), what="editor")
+        said = next(str(n.message) for n in app._notifications if "my-editor" in str(n.message))
+        assert f"Open {watched} yourself." in said and "binding.cpp" not in said
+
+
+async def test_the_edit_key_with_an_empty_candidate_directory_says_where_to_write(tmp_path: Path) -> None:
+    app = make_app(tmp_path, gpu=False)
+    watch = tmp_path / "wt" / "kernels" / "softmax"
+    for f in watch.iterdir():
+        f.unlink()
+    async with app.run_test(size=(200, 40)) as pilot:
+        await wait_for(pilot, lambda: app.card_facts is not None, what="the card")
+        assert f"write model_new.py, binding.cpp and a .cu kernel in {watch}/" in card_text(app)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: bool(app._notifications), what="the notification")
+        assert f"No candidate file yet: write model_new.py, binding.cpp and a .cu kernel in {watch}/." in str(
+            list(app._notifications)[-1].message)
+        (watch / "kernel.cu").write_text("// now there is one\n")
+        assert app.edit_target_file() == watch / "kernel.cu"  # found once it exists, and the card names it
+        assert app.card_facts is not None and app.card_facts.edit_file == str(watch / "kernel.cu")
 
 
 async def test_baselines_that_fail_say_why(tmp_path: Path) -> None:

@@ -17,6 +17,10 @@ from tui_support import GPU, wait_for
 
 
 def write_transcript(session_id: str, root: Path, problem: Path, done: str | None) -> None:
+    """A session as a run leaves it: its worktree and branch (a real Workspace), and its transcript."""
+    from kernelpilot.workspace import Workspace
+
+    Workspace.open(root, session_id, problem=problem)
     t = Transcript.for_session(session_id)
     t.write_header(session_id=session_id, problem=str(problem), model="m", project_root=str(root))
     t.write_event(SessionStarted(session_id=session_id, problem=problem.stem, model="m"))
@@ -35,6 +39,19 @@ def test_find_resume_offers_only_unfinished_sessions_of_this_project(tmp_path: P
     assert find_resume(tmp_path / "elsewhere", problem) is None
     write_transcript("approved-one", root, problem, done="proposal_approved")
     assert find_resume(root, problem) is None  # the latest session finished: nothing to resume
+
+
+def test_a_removed_session_is_not_offered(tmp_path: Path) -> None:
+    """`kernelpilot sessions rm` keeps the transcript; the session is gone, so it is not offered again."""
+    from kernelpilot.sessions import list_sessions, open_repository, remove_session
+
+    problem = make_project(tmp_path / "proj")
+    root = problem.parent
+    write_transcript("old-one", root, problem, done="cancelled")
+    assert find_resume(root, problem) is not None
+    repo = open_repository(root)
+    remove_session(repo, next(s for s in list_sessions(repo) if s.session_id == "old-one"))
+    assert Transcript.for_session("old-one").exists and find_resume(root, problem) is None
 
 
 async def _launch(tmp_path: Path, answer: str) -> list[str | None]:

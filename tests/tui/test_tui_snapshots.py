@@ -70,11 +70,19 @@ def test_review_screen_side_by_side(snap_compare: Any) -> None:
 
 # ---- the first screen at three terminal sizes (the problem card with the baselines filled in) ------
 
-def first_screen(tmp_path: Any, gpu: bool = True, events: list[ev.Event] | None = None) -> KernelpilotApp:
+def first_screen(name: str, gpu: bool = True, events: list[ev.Event] | None = None) -> KernelpilotApp:
+    """The card names the candidate file by its absolute path: the worktree is put at a fixed path
+    (``$TMPDIR/kernelpilot-snapshots/NAME``), so the picture is the same on every run."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     from test_tui_first_screen import make_app
     from tui_support import FixtureBaselines
 
-    return make_app(tmp_path, FixtureBaselines(), gpu=gpu, events=events)
+    fixed = Path(tempfile.gettempdir()) / "kernelpilot-snapshots" / name
+    shutil.rmtree(fixed, ignore_errors=True)
+    return make_app(fixed, FixtureBaselines(), gpu=gpu, events=events)
 
 
 async def _card_ready(pilot: Any, app: KernelpilotApp, gpu: bool = True) -> None:
@@ -90,8 +98,8 @@ async def _card_ready(pilot: Any, app: KernelpilotApp, gpu: bool = True) -> None
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 55)], ids=["80x24", "120x40", "200x55"])
-def test_first_screen(snap_compare: Any, tmp_path: Any, size: tuple[int, int]) -> None:
-    app = first_screen(tmp_path)
+def test_first_screen(snap_compare: Any, size: tuple[int, int]) -> None:
+    app = first_screen(f"first-{size[0]}x{size[1]}")
 
     async def run_before(pilot: Any) -> None:
         await _card_ready(pilot, app)
@@ -99,12 +107,12 @@ def test_first_screen(snap_compare: Any, tmp_path: Any, size: tuple[int, int]) -
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_first_screen_without_a_gpu_after_an_edit(snap_compare: Any, tmp_path: Any) -> None:
+def test_first_screen_without_a_gpu_after_an_edit(snap_compare: Any) -> None:
     from test_tui_first_screen import build_only_verdict
 
     edit = ev.CandidateEvaluated(candidate_id="e1", verdict=build_only_verdict(), source="engineer",
                                  at=1_700_000_000.0)
-    app = first_screen(tmp_path, gpu=False, events=[edit])
+    app = first_screen("no-gpu-edit", gpu=False, events=[edit])
 
     async def run_before(pilot: Any) -> None:
         await _card_ready(pilot, app, gpu=False)

@@ -45,6 +45,19 @@ def wait_screen(session: str, cond: Callable[[str], bool], timeout: float, what:
     raise AssertionError(f"timed out waiting for {what}; screen was:\n{screen}")
 
 
+def card_path(screen: str) -> str:
+    """The card's `edit` value: from the `edit` label to the line about the session's copy, lines joined."""
+    lines = [line.strip(" │┃▎") for line in screen.splitlines()]
+    start = next((i for i, line in enumerate(lines) if line.startswith("edit ")), None)
+    assert start is not None, screen
+    parts = [lines[start].removeprefix("edit").strip()]
+    for line in lines[start + 1:]:
+        if line.startswith("(the session's copy"):
+            break
+        parts.append(line.strip())
+    return "".join(parts)
+
+
 def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
     problem = make_project(tmp_path / "proj")
     kernels = problem.parent / "kernels" / "vector_scale"
@@ -77,7 +90,9 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         first_paint_s = time.monotonic() - started
         screen = wait_screen(session, lambda s: "moves " in s, 90, "the problem card")
         assert "input     65536 float32 (256.00 KiB)" in screen and "vector_scale  vector_scale.py" in screen, screen
-        assert "edit      kernels/vector_scale/kernel.cu" in screen and "ctrl+o opens it in $EDITOR" in screen
+        named = card_path(screen)  # the absolute path of the worktree's copy, wrapped over card lines
+        assert named.startswith(str(data / "worktrees")) and named.endswith("/kernels/vector_scale/kernel.cu"), named
+        assert "ctrl+o opens it in $EDITOR" in screen
         assert "--model anthropic/claude-sonnet-4-5" in screen and "manual (no model)" in screen
         assert "Manual mode" in screen and "Quit" in screen
         if not gpu:
@@ -93,8 +108,7 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         opened = marker.read_text().split()
-        assert any(p.endswith("kernels/vector_scale/kernel.cu") for p in opened), opened
-        assert all(str(data / "worktrees") in p for p in opened)  # the worktree's copy, not the repo's
+        assert opened == [named], opened  # exactly the file the card names: the worktree's copy, not the repo's
         screen = wait_screen(session, lambda s: "your edit e1" in s, 300, "the edit evaluated as e1")
         if not gpu:
             assert "correctness and timing need a GPU" in screen.replace("\n", " ").replace("│", "")
@@ -108,6 +122,10 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         tmux("send-keys", "-t", session, "/quit", "Enter")
         screen = wait_screen(session, lambda s: "KP_EXIT=" in s, 60, "exit")
         assert "KP_EXIT=0" in screen
+        sid = next(p.name for p in (data / "worktrees").iterdir())
+        flat = screen.replace("\n", "")  # the farewell, printed once the terminal is the shell's again
+        assert f"kernelpilot session {sid}:" in flat and f"--resume {sid}" in flat, screen
+        assert f"kernelpilot sessions rm {sid}" in flat and "with it e1" in flat, screen
         print(f"first paint after {first_paint_s:.2f} s (including interpreter start)\n{first}\n{card}")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
