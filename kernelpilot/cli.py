@@ -195,8 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", prog="kernelpilot init", help="write a starter problem and config", formatter_class=fmt, description=(
         "Write a starter KernelBench problem (a row softmax in bfloat16), a kernelpilot.toml that names it\n"
-        "(every other key present and commented out) and a starter candidate in kernels/NAME/ (binding.cpp,\n"
-        "softmax.cu, model_new.py: correct, not fast). DIR must be in a git repository (or pass --git-init).\n"
+        "(every other key present and commented out) and a starter candidate in kernels/NAME/ (softmax.h,\n"
+        "softmax.cu, binding.cpp, model_new.py: correct, not fast). DIR must be in a git repository (or pass\n"
+        "--git-init).\n"
         "Existing files are kept unless --force.\n\n"
         "With --from-inductor PATH: torch.compile's own run of each problem under PATH as a candidate (c0):\n"
         "Inductor's Triton kernels, its library calls and the eager code dynamo leaves around its graphs.\n"

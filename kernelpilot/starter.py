@@ -44,19 +44,29 @@ def get_init_inputs():
 '''
 
 
-STARTER_KERNEL = r"""// Starter kernel for the row softmax: correct, not fast. One CTA per row, fp32 math, three passes over
-// the row in global memory (max, sum of exponentials, write) with 2-byte loads. Make it faster: every
-// save is built, checked against the reference and timed.
+STARTER_HEADER = r"""// The kernel of softmax.cu as binding.cpp launches it (both include this declaration).
+#pragma once
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// y[r, :] = softmax(x[r, :]) for the row r = blockIdx.x: one CTA of kThreads threads per row.
+template <int kThreads>
+__global__ void softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n_cols);
+"""
+
+STARTER_KERNEL = r"""// Starter kernel for the row softmax: correct, not fast. One CTA per row, fp32 math, three passes over
+// the row in global memory (max, sum of exponentials, write) with 2-byte loads. Make it faster: every
+// save is built, checked against the reference and timed. Device code only (binding.cpp launches it), so
+// an edit here builds this file's device code alone, in about a second.
+#include "softmax.h"
+
 namespace {
 
-constexpr int kThreads = 256;
-
 // max (is_max) or sum of v over the CTA, through shared memory; every thread gets the result.
-__device__ float block_reduce(float v, bool is_max, float* scratch) {
+template <int kThreads>
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* scratch) {
   scratch[threadIdx.x] = v;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
@@ -71,35 +81,31 @@ __device__ float block_reduce(float v, bool is_max, float* scratch) {
   return result;
 }
 
+}  // namespace
+
+template <int kThreads>
 __global__ void __launch_bounds__(kThreads) softmax_rows(const __nv_bfloat16* __restrict__ x,
                                                           __nv_bfloat16* __restrict__ y, int64_t n_cols) {
   __shared__ float scratch[kThreads];
   const int64_t start = static_cast<int64_t>(blockIdx.x) * n_cols;
   float m = -INFINITY;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) m = fmaxf(m, __bfloat162float(x[start + i]));
-  m = block_reduce(m, true, scratch);
+  m = block_reduce<kThreads>(m, true, scratch);
   float s = 0.f;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) s += __expf(__bfloat162float(x[start + i]) - m);
-  s = block_reduce(s, false, scratch);
+  s = block_reduce<kThreads>(s, false, scratch);
   const float inv = 1.f / s;
   for (int64_t i = threadIdx.x; i < n_cols; i += kThreads) {
     y[start + i] = __float2bfloat16(__expf(__bfloat162float(x[start + i]) - m) * inv);
   }
 }
 
-}  // namespace
-
-// y[r, :] = softmax(x[r, :]) for r < rows; x and y contiguous bf16 [rows, n_cols].
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream) {
-  if (rows < 0 || n_cols < 0 || rows > 0x7fffffffLL) return cudaErrorInvalidValue;
-  if (rows == 0 || n_cols == 0) return cudaSuccess;
-  softmax_rows<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
-                                                                      static_cast<__nv_bfloat16*>(y), n_cols);
-  return cudaGetLastError();
-}
+// The instance binding.cpp launches.
+template __global__ void softmax_rows<256>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
 """
 
-STARTER_BINDING = r"""// Python binding for softmax.cu: checks the tensor, picks the current stream, calls the launcher.
+STARTER_BINDING = r"""// Python binding of softmax.cu: checks the tensor, launches one CTA per row on the current stream. Host code
+// only: kernels are launched through kernelpilot/launch.h, so an edit of softmax.cu builds device code alone.
 // Only the torch headers it uses (torch/extension.h would parse all of libtorch, a slower first build).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_like.h>
@@ -107,9 +113,13 @@ STARTER_BINDING = r"""// Python binding for softmax.cu: checks the tensor, picks
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/utils/pybind.h>  // PYBIND11_MODULE and the at::Tensor <-> torch.Tensor caster
 
-extern "C" cudaError_t softmax_bf16(const void* x, void* y, int64_t rows, int64_t n_cols, cudaStream_t stream);
+#include <kernelpilot/launch.h>
+
+#include "softmax.h"
 
 namespace {
+
+constexpr int kThreads = 256;  // softmax.cu instantiates the kernel for this CTA size
 
 at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(x.is_cuda(), "softmax: x must be a CUDA tensor");
@@ -117,10 +127,12 @@ at::Tensor softmax_last_dim(const at::Tensor& x) {
   TORCH_CHECK(x.dim() >= 1 && x.is_contiguous(), "softmax: x must be contiguous with at least one dimension");
   at::Tensor y = at::empty_like(x);
   if (x.numel() == 0) return y;
+  const int64_t n_cols = x.size(-1), rows = x.numel() / n_cols;
+  TORCH_CHECK(rows <= 0x7fffffffLL, "softmax: at most 2^31 - 1 rows");
   const c10::cuda::CUDAGuard device_guard(x.device());
-  const int64_t n_cols = x.size(-1);
-  const cudaError_t status = softmax_bf16(x.data_ptr(), y.data_ptr(), x.numel() / n_cols, n_cols,
-                                          c10::cuda::getCurrentCUDAStream());
+  const kp::Config config{dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, c10::cuda::getCurrentCUDAStream()};
+  const cudaError_t status = kp::launch(config, softmax_rows<kThreads>, static_cast<const __nv_bfloat16*>(x.data_ptr()),
+                                        static_cast<__nv_bfloat16*>(y.data_ptr()), n_cols);
   TORCH_CHECK(status == cudaSuccess, "softmax: launch failed: ", cudaGetErrorString(status));
   return y;
 }
@@ -154,10 +166,12 @@ class ModelNew(nn.Module):
 
 
 def write_starter_candidate(candidate_dir: Path) -> list[Path]:
-    """The starter problem's candidate in the native layout (as the examples' candidate/ folders): binding.cpp,
-    one .cu with the kernel, and model_new.py calling ``kernelpilot.extension.load_extension(__file__)``."""
+    """The starter problem's candidate in the device-only layout (as the examples' candidate/ folders):
+    softmax.h (the kernel's declaration), softmax.cu (device code), binding.cpp (host code, launching through
+    kernelpilot/launch.h), and model_new.py calling ``kernelpilot.extension.load_extension(__file__)``."""
     candidate_dir.mkdir(parents=True, exist_ok=True)
-    files = {"binding.cpp": STARTER_BINDING, "softmax.cu": STARTER_KERNEL, "model_new.py": STARTER_MODEL}
+    files = {"softmax.h": STARTER_HEADER, "softmax.cu": STARTER_KERNEL, "binding.cpp": STARTER_BINDING,
+             "model_new.py": STARTER_MODEL}
     for name, text in files.items():
         (candidate_dir / name).write_text(text, encoding="utf-8")
     return [candidate_dir / name for name in files]

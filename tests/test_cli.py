@@ -165,8 +165,8 @@ def test_hotspots_missing_script(tmp_path: Path) -> None:
 
 IDENTITY = {"GIT_AUTHOR_NAME": "E", "GIT_AUTHOR_EMAIL": "e@example.com", "GIT_COMMITTER_NAME": "E",
             "GIT_COMMITTER_EMAIL": "e@example.com"}
-STARTER_FILES = ("softmax.py", "kernelpilot.toml", "kernels/softmax/binding.cpp", "kernels/softmax/softmax.cu",
-                 "kernels/softmax/model_new.py")
+STARTER_FILES = ("softmax.py", "kernelpilot.toml", "kernels/softmax/softmax.h", "kernels/softmax/softmax.cu",
+                 "kernels/softmax/binding.cpp", "kernels/softmax/model_new.py")
 
 
 def git_repo(root: Path) -> Path:
@@ -191,7 +191,11 @@ def test_init_writes_a_loadable_problem_config_and_starter_candidate(tmp_path: P
     assert info.primary_dtype == "bfloat16" and info.bytes_moved == 2 * 4096 * 8192 * 2
     candidate = config.candidate_dir
     assert "load_extension(__file__)" in (candidate / "model_new.py").read_text()
-    assert 'extern "C" cudaError_t softmax_bf16(' in (candidate / "softmax.cu").read_text()
+    # the device-only layout: an edit of the kernel builds device code alone
+    assert "template __global__ void softmax_rows<256>(" in (candidate / "softmax.cu").read_text()
+    from kernelpilot.native.sources import host_launch_problem
+
+    assert host_launch_problem(candidate / "binding.cpp", candidate) == ""
     from kernelpilot.evaluation.policy import check_candidate
 
     assert not check_candidate(candidate)  # the static policy passes it as written

@@ -262,17 +262,26 @@ def test_replay_builds_fail_then_pass(replay: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("replay", REPLAYS, ids=[p.parent.name for p in REPLAYS])
-def test_replay_defines_every_launcher_its_binding_declares_at_each_evaluation(replay: Path) -> None:
-    """At every test and benchmark of the replay, each extern "C" launcher binding.cpp declares is defined in a
-    .cu file: else the library does not load (`undefined symbol softmax_f32`) where the replay says "Correct"."""
-    declared = re.compile(r'extern\s+"C"\s+cudaError_t\s+(\w+)\s*\([^)]*\)\s*;')
-    defined = re.compile(r'extern\s+"C"\s+cudaError_t\s+(\w+)\s*\([^)]*\)\s*\{')
+def test_replay_defines_every_kernel_its_binding_can_launch_at_each_evaluation(replay: Path) -> None:
+    """At every test and benchmark of the replay, each kernel the headers binding.cpp includes declare is defined
+    (or, a template, explicitly instantiated) in a .cu file: else the library does not load (an undefined
+    symbol) where the replay says "Correct"."""
+    declared = re.compile(r"__global__\s+void\s+(\w+)\s*\(")
+    instantiated = re.compile(r"^\s*template\s+__global__\s+void\s+(\w+)\s*<", re.MULTILINE)
+    plain = re.compile(r"^(?!\s*template)[^\n]*__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\([^;{]*\)\s*\{",
+                       re.MULTILINE)
+    steps = 0
     for name, files in _replay_files(replay):
         if name not in ("test", "benchmark"):
             continue
-        needed = set(declared.findall(files.get("binding.cpp", "")))
-        have = {n for rel, text in files.items() if rel.endswith(".cu") for n in defined.findall(text)}
+        steps += 1
+        binding = files.get("binding.cpp", "")
+        headers = [text for rel, text in files.items() if rel.endswith(".h") and f'"{rel.split("/")[-1]}"' in binding]
+        needed = {n for text in headers for n in declared.findall(sources.strip_comments(text))}
+        cu = [sources.strip_comments(text) for rel, text in files.items() if rel.endswith(".cu")]
+        have = {n for text in cu for n in instantiated.findall(text) + plain.findall(text)}
         assert needed and needed <= have, f"{replay.parent.name} {name}: {sorted(needed - have)} declared, not defined"
+    assert steps >= 2
 
 
 def test_row_reduce_copies_are_identical() -> None:
