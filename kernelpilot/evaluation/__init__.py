@@ -306,6 +306,20 @@ class Evaluator(WorkerRequests):
             self._prestart()  # the candidate broke the worker (CUDA error, OOM): its successor starts now
         return done(merged.status)
 
+    def prebuild(self, candidate: Any) -> BuildReport | None:
+        """Build ``candidate`` now, with no verdict (a pairing session at launch: its first save then builds
+        only what the save changed). Never raises; None when the candidate cannot be loaded."""
+        from kernelpilot.evaluation.build import build_candidate
+        from kernelpilot.evaluation.candidate import load_candidate
+
+        try:
+            cand = candidate if hasattr(candidate, "kind") else load_candidate(_path_of(candidate).resolve())
+            return build_candidate(cand, build_dir=Path(self.settings.build_dir) if self.settings.build_dir else None,
+                                   timeout_s=self.settings.build_timeout_s, env=self._cache_env(),
+                                   standby=self._standby, confine=self.settings.confine)
+        except KernelpilotError:
+            return None
+
     def _judge_on_full_build(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
                              baseline: Any, token: Any, why: str) -> Verdict:
         """A benchmark whose device-only build's kernels differ from a full build's: judged again on a full

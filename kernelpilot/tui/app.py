@@ -58,7 +58,7 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
         resume_finder: ResumeFinder | None = None,
         gpu_source: GpuSource | None = None,
         gpu_interval: float = 2.0,
-        watch_interval: float = 0.5,
+        watch_interval: float = 0.1,
         keys: dict[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -106,11 +106,27 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
     started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
                              worktree=str(workspace.path), branch=workspace.branch)
     session = EventStreamSession([started], on_approve=workspace.approve, on_reject=workspace.reject)
-    mode = "benchmark" if gpu else "build"  # no GPU: diagnostics, registers and spills, honestly labelled
-    edit = WorkspaceEditEvaluator(workspace, watch_dir,
-                                  lambda d: engine.call(evaluator.evaluate, problem, d, mode=mode),
-                                  close=evaluator.close, cancel=evaluator.cancel)
+    # A save's test verdict is drawn first (about a second for a kernel edit), then its benchmark's; no GPU:
+    # a build-only verdict (diagnostics, registers and spills, honestly labelled).
+    first = "test" if gpu else "build"
+    then = partial(engine.call, evaluator.evaluate, problem, mode="benchmark") if gpu else None
+    edit = WorkspaceEditEvaluator(workspace, watch_dir, lambda d: engine.call(evaluator.evaluate, problem, d, mode=first),
+                                  close=evaluator.close, cancel=evaluator.cancel,
+                                  then=(lambda d: then(d)) if then is not None else None,
+                                  before=prebuild(evaluator, watch_dir))
     return Startup(session=session, model="", edit_evaluator=edit, **common)
+
+
+def prebuild(evaluator: Any, candidate_dir: Path) -> Any:
+    """Start the session's first full build of the candidate now, in a thread, so the engineer's first save
+    builds only what it changed (a kernel edit: device code alone); returns what waits for it."""
+    import threading
+
+    if not candidate_dir.is_dir() or not any(candidate_dir.glob("*.cu")):
+        return None
+    thread = threading.Thread(target=evaluator.prebuild, args=(candidate_dir,), name="kp-prebuild", daemon=True)
+    thread.start()
+    return thread.join
 
 
 def find_resume(project_root: Path, problem: Path | None) -> ResumeOffer | None:

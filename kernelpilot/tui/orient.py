@@ -103,6 +103,15 @@ class ProblemCardView:
 
     # ---- thread workers ----------------------------------------------------------------------
     def _analyse_problem(self, s: Startup) -> None:
+        """The card's facts: from this machine's cache at once when this problem file was analysed before
+        (problem_facts.py, no torch), else from the analysis on the meta device, which then fills the cache."""
+        from kernelpilot import problem_facts
+
+        path = Path(s.problem.path)
+        known = problem_facts.lookup(path)
+        if known is not None:
+            self.post_message(ProblemAnalysed(known, cached_ceilings() if s.gpu else None))
+            return
         from kernelpilot.problem import analyse
 
         try:
@@ -110,6 +119,7 @@ class ProblemCardView:
         except Exception as err:  # a problem the engine will also refuse: say why on the card
             self.post_message(ProblemAnalysed(error=str(err).splitlines()[0] if str(err) else type(err).__name__))
             return
+        problem_facts.store(path, info)
         self.post_message(ProblemAnalysed(info, cached_ceilings() if s.gpu else None))
 
     def _cached_baselines(self, s: Startup) -> None:

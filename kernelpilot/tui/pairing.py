@@ -116,10 +116,17 @@ class WorkspaceEditEvaluator:
         close: Callable[[], None] | None = None,
         prefix: str = "e",
         cancel: Callable[[], bool] | None = None,
+        then: Callable[[Path], Any] | None = None,
+        before: Callable[[], None] | None = None,
     ) -> None:
+        """``then``: a second evaluation of a save whose first verdict is ok (the benchmark after the test:
+        the test verdict is drawn first, in about a second, the benchmark's replaces it). ``before``: called
+        before each evaluation (waits for the session's first full build, started at launch)."""
         self.workspace = workspace
         self.candidate_dir = Path(candidate_dir)
         self._evaluate = evaluate
+        self._then = then
+        self._before = before
         self._close = close
         self._cancel = cancel
         self._prefix = prefix
@@ -154,12 +161,25 @@ class WorkspaceEditEvaluator:
         return CandidateEvaluated(candidate_id=candidate_id, verdict=verdict.to_dict(), diff=diff, commit=commit,
                                   source="engineer")
 
-    def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
+    def evaluate_edit(self, paths: list[Path],
+                      on_first: Callable[[CandidateEvaluated], None] | None = None) -> CandidateEvaluated:
+        """Checkpoint and evaluate the save; with ``then``, the first verdict goes to ``on_first`` as soon as it
+        is known and, when ok, the second evaluation's verdict is returned (both under the same candidate)."""
+        if self._before is not None:
+            self._before()
+        candidate_id, commit, diff = self._record(paths)
+        event = self._judge(candidate_id, commit, diff, self._evaluate)
+        if self._then is not None and event.verdict.get("status") == "ok":
+            if on_first is not None:
+                on_first(event)
+            event = self._judge(candidate_id, commit, diff, self._then)
+        return event
+
+    def _judge(self, candidate_id: str, commit: str, diff: str, evaluate: Callable[[Path], Any]) -> CandidateEvaluated:
         from kernelpilot.verdict import Verdict
 
-        candidate_id, commit, diff = self._record(paths)
         try:
-            verdict = self._evaluate(self.candidate_dir)
+            verdict = evaluate(self.candidate_dir)
         except Exception as err:  # the edit is recorded either way; say why it was not measured
             verdict = Verdict(status="runtime_error", candidate=str(self.candidate_dir),
                               error=f"{type(err).__name__}: {err}",

@@ -165,6 +165,43 @@ async def test_manual_mode_banner_edit_detection_and_approve(tmp_path: Path) -> 
     assert "kernel.cu" in git(p.root, "show", "--stat", commit)
 
 
+async def test_a_save_shows_its_test_verdict_before_its_benchmark(tmp_path: Path) -> None:
+    """Manual mode on a GPU: the test verdict (a kernel edit's is about a second) is drawn as soon as it is known,
+    the benchmark's then replaces it in the same row; a build the launch started is waited for first."""
+    import threading
+
+    p = open_project(tmp_path)
+    fixture = FixtureEvaluator(["vector_scale_ok.json"])
+    gate = threading.Event()  # the benchmark answers only once the test's verdict has been drawn
+    ws = p.workspace
+    started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
+                             worktree=str(ws.path), branch=ws.branch)
+    session = EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject)
+    watch_dir = ws.path / D
+    waited: list[bool] = []
+
+    def benchmark(d: Path) -> Any:
+        assert gate.wait(20)
+        return fixture.evaluate(p.problem, d, mode="benchmark")
+
+    edit = WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d, mode="test"),
+                                  then=benchmark, before=lambda: waited.append(True))
+    startup = Startup(session=session, model="", worktree=ws.path, watch_dir=watch_dir, edit_evaluator=edit,
+                      workspace=ws)
+    app = KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        watch_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in candidate_files().items():
+            (watch_dir / name).write_text(text)
+        await wait_for(pilot, lambda: "e1" in app.panel.records, timeout=20, what="the test verdict drawn")
+        assert app.panel.records["e1"].verdict.mode == "test" and table_rows(app)["e1"][1] == "ok"
+        gate.set()
+        await wait_for(pilot, lambda: app.panel.records["e1"].verdict.mode == "benchmark", timeout=20,
+                       what="the benchmark's verdict in the same row")
+        assert [c[0] for c in fixture.calls] == ["test", "benchmark"] and waited == [True]
+        assert list(app.panel.records) == ["e1"]
+
+
 def test_build_startup_without_a_model_is_manual_mode(tmp_path: Path) -> None:
     from agent_support import make_project
     from kernelpilot.config import load_config
