@@ -11,8 +11,9 @@ kernelpilot.toml, ``standby_builder=True``), on a copy of the example never buil
 - ``cold_test_s``: the first test-mode verdict (build from nothing; the worker starts beside it);
 - warm edits that change the compiled code, round robin: a kernel constant of the ``.cu`` (a ``#pragma
   unroll`` count, else a ``__device__`` constant), a line of an included header where the example has one,
-  and ``model_new.py`` (a module constant); ``warm_test_s`` is their median (at least one of each kind,
-  up to ``--edits`` of each while the example's share of ``--budget-s`` lasts);
+  and ``model_new.py`` (a module constant); ``warm_kernel_s``, ``warm_header_s`` and ``warm_model_s`` are each
+  kind's median, never mixed (at least one of each kind, up to ``--edits`` of each while the example's share of
+  ``--budget-s`` lasts);
 - ``warm_benchmark_s``: the next edit in benchmark mode (a benchmark after tests; ``benchmark_worker_starts``
   says whether it needed a new worker);
 - ``card_s`` and ``baselines_s``: the first screen of the real app in fresh processes (edit_loop_screen.py,
@@ -174,6 +175,17 @@ def screens_only(names: list[str], rows: list[dict[str, Any]], args: argparse.Na
     return rows
 
 
+def machine() -> dict[str, str]:
+    """The code version (the commit, and whether kernelpilot/ differs from it) and the GPU a row was measured on."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                         text=True).stdout.strip().splitlines() if shutil.which("nvidia-smi") else []
+    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--", "kernelpilot")),
+            "gpu": gpu[0] if gpu else "none"}
+
+
 def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> dict[str, Any]:
     from kernelpilot.config import load_config
     from kernelpilot.evaluation import EvalSettings, Evaluator
@@ -183,7 +195,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
     problem, candidate = example / "problem.py", example / "candidate"
     config = load_config(example, overrides={"problem": str(problem)}, env={})
     settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
-    row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}}
+    row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}, **machine()}
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
         cold = timed(ev, problem, candidate, "test", "cold")
         row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]
@@ -212,13 +224,14 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
             row["session_baselines_s"] = round(time.monotonic() - t0, 3)  # the worker warm, compile cached
         except Exception as exc:  # noqa: BLE001 - no GPU: said, not measured
             row["session_baselines_s"], row["session_baselines_error"] = None, str(exc)[:300]
-    walls = [e["wall_s"] for e in row["edits"]]
-    row["warm_test_s"] = round(statistics.median(walls), 3) if walls else None
     for kind in KINDS:
         mine = [e["wall_s"] for e in row["edits"] if e["kind"] == kind]
         row[f"warm_{kind}_s"] = round(statistics.median(mine), 3) if mine else None
-    row["phases"]["warm_test"] = {k: round(statistics.median(e["phases"].get(k, 0.0) for e in row["edits"]), 3)
-                                  for k in sorted({k for e in row["edits"] for k in e["phases"]})}
+    for kind in KINDS:  # each kind's phases on their own (a kernel edit's build is not a model_new edit's)
+        mine = [e for e in row["edits"] if e["kind"] == kind]
+        if mine:
+            row["phases"][f"warm_{kind}"] = {k: round(statistics.median(e["phases"].get(k, 0.0) for e in mine), 3)
+                                             for k in sorted({k for e in mine for k in e["phases"]})}
     if args.profile:
         row["nvcc"] = nvcc_profile(Path(cold["build_dir"]), work / f"nvcc-{name}")
     if not args.no_screen:
@@ -269,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         path.write_text(json.dumps(rows, indent=1))
         write_markdown(rows, folder / "results.md")
-        print(f"{name}: cold {row['cold_test_s']} s, warm test {row['warm_test_s']} s, warm benchmark "
+        print(f"{name}: cold {row['cold_test_s']} s, .cu edit {row['warm_kernel_s']} s, header edit "
+              f"{row['warm_header_s']} s, model_new edit {row['warm_model_s']} s, warm benchmark "
               f"{row['warm_benchmark_s']} s, card {row.get('card_s')} s ({row['example_s']} s)", flush=True)
     print(table(rows))
     return 0

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-COLUMNS = (("example", "example"), ("cold_test_s", "cold test s"), ("warm_test_s", "warm test s"),
-           ("warm_kernel_s", ".cu edit s"), ("warm_header_s", "header edit s"), ("warm_model_s", "model_new edit s"),
-           ("warm_benchmark_s", "warm benchmark s"), ("card_s", "card s"), ("baselines_s", "baselines s"),
-           ("baselines_cached_s", "cached baselines s"))
+COLUMNS = (("example", "example"), ("cold_test_s", "cold test s"), ("warm_kernel_s", ".cu edit s"),
+           ("warm_header_s", "header edit s"), ("warm_model_s", "model_new edit s"), ("warm_triton_s", "triton edit s"),
+           ("warm_benchmark_s", "warm benchmark s"), ("first_verdict_s", "first verdict s"), ("card_s", "card s"),
+           ("baselines_s", "baselines s"), ("baselines_cached_s", "cached baselines s"))
 
 
 def _cell(value: Any) -> str:

@@ -57,7 +57,7 @@ try:
 except (OSError, ValueError):
     print(f"pairing session (TUI, Pilot): no result (exit {sys.argv[2]}; see pair-session.log)")
     sys.exit(0)
-print(f"pairing session (TUI, Pilot): card {d.get('card_s')} s, first verdict {d.get('first_verdict_s')} s")
+print(f"pairing session (TUI, Pilot): card {d.get('card_s')} s, baselines {d.get('baselines_s')} s after launch")
 for e in d.get("edits", []):
     print(f"  save of {e.get('file')}: {e.get('status')} drawn {e.get('drawn_s')} s (engine {e.get('engine_s')} s), "
           f"benchmark {e.get('benchmark_status')} drawn {e.get('benchmark_drawn_s')} s, sass {e.get('sass_check')}")

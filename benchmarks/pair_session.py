@@ -5,13 +5,14 @@
 EXAMPLE_DIR is a git repository holding problem.py, kernelpilot.toml and candidate/ (edit_loop.copy_example
 makes one). The real launcher (``build_startup``: config, worktree, Evaluator with its standby builder) runs
 the real app headless at 120x40, in manual mode. Recorded, in seconds: ``card_s`` (from this process's
-start to the card with the problem's shapes, bytes and FLOPs), ``baselines_s`` (this session's eager and
-torch.compile), ``cached_s`` (the machine's cached baselines, when shown), and for each edit (each a change
+start to the card with the problem's shapes, bytes and FLOPs), ``baselines_s`` (from process start to this
+session's eager and torch.compile on the card), ``cached_s`` (the machine's cached baselines, when shown at the
+card's time), and for each edit (each a change
 of compiled code never compiled before: a ``#pragma unroll`` count, else a ``__device__`` constant, plus a
 unique comment): ``drawn_s`` (from the file's write to the candidate's row drawn with its first verdict),
 ``benchmark_drawn_s`` (to the row's benchmark verdict, when the save is benchmarked after its test),
 ``engine_s`` (the Evaluator's own wall time of that verdict), the verdict's status, mode, phases and build
-path. The first edit is also ``first_verdict_s`` from process start.
+path. Edits start once this session's baselines are on the card (they hold the evaluation worker).
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
         facts = app.card_facts
         if facts is not None and getattr(facts, "cached", None) is not None:
             out["cached_s"] = out["card_s"]
+        def baselines_done() -> bool:
+            f = app.card_facts
+            return f is not None and (f.baselines is not None or bool(f.baselines_error) or not f.gpu)
+
+        # the session's baselines hold the evaluation worker: edits are timed once they are on the card
+        at = await until(baselines_done, timeout)
+        out["baselines_s"] = round(at - STARTED, 3) if at else None
         panel = app.query_one(CandidatesPanel)
         watch = app.startup.watch_dir if app.startup else None
         for n, kind in enumerate(kinds, 1):
@@ -108,23 +116,17 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
                 row.update(status=v.status, mode=v.mode, engine_s=v.seconds, phases=dict(v.phases),
                            build=(v.build.command[:100] if v.build else ""),
                            sass_check=(v.build.sass_check if v.build else ""))
-                if wait_benchmark and v.mode != "benchmark":
+                if wait_benchmark and app.startup is not None and app.startup.gpu and v.status == "ok" \
+                        and v.mode != "benchmark":
                     key = rec.candidate_id
                     done = await until(lambda: panel.records[key].verdict.mode == "benchmark", timeout)
                     b = panel.records[key].verdict
                     row.update(benchmark_drawn_s=round(done - written, 3) if done else None,
                                benchmark_status=b.status, benchmark_engine_s=b.seconds,
                                benchmark_phases=dict(b.phases), sass_check=(b.build.sass_check if b.build else ""))
-            if n == 1 and drawn:
-                out["first_verdict_s"] = round(drawn - STARTED, 3)
             out["edits"].append(row)
             print(f"  {example.name} {kind}: drawn {row.get('drawn_s')} s ({row.get('status')}, engine "
                   f"{row.get('engine_s')} s) benchmark {row.get('benchmark_drawn_s')} s", flush=True)
-        facts = app.card_facts
-        at = await until(lambda: app.card_facts is not None and (app.card_facts.baselines is not None
-                                                                or bool(app.card_facts.baselines_error)
-                                                                or not app.card_facts.gpu), timeout)
-        out["baselines_by_s"] = round(at - STARTED, 3) if at else None
         await pilot.press("ctrl+q")
     return out
 
