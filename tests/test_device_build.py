@@ -131,6 +131,16 @@ def test_host_code_changes_take_the_full_build(pristine: Built) -> None:
 
 
 @pytest.mark.slow
+def test_new_build_options_in_model_new_take_the_full_build(pristine: Built) -> None:
+    """A kernel edit compiled with the last full build's flags would not be what model_new.py now asks for."""
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha;")
+    pristine.edit("model_new.py", "load_extension(__file__)", 'load_extension(__file__, extra_cuda_cflags=["-DKP_TEST=1"])')
+    report = pristine.build()
+    assert report.ok and not report.command.startswith(DEVICE_ONLY)
+    assert "full build: the build's options, sources or toolchain changed since the last full build" in _notes(report)
+
+
+@pytest.mark.slow
 def test_a_kernel_binding_launches_that_the_edit_removed_fails_the_build(pristine: Built) -> None:
     pristine.edit("scale.cu", "template __global__ void scale_kernel<512>(const float*, float*, float, long);", "")
     report = pristine.build()

@@ -22,7 +22,7 @@ from kernelpilot.evaluation import diagnostics as diag
 from kernelpilot.evaluation.build_process import run_in_session
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.extension import make_spec, options_from_source
+from kernelpilot.extension import make_spec, ninja_is_current, options_from_source
 from kernelpilot.native import device_build, identity
 from kernelpilot.native.device_build import DevicePlan, Part
 from kernelpilot.native.records import (
@@ -41,6 +41,12 @@ DEVICE_ONLY = "device code only"  # how the report's command starts, and the not
 def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str], *, timeout_s: float,
                       cancel: CancelToken | None = None) -> BuildReport | str:
     """The report of this save's device-only build, or why it needs a full build."""
+    try:  # the full build's flags, arch, sources and toolchain must be this save's (model_new.py's options)
+        spec = make_spec(candidate.path, build_dir=directory, env=env, **options_from_source(candidate.model_file))
+    except KernelpilotError as exc:
+        return str(exc)
+    if not ninja_is_current(spec, env):
+        return "the build's options, sources or toolchain changed since the last full build"
     plan = device_build.plan(candidate.path, directory, parts=device_build.parallel_parts(env))
     if isinstance(plan, str):
         return plan
