@@ -4,7 +4,8 @@
 # 1. `kernelpilot doctor` (toolchain, then a native and a Triton verdict);
 # 2. every shipped example evaluated in test mode (`kernelpilot eval ... --mode test --json`);
 # 3. one pairing session in the real TUI driven by Pilot (benchmarks/pair_session.py) with real saves of a
-#    kernel edit on the softmax example: the verdicts drawn, their times.
+#    kernel edit on the softmax example (the verdicts drawn, their times), then one that breaks the kernel
+#    (its verdict must be `incorrect`: the edited kernel is the one that ran).
 # Writes $OUT/smoke/ (packed as $OUT/smoke.tar.gz) and prints one table last, with the commit.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,7 +42,7 @@ print(copy_example("softmax", Path(sys.argv[1]), False))
 PY
 example=$(ls -d "$work"/softmax-* | head -1)
 (cd "$example" && KERNELPILOT_DATA_DIR="$work/data" timeout 420 python3 "$root/benchmarks/pair_session.py" "$example" \
-  "$dir/pair-session.json" --edits kernel,kernel,kernel > "$dir/pair-session.log" 2>&1)
+  "$dir/pair-session.json" --edits kernel,kernel,kernel,break > "$dir/pair-session.log" 2>&1)
 pair_exit=$?
 
 tar czf "$OUT/smoke.tar.gz" -C "$OUT" smoke

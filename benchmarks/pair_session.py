@@ -34,9 +34,17 @@ from typing import Any  # noqa: E402
 _PRAGMA = re.compile(r"^(\s*)#pragma unroll(\s+\d+)?\s*$")
 
 
-def edited(text: str, kind: str, n: int) -> str:
+# "break": an edit that makes the kernel's result wrong, per example (its verdict must be incorrect: the edited
+# kernel is the one that ran)
+BREAKS = {"softmax": ("* inv_sum;", "* inv_sum * 2.f;"), "rmsnorm": ("* inv_rms", "* inv_rms * 2.f")}
+
+
+def edited(text: str, kind: str, n: int, example: str = "") -> str:
     """``text`` with compiled code changed (edit ``n``), never the same twice in a session."""
     tag = f"{n}-{os.urandom(4).hex()}"
+    if kind == "break":
+        old, new = next((v for k, v in BREAKS.items() if example.startswith(k)), ("", ""))
+        return text.replace(old, new, 1) + f"\n// pair_session.py {tag}\n" if old and old in text else text
     if kind in ("model", "triton"):
         return text + f"\n_KP_EDIT = '{tag}'  # pair_session.py\n"
     lines = text.splitlines()
@@ -50,7 +58,7 @@ def edited(text: str, kind: str, n: int) -> str:
 def target(watch: Path, kind: str) -> Path | None:
     if kind in ("model", "triton"):
         return watch / "model_new.py" if (watch / "model_new.py").is_file() else None
-    pattern = {"kernel": "*.cu", "header": "*.cuh"}[kind]
+    pattern = {"kernel": "*.cu", "break": "*.cu", "header": "*.cuh"}[kind]
     found = sorted(watch.glob(pattern)) or (sorted(watch.glob("*.h")) if kind == "header" else [])
     return found[0] if found else None
 
@@ -101,7 +109,7 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
             before = set(panel.records)
             text = path.read_text()
             written = time.time()
-            path.write_text(edited(text, kind, n))
+            path.write_text(edited(text, kind, n, example.name))
 
             def new_record() -> Any:
                 fresh = [r for k, r in panel.records.items() if k not in before]
