@@ -242,22 +242,25 @@ def run_checks(refresh: bool = False, candidates: bool = True) -> list[Check]:
         pass
     gpu = check_gpu()
     checks = [gpu]
-    steps: list[Callable[[], Check | list[Check]]] = [
-        lambda: check_toolkit(env), lambda: check_compiler(env), lambda: check_linker(env, refresh),
-        lambda: check_headers(env), lambda: check_tool("ninja", "every build", essential=True, env=env),
-        check_triton, lambda: check_tool("ncu", "kernelpilot profile", essential=False, env=env),
-        lambda: check_tool("compute-sanitizer", "memory checks", essential=False, env=env), check_caches]
-    for step in steps:
+    steps: list[tuple[str, Callable[[], Check | list[Check]]]] = [
+        ("CUDA toolkit", lambda: check_toolkit(env)), ("host compiler", lambda: check_compiler(env)),
+        ("linker", lambda: check_linker(env, refresh)), ("headers", lambda: check_headers(env)),
+        ("ninja", lambda: check_tool("ninja", "every build", essential=True, env=env)), ("Triton", check_triton),
+        ("ncu", lambda: check_tool("ncu", "kernelpilot profile", essential=False, env=env)),
+        ("compute-sanitizer", lambda: check_tool("compute-sanitizer", "memory checks", essential=False, env=env)),
+        ("caches", check_caches)]
+    for name, step in steps:
         start = time.monotonic()
         try:
             result = step()
         except Exception as exc:  # noqa: BLE001 - a check that cannot run fails, with what happened
-            result = Check(getattr(step, "__name__", "check"), FAIL, f"{type(exc).__name__}: {exc}"[:300], "")
+            result = Check(name, FAIL, f"{type(exc).__name__}: {exc}"[:300], "see the error: reinstall kernelpilot's "
+                           "dependencies (pip install -e .) if a module is missing")
         for check in result if isinstance(result, list) else [result]:
             check.seconds = check.seconds or round(time.monotonic() - start, 3)
             checks.append(check)
     if candidates and not any(c.failed for c in checks):
-        with_triton = next(c for c in checks if c.name == "Triton").status == OK
+        with_triton = any(c.name == "Triton" and c.status == OK for c in checks)
         checks += check_candidates(gpu.status == OK, with_triton)
     elif candidates:
         checks.append(Check("candidates", SKIP, "not built: an essential check above failed", essential=False))
