@@ -21,6 +21,7 @@ examples=("$@")
 
 timeout 300 python3 -m kernelpilot doctor > "$dir/doctor.txt" 2>&1
 doctor_exit=$?
+echo "doctor: exit $doctor_exit ($(tail -1 "$dir/doctor.txt")), commit $commit"
 # the examples four at a time (test mode times nothing: they may share the GPU); each row as it finishes
 eval_one() {
   local name=$1 start took
@@ -52,7 +53,7 @@ print(copy_example("softmax", Path(sys.argv[1]), False))
 PY
 example=$(ls -d "$work"/softmax-* | head -1)
 (cd "$example" && KERNELPILOT_DATA_DIR="$work/data" timeout 420 python3 "$root/benchmarks/pair_session.py" "$example" \
-  "$dir/pair-session.json" --edits kernel,kernel,kernel,break > "$dir/pair-session.log" 2>&1)
+  "$dir/pair-session.json" --edits kernel,kernel,kernel,break 2>&1 | tee "$dir/pair-session.log" | grep "^  ")
 pair_exit=$?
 
 tar czf "$OUT/smoke.tar.gz" -C "$OUT" smoke
