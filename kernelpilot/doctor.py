@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.device_step import DEVICE_ONLY
 from kernelpilot.machine import gpu_count
 from kernelpilot.toolchain_probe import choices, compiler, nvcc_path
 from kernelpilot.toolkit import detect_arch, find_cuda_home, toolchain_env
@@ -207,29 +209,68 @@ def check_caches() -> Check:
     return Check("caches", OK, ", ".join(str(p) for p in places))
 
 
+def _verdict_check(name: str, evaluate: Callable[[], Any], mode: str, essential: bool = True,
+                   want: str = "ok", also: Callable[[Any], str] | None = None) -> Check:
+    """One verdict as a check: ``want`` is the status that passes; ``also`` says what else is wrong ('' when
+    nothing)."""
+    start = time.monotonic()
+    try:
+        verdict = evaluate()
+    except KernelpilotError as exc:
+        return Check(name, FAIL, str(exc)[:300], "see the message", essential, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    shown = "built" if mode == "build" and verdict.status == "ok" else verdict.status
+    problem = "" if verdict.status == want else f"{shown}: {(verdict.error or verdict.summary)[:300]}"
+    problem = problem or (also(verdict) if also is not None else "")
+    if problem:
+        return Check(name, FAIL, problem, "fix the failure above (a build error names the step that failed)",
+                     essential, seconds)
+    return Check(name, OK, f"{shown} in {seconds:.1f} s ({mode} mode)", "", essential, seconds)
+
+
+def _device_only(verdict: Any) -> str:
+    command = verdict.build.command if verdict.build is not None else ""
+    notes = [d.message for d in (verdict.build.diagnostics if verdict.build else []) if d.message.startswith("full build")]
+    return "" if command.startswith(DEVICE_ONLY) else f"the edit took a full build ({'; '.join(notes) or command[:120]})"
+
+
 def check_candidates(gpu: bool, with_triton: bool) -> list[Check]:
-    """One verdict each for the tiny native and Triton candidates (test mode with a GPU, build-only without)."""
+    """Verdicts of the tiny candidates (test mode with a GPU, build-only without): the native one built in full,
+    then a kernel edit of it built as device code alone and, with a GPU, an edit that breaks its result (must
+    be incorrect: the edited kernel is the one that runs); the Triton one."""
+    import platformdirs
+
     from kernelpilot.evaluation import EvalSettings, Evaluator
 
     mode = "test" if gpu else "build"
+    problem = DATA / "problem.py"
+    native = Path(platformdirs.user_cache_dir("kernelpilot")) / "doctor" / "native"  # a copy: edited below
+    native.mkdir(parents=True, exist_ok=True)
+    for source in (DATA / "native").iterdir():  # only what differs is written: a second run rebuilds nothing
+        if source.is_file() and (not (native / source.name).is_file()
+                                 or (native / source.name).read_bytes() != source.read_bytes()):
+            shutil.copy2(source, native / source.name)
+    kernel = native / "affine.cu"
+    text = kernel.read_text()
     out = []
-    kinds = [("native candidate", DATA / "native", True)] + ([("Triton candidate", DATA / "triton" / "model_new.py", True)]
-                                                             if with_triton else [])
     with Evaluator(EvalSettings(), keep_warm=True) as evaluator:
-        for name, candidate, essential in kinds:
-            start = time.monotonic()
-            try:
-                verdict = evaluator.evaluate(DATA / "problem.py", candidate, mode)
-            except KernelpilotError as exc:
-                out.append(Check(name, FAIL, str(exc)[:300], "see the message", essential, time.monotonic() - start))
-                continue
-            seconds = time.monotonic() - start
-            shown = "built" if mode == "build" and verdict.status == "ok" else verdict.status
-            if verdict.ok:
-                out.append(Check(name, OK, f"{shown} in {seconds:.1f} s ({mode} mode)", "", essential, seconds))
-            else:
-                out.append(Check(name, FAIL, f"{shown}: {(verdict.error or verdict.summary)[:300]}",
-                                 "fix the failure above (a build error names the step that failed)", essential, seconds))
+        out.append(_verdict_check("native candidate", lambda: evaluator.evaluate(problem, native, mode), mode))
+        if out[-1].status == OK:
+            kernel.write_text(text.replace("fmaf(2.f, x[i], 1.f)", "fmaf(x[i], 2.f, 1.f)") + f"// {time.time()}\n")
+            out.append(_verdict_check("kernel edit", lambda: evaluator.evaluate(problem, native, mode), mode,
+                                      also=_device_only))
+            if gpu and out[-1].status == OK:
+                kernel.write_text(text.replace("fmaf(2.f, x[i], 1.f)", "fmaf(3.f, x[i], 1.f)"))
+                out.append(_verdict_check("edit that breaks it", lambda: evaluator.evaluate(problem, native, mode),
+                                          mode, want="incorrect"))
+        kernel.write_text(text)
+        if with_triton:
+            out.append(_verdict_check("Triton candidate", lambda: evaluator.evaluate(
+                problem, DATA / "triton" / "model_new.py", mode), mode))
+    for check in out:
+        if check.name != "native candidate" and check.status == FAIL and check.name != "Triton candidate":
+            check.fix = ("a kernel edit must build as device code alone and run: report this with "
+                         "`kernelpilot doctor --json`; KERNELPILOT_DEVICE_PARTS=1 or a full build still work")
     return out
 
 

@@ -187,3 +187,34 @@ def test_instances_split_keeps_every_line_and_only_the_chosen_instantiations() -
     assert part.count("\n") == text.count("\n")
     assert "k<1>" not in part and "k<2>(int);" in part and "k<3>" in part and "k<9>" in part
     assert not sources.instances(text.replace("template <int N>", "__constant__ int table[4];\ntemplate <int N>")).splittable
+
+
+@pytest.mark.slow
+def test_edited_kernels_that_do_not_load_are_judged_again_on_a_full_build(tmp_path: Path) -> None:
+    """The worker's side of a device-only build, for real on the CPU: the cubins cannot be loaded here (no
+    driver), which is not the candidate's doing, so the save is judged again on a full build and says so."""
+    try:
+        find_cuda_home()
+    except ToolchainError:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    from agent_support import PROBLEM
+
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    problem = tmp_path / "vector_scale.py"
+    problem.write_text(PROBLEM)
+    shutil.copytree(DATA, tmp_path / "candidate")
+    candidate = tmp_path / "candidate"
+    settings = EvalSettings(device="cpu", build_dir=str(tmp_path / "build"), build_timeout_s=600, confine=False,
+                            start_timeout_s=300)
+    with Evaluator(settings, workdir=tmp_path / "work") as ev:
+        first = ev.evaluate(problem, candidate, mode="test")
+        assert first.build is not None and first.build.ok and not first.build.command.startswith(DEVICE_ONLY)
+        assert "CUDA tensor" in str(first.error)  # the full build's own module, on CPU tensors
+        kernel = candidate / "scale.cu"
+        kernel.write_text(kernel.read_text().replace("y[i] = alpha * x[i];", "y[i] = x[i] * alpha;"))
+        again = ev.evaluate(problem, candidate, mode="test")
+    assert any(f.startswith("judged on a full build: the device-only build's kernels failed to load or launch")
+               for f in again.flags), again.flags
+    assert again.build is not None and not again.build.command.startswith(DEVICE_ONLY)
+    assert "CUDA tensor" in str(again.error)  # the full build's verdict: the edit's own module was loaded

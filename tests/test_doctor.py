@@ -49,4 +49,6 @@ def test_the_tiny_candidates_get_build_only_verdicts() -> None:
     checks = {c["name"]: c for c in out["checks"]}
     assert code == 0, out
     assert checks["native candidate"]["status"] == "ok" and "built" in checks["native candidate"]["detail"]
+    assert checks["kernel edit"]["status"] == "ok"  # built as device code alone, or the check fails
+    assert "edit that breaks it" not in checks  # a GPU check: a build-only verdict cannot be incorrect
     assert checks["Triton candidate"]["status"] == "ok"

@@ -26,6 +26,9 @@ from kernelpilot.evaluation.worker_requests import WorkerRequests
 from kernelpilot.verdict import BuildReport, Diagnostic, Finding, Verdict
 
 MODES = ("build", "test", "benchmark")
+# how a device-only build's kernels failing to take the full build's place shows in a worker's error
+REPLACEMENT_FAILURES = ("ReplacementError", "the edited kernels could not be loaded", "invalid device function",
+                        "named symbol not found")
 # variables of the build environment the worker needs to import the built candidate unchanged
 WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILOT_ARCH", "CUDA_HOME", "CUDA_PATH",
                     "PATH", "TORCH_CUDA_ARCH_LIST", "CXX", "KERNELPILOT_REAL_CXX", "KERNELPILOT_PCH_DIR",
@@ -295,6 +298,11 @@ class Evaluator(WorkerRequests):
             v.phases["prepare"] = float(response["prepare_s"])
         v.error = merged.error
         v.flags += within_compile_flag(declared, v.performance)
+        if sass_check is not None and merged.status == "runtime_error" and self._device_builds \
+                and any(m in str(merged.error) for m in REPLACEMENT_FAILURES):
+            # the edited kernels did not load or launch in place of the full build's: not the candidate's doing
+            return self._judge_on_full_build(problem, candidate, mode, own_kernels, baseline, token,
+                                             f"failed to load or launch ({str(merged.error)[:160]})")
         if sass_check is not None and v.build is not None:
             v.build.sass_check = sass_check.wait(None if mode == "benchmark" else 0.0)
             if mode == "benchmark" and v.build.sass_check.startswith("differs"):
