@@ -284,12 +284,14 @@ def test_replay_defines_every_kernel_its_binding_can_launch_at_each_evaluation(r
     assert steps >= 2
 
 
-def test_row_reduce_copies_are_identical() -> None:
-    """Each candidate directory is self-contained, so the shared header is copied: keep the copies equal."""
-    copies = sorted(EXAMPLES.glob("*/candidate/row_reduce.cuh"))
+@pytest.mark.parametrize("header", ["row_reduce.cuh", "row_launch.h"])
+def test_row_reduce_copies_are_identical(header: str) -> None:
+    """Each candidate directory is self-contained, so the shared headers (device code, and the host launches
+    of the device-only layout) are copied: keep the copies equal."""
+    copies = sorted(EXAMPLES.glob(f"*/candidate/{header}"))
     assert len(copies) >= 4
     texts = {p.read_text() for p in copies}
-    assert len(texts) == 1, f"row_reduce.cuh differs between {[str(p.relative_to(EXAMPLES)) for p in copies]}"
+    assert len(texts) == 1, f"{header} differs between {[str(p.relative_to(EXAMPLES)) for p in copies]}"
 
 
 @pytest.mark.parametrize("example", EXAMPLE_DIRS, ids=_ids(EXAMPLE_DIRS))

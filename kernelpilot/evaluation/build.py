@@ -29,9 +29,9 @@ from kernelpilot.evaluation.builder import Standby
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation import pch
 from kernelpilot.evaluation.candidate import Candidate
-from kernelpilot.evaluation.device_step import after_full_build, device_only_build
+from kernelpilot.evaluation.device_step import after_full_build, device_only_build, directory_spec
 from kernelpilot.evaluation.inline_build import default_single_file_dir, inline_record, write_inline_record
-from kernelpilot.extension import BUILD_RESULT_MARKER, default_build_dir
+from kernelpilot.extension import BUILD_RESULT_MARKER, ExtensionSpec, default_build_dir, ninja_is_current
 from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
 from kernelpilot.evaluation.single_file_build import SINGLE_FILE_BUILDER
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
@@ -161,12 +161,13 @@ def build_candidate(
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
                             cancel=cancel, confine=confine)
     full_reason = ""  # why a directory candidate's save takes the full build
+    spec = directory_spec(candidate, directory, run_env) if candidate.kind == "directory" else ""
     if candidate.kind == "directory" and device_only:
-        device = device_only_build(candidate, directory, run_env, timeout_s=timeout_s, cancel=cancel)
+        device = device_only_build(candidate, directory, run_env, spec, timeout_s=timeout_s, cancel=cancel)
         if isinstance(device, BuildReport):
             return device
         full_reason = device
-    fast = _ninja_fast_path(candidate, directory, run_env) if candidate.kind == "directory" else None
+    fast = _ninja_fast_path(spec, directory, run_env) if not isinstance(spec, str) else None
     if fast is not None:
         argv, arch_of_fast = fast
     elif candidate.kind == "directory":
@@ -232,7 +233,7 @@ def build_candidate(
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
-        after_full_build(report, candidate, directory, run_env, full_reason)
+        after_full_build(report, candidate, directory, run_env, spec, full_reason)
     return report
 
 
@@ -258,21 +259,13 @@ def pch_summary(output: str) -> str:
     return "; ".join(dict.fromkeys(lines))
 
 
-def _ninja_fast_path(candidate: Candidate, directory: Path, env: Mapping[str, str]) -> tuple[list[str], str] | None:
+def _ninja_fast_path(spec: ExtensionSpec, directory: Path, env: Mapping[str, str]) -> tuple[list[str], str] | None:
     """``ninja -v -C DIR`` (and the arch) when torch already wrote build.ninja for exactly this candidate.
 
     Skips starting Python and importing torch (seconds) for the common edit: a change inside
-    existing sources. The library is then not test-loaded here; the worker's import reports an
-    undefined symbol. Any change of sources, options, arch, torch or toolkit takes the torch path.
+    existing sources. The library is then not test-loaded here (device_step.after_full_build loads it when
+    it needs new symbols). Any change of sources, options, arch, torch or toolkit takes the torch path.
     """
-    from kernelpilot.errors import KernelpilotError
-    from kernelpilot.extension import make_spec, ninja_is_current, options_from_source
-
-    try:
-        options = options_from_source(candidate.model_file)
-        spec = make_spec(candidate.path, build_dir=directory, env=env, **options)
-    except KernelpilotError:
-        return None
     if not ninja_is_current(spec, env):
         return None
     ninja = shutil.which("ninja", path=env.get("PATH")) or shutil.which("ninja", path=str(Path(sys.executable).parent))

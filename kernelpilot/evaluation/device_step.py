@@ -22,7 +22,7 @@ from kernelpilot.evaluation import diagnostics as diag
 from kernelpilot.evaluation.build_process import run_in_session
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.extension import make_spec, ninja_is_current, options_from_source
+from kernelpilot.extension import ExtensionSpec, make_spec, ninja_is_current, options_from_source
 from kernelpilot.native import device_build, identity
 from kernelpilot.native.device_build import DevicePlan, Part
 from kernelpilot.native.records import (
@@ -32,19 +32,26 @@ from kernelpilot.native.records import (
     read_full,
     record_full_build,
 )
-from kernelpilot.toolkit import normalize_arch
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 DEVICE_ONLY = "device code only"  # how the report's command starts, and the note's word for this path
 
 
-def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str], *, timeout_s: float,
-                      cancel: CancelToken | None = None) -> BuildReport | str:
-    """The report of this save's device-only build, or why it needs a full build."""
-    try:  # the full build's flags, arch, sources and toolchain must be this save's (model_new.py's options)
-        spec = make_spec(candidate.path, build_dir=directory, env=env, **options_from_source(candidate.model_file))
+def directory_spec(candidate: Candidate, directory: Path, env: dict[str, str]) -> ExtensionSpec | str:
+    """What this save of a directory candidate builds (model_new.py's load_extension options), or why it
+    cannot be said without torch's builder (which then reports it)."""
+    try:
+        return make_spec(candidate.path, build_dir=directory, env=env, **options_from_source(candidate.model_file))
     except KernelpilotError as exc:
         return str(exc)
+
+
+def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str], spec: ExtensionSpec | str, *,
+                      timeout_s: float, cancel: CancelToken | None = None) -> BuildReport | str:
+    """The report of this save's device-only build, or why it needs a full build."""
+    if isinstance(spec, str):
+        return spec
+    # the full build's flags, arch, sources and toolchain must be this save's (model_new.py's options)
     if not ninja_is_current(spec, env):
         return "the build's options, sources or toolchain changed since the last full build"
     plan = device_build.plan(candidate.path, directory, parts=device_build.parallel_parts(env))
@@ -61,8 +68,7 @@ def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str]
         output, timed_out, returncode = run_in_session(argv, env, cwd=directory, timeout_s=timeout_s,
                                                        cancel=cancel)
     seconds = time.monotonic() - start
-    arch = env.get("KERNELPILOT_ARCH") or (normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else "")
-    report = BuildReport(ok=False, seconds=round(seconds, 3), build_dir=str(directory), arch=arch,
+    report = BuildReport(ok=False, seconds=round(seconds, 3), build_dir=str(directory), arch=spec.arch,
                          command=f"{DEVICE_ONLY}: nvcc -cubin, {len(plan.parts)} part(s) of "
                                  f"{', '.join(p.name for p in plan.affected) or 'no edited file'}, "
                                  f"{len(missing)} compiled")
@@ -138,7 +144,7 @@ def _resources(plan: DevicePlan, directory: Path) -> list[KernelResources]:
 
 
 def after_full_build(report: BuildReport, candidate: Candidate, directory: Path, env: dict[str, str],
-                     reason: str) -> None:
+                     spec: ExtensionSpec | str, reason: str) -> None:
     """Record a successful full build for the next edit's device-only build; say why this save took it. A
     build by ninja alone is not test-loaded: a library that needs symbols the last full build did not need
     (a kernel instance binding.cpp launches and no .cu defines any more) is loaded here first."""
@@ -147,11 +153,7 @@ def after_full_build(report: BuildReport, candidate: Candidate, directory: Path,
     if not report.ok:
         clear_device(directory)
         return
-    try:
-        spec = make_spec(candidate.path, build_dir=directory, env=env, **options_from_source(candidate.model_file))
-    except KernelpilotError:
-        return
-    if not spec.library.is_file():
+    if isinstance(spec, str) or not spec.library.is_file():
         return
     previous = read_full(directory)
     record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources)

@@ -31,7 +31,7 @@ MAX_PARTS = 16
 NO_FULL_BUILD = "no full build of this candidate yet"
 # options of the full build's command that name its output or dependency file, dropped for a part
 _DROP_WITH_VALUE = {"-o", "-MF", "--dependency-output", "-MT", "-MQ"}
-_DROP = {"-c", "-MD", "-MMD", "--generate-dependencies-with-compile", "-MP"}
+_DEPENDENCY_FLAGS = {"-MD", "-MMD", "--generate-dependencies-with-compile", "-MP"}
 
 
 @dataclass
@@ -72,19 +72,26 @@ def parallel_parts(env: dict[str, str] | None = None) -> int:
     return max(1, min(MAX_PARTS, (os.cpu_count() or 1) - 1))
 
 
-def cubin_argv(full_argv: list[str], copy: Path, cubin: Path, include_dir: Path) -> list[str]:
-    """The full build's nvcc command, compiling ``copy`` to ``cubin`` (device code only)."""
+def without_outputs(full_argv: list[str]) -> list[str]:
+    """The full build's nvcc command without its output and dependency-file options (``-o``, ``-MD -MF``, ...)."""
     out: list[str] = []
     skip = False
-    source_seen = False
     for arg in full_argv:
         if skip:
             skip = False
-            continue
-        if arg in _DROP_WITH_VALUE:
+        elif arg in _DROP_WITH_VALUE:
             skip = True
-            continue
-        if arg in _DROP:
+        elif arg not in _DEPENDENCY_FLAGS:
+            out.append(arg)
+    return out
+
+
+def cubin_argv(full_argv: list[str], copy: Path, cubin: Path, include_dir: Path) -> list[str]:
+    """The full build's nvcc command, compiling ``copy`` to ``cubin`` (device code only)."""
+    out: list[str] = []
+    source_seen = False
+    for arg in without_outputs(full_argv):
+        if arg == "-c":
             continue
         if not arg.startswith("-") and arg.endswith(".cu") and not source_seen and out:
             source_seen = True  # the full build's source: replaced by the copy below

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kernelpilot.native import elf
+from kernelpilot.native.device_build import without_outputs
 from kernelpilot.native.records import DeviceBuild, FullBuild
 
 SAME = "same"
@@ -48,7 +49,7 @@ def check_source(source: str, full_argv: list[str], cubins: list[str], env: dict
         pass
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kp-identity-") as tmp:
-        argv = _keep_argv(full_argv, source, Path(tmp))
+        argv = _keep_argv(full_argv, Path(tmp))
         try:
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s,
                                   start_new_session=True, preexec_fn=lambda: os.nice(10))  # beside the worker
@@ -69,20 +70,9 @@ def check_source(source: str, full_argv: list[str], cubins: list[str], env: dict
     return result
 
 
-def _keep_argv(full_argv: list[str], source: str, folder: Path) -> list[str]:
+def _keep_argv(full_argv: list[str], folder: Path) -> list[str]:
     """The full build's command with its output in ``folder`` and nvcc's intermediate files kept there."""
-    out, skip = [], False
-    for arg in full_argv:
-        if skip:
-            skip = False
-            continue
-        if arg in ("-o", "-MF", "--dependency-output"):
-            skip = True
-            continue
-        if arg in ("-MD", "-MMD", "--generate-dependencies-with-compile"):
-            continue
-        out.append(arg)
-    return [*out, "-o", str(folder / "full.o"), "--keep", "--keep-dir", str(folder)]
+    return [*without_outputs(full_argv), "-o", str(folder / "full.o"), "--keep", "--keep-dir", str(folder)]
 
 
 def check(device: DeviceBuild, full: FullBuild, env: dict[str, str]) -> dict[str, Identity]:
