@@ -74,3 +74,5 @@ for e in d.get("edits", []):
     print(f"  save of {e.get('file')}: {e.get('status')} drawn {e.get('drawn_s')} s (engine {e.get('engine_s')} s), "
           f"benchmark {e.get('benchmark_status')} drawn {e.get('benchmark_drawn_s')} s, sass {e.get('sass_check')}")
 PY
+# only the archive comes back (a device call returns at most 8 files)
+mv "$dir/doctor.txt" "$OUT/doctor.txt" 2>/dev/null; rm -rf "$dir"

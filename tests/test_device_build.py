@@ -218,3 +218,32 @@ def test_edited_kernels_that_do_not_load_are_judged_again_on_a_full_build(tmp_pa
                for f in again.flags), again.flags
     assert again.build is not None and not again.build.command.startswith(DEVICE_ONLY)
     assert "CUDA tensor" in str(again.error)  # the full build's verdict: the edit's own module was loaded
+
+
+def test_every_flag_of_the_full_build_reaches_the_device_only_command(tmp_path: Path) -> None:
+    # torch's rule is `$nvcc -MD -MF $out.d $cuda_cflags -c $in ...`: the dependency file is -MF's value, so the
+    # first of cuda_cflags (here -ccbin, as when $CC is set) must survive, with its value, and only the copy
+    # may be an input file (a stray value is a second input: "A single input file is required")
+    (tmp_path / "build.ninja").write_text(
+        "ninja_required_version = 1.3\n"
+        "nvcc = /usr/local/cuda/bin/nvcc\n"
+        "cuda_cflags = -ccbin /usr/bin/gcc-13 -DTORCH_EXTENSION_NAME=kp_x -isystem /inc\n"
+        "cuda_post_cflags = -gencode=arch=compute_90,code=sm_90 -std=c++17\n"
+        "rule cuda_compile\n"
+        "  depfile = $out.d\n"
+        "  deps = gcc\n"
+        "  command = $nvcc -MD -MF $out.d $cuda_cflags -c $in -o $out $cuda_post_cflags\n"
+        "\n"
+        "build scale.cuda.o: cuda_compile /src/my$ dir/scale.cu\n"
+    )
+    from kernelpilot.native.device_build import cubin_argv, without_outputs
+
+    full = ninja_commands(tmp_path)["/src/my dir/scale.cu"]
+    assert full[full.index("-MF") + 1] == "scale.cuda.o.d"
+    kept = without_outputs(full)
+    assert kept[:4] == ["/usr/local/cuda/bin/nvcc", "-ccbin", "/usr/bin/gcc-13", "-DTORCH_EXTENSION_NAME=kp_x"]
+    assert "-MF" not in kept and "scale.cuda.o" not in kept and "scale.cuda.o.d" not in kept
+    argv = cubin_argv(full, tmp_path / "part-0.cu", tmp_path / "part-0.cubin", Path("/src/my dir"))
+    values = {"-ccbin", "-isystem", "-o"}
+    inputs = [a for i, a in enumerate(argv[1:], 1) if not a.startswith("-") and argv[i - 1] not in values]
+    assert inputs == [str(tmp_path / "part-0.cu")]

@@ -120,7 +120,8 @@ def ninja_commands(build_dir: Path) -> dict[str, list[str]]:
             command = rule_command
             for key in ("nvcc", "cuda_cflags", "cuda_post_cflags"):
                 command = command.replace(f"${key}", variables.get(key, ""))
-            command = command.replace("$out.d", "").replace("$in", shlex.quote(source)).replace("$out", target.strip())
+            target = target.strip()  # "$out.d" first: it is "-MF $out.d", a flag's value that must stay one
+            command = command.replace("$out.d", f"{target}.d").replace("$in", shlex.quote(source)).replace("$out", target)
             out[source] = [a for a in shlex.split(command)]
     return out
 
