@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from adversarial_corpus import CASES, PROBLEMS, materialize  # noqa: E402
 
 from kernelpilot.evaluation import EvalSettings, Evaluator  # noqa: E402
-from kernelpilot.evaluation import pch  # noqa: E402
+from kernelpilot.evaluation.build import pch  # noqa: E402
 from kernelpilot.verdict import Verdict  # noqa: E402
 
 SOFTMAX = ROOT / "examples" / "softmax"

@@ -44,8 +44,8 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from kernelpilot.evaluation import compare as cmp
-    from kernelpilot.evaluation.verify import Tolerance
+    from kernelpilot.evaluation.correctness import compare as cmp
+    from kernelpilot.evaluation.correctness.verify import Tolerance
 
     rows = []
     for name, (shape, dtype) in SIZES.items():

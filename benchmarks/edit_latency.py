@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the measurements as JSON too")
     args = parser.parse_args(argv)
 
-    from kernelpilot.evaluation.build import build_candidate, build_env
+    from kernelpilot.evaluation.build.step import build_candidate, build_env
     from kernelpilot.evaluation.candidate import load_candidate
     from kernelpilot.extension import load_extension
 

@@ -148,7 +148,7 @@ def main() -> int:
     try:
         import torch
 
-        from kernelpilot.evaluation.ceilings import gpu_identity
+        from kernelpilot.evaluation.timing.ceilings import gpu_identity
 
         name, driver, clocks = gpu_identity(0)
         env_line = f"GPU {name}, driver {driver}, clocks {clocks}, torch {torch.__version__}, CUDA {torch.version.cuda}"

@@ -143,7 +143,7 @@ def compile_check(args: argparse.Namespace, out: Path) -> int:
 STRESS = r"""
 import gc, sys, time
 import torch
-from kernelpilot.evaluation import runtime_audit as ra
+from kernelpilot.evaluation.audit import runtime as ra
 from kernelpilot.problem import load_problem
 variant, rounds, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 models = []
@@ -206,7 +206,7 @@ def stress(args: argparse.Namespace, out: Path) -> int:
 STRESS2 = r"""
 import gc, importlib.util, sys, time
 import torch
-from kernelpilot.evaluation import runtime_audit as ra
+from kernelpilot.evaluation.audit import runtime as ra
 from kernelpilot.problem import load_problem
 variant, rounds, pairs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 items = []

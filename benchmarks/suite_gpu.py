@@ -133,7 +133,7 @@ def suite(jobs: list[tuple[str, Path, Path]], suite_dir: Path, mode: str, timeou
 
 def prime_headers(jobs: list[tuple[str, Path, Path]], suite_dir: Path, timeout: float, run: Path) -> None:
     """Build everything once and wait for the background precompiled-header builds to finish."""
-    from kernelpilot.evaluation import pch
+    from kernelpilot.evaluation.build import pch
 
     suite(jobs, suite_dir, "build", timeout, run, [])
     root = pch.cache_dir()

@@ -26,7 +26,7 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from kernelpilot.evaluation import kernel_trace
+    from kernelpilot.evaluation.audit import kernel_trace
     from kernelpilot.problem import load_problem
 
     prob = load_problem(args.problem)

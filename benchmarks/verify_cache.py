@@ -1,5 +1,5 @@
 """The verify phase of one warm worker, first edit vs the next ones, with the reference cache
-(kernelpilot/evaluation/reference_cache.py) and without it (``KERNELPILOT_REFERENCE_CACHE_BYTES=0``).
+(kernelpilot/evaluation/correctness/reference_cache.py) and without it (``KERNELPILOT_REFERENCE_CACHE_BYTES=0``).
 
     python benchmarks/verify_cache.py [--device cpu|cuda] [--edits 3] [--trials 5]
 
@@ -39,9 +39,9 @@ def _files(directory: Path, name: str) -> tuple[Path, Path]:
 
 def _run(name: str, device: str, edits: int, trials: int, cached: bool) -> list[dict[str, Any]]:
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation import reference_cache as rc
-    from kernelpilot.evaluation import verify
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.correctness import reference_cache as rc
+    from kernelpilot.evaluation.correctness import verify
+    from kernelpilot.evaluation.worker.main import Worker
 
     if cached:
         os.environ.pop(rc.ENV, None)

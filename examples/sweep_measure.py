@@ -17,7 +17,7 @@ def time_ms(fn: Callable[[], Any], flush: Any, max_reps: int = 30, budget_ms: fl
     """
     import torch
 
-    from kernelpilot.evaluation.timing import times_behind_spin
+    from kernelpilot.evaluation.timing.interleaved import times_behind_spin
 
     fn()  # warm-up (compilation, autotuning, handle creation)
     torch.cuda.synchronize()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.evaluation.device_step import DEVICE_ONLY
+from kernelpilot.evaluation.build.device_only import DEVICE_ONLY
 from kernelpilot.machine import gpu_count
 from kernelpilot.toolchain_probe import choices, compiler, nvcc_path
 from kernelpilot.toolkit import detect_arch, find_cuda_home, toolchain_env

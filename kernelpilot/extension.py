@@ -277,7 +277,7 @@ def _chain_text(exc: BaseException) -> str:
 
 def _first_line(text: str, spec: ExtensionSpec) -> str:
     """One sentence: the first error the tools printed (torch puts the output in the exception)."""
-    from kernelpilot.evaluation.diagnostics import parse_diagnostics
+    from kernelpilot.evaluation.build.diagnostics import parse_diagnostics
 
     text = text.strip()
     errors = [d for d in parse_diagnostics(text, root=spec.directory) if d.severity == "error"]

@@ -65,7 +65,7 @@ class BuildReport:
     timed_out: bool = False  # the build was killed at its timeout
     arch: str = ""  # target architecture, e.g. "sm_90" or "sm_90a"
     build_dir: str = ""  # where ninja keeps this candidate lineage's objects
-    pch: str = ""  # what the precompiled header did for each C++ source (evaluation/pch.py)
+    pch: str = ""  # what the precompiled header did for each C++ source (evaluation/build/pch.py)
     cache: str = ""  # "hit" when an identical single-file candidate was already built (nothing ran)
     # A device-only build (a kernel edit's cubins loaded into the last full build): its kernels compared with a
     # full build of the same files: "same (N kernels)", "differs: ...", "pending", "not checked (why)"; "" for a

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-# Precompiled headers (kernelpilot/evaluation/pch.py) are built once per machine in the background,
+# Precompiled headers (kernelpilot/evaluation/build/pch.py) are built once per machine in the background,
 # hundreds of MB each: the tests' many one-off bindings would each start one. Tests of the mechanism
 # turn it on for themselves.
 os.environ.setdefault("KERNELPILOT_PCH", "0")

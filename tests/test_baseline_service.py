@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation import EvalSettings, gpu_lock
-from kernelpilot.evaluation.baseline_service import BaselineService, identity_mismatch, request_key
-from kernelpilot.evaluation.baselines import Baselines
+from kernelpilot.evaluation import EvalSettings
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.baselines.service import BaselineService, identity_mismatch, request_key
+from kernelpilot.evaluation.baselines.measure import Baselines
 from kernelpilot.suite.baseline_store import BaselineStore
 from kernelpilot.suite.pool import shared_baseline, when_all
 from kernelpilot.verdict import Timing
@@ -20,7 +21,7 @@ from kernelpilot.verdict import Timing
 HOLD = """
 import sys, time
 from pathlib import Path
-from kernelpilot.evaluation.gpu_lock import GpuLock
+from kernelpilot.evaluation.timing.gpu_lock import GpuLock
 lock = GpuLock(Path(sys.argv[1]))
 with getattr(lock, sys.argv[2])():
     Path(sys.argv[3]).write_text("held")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import ToolchainError
-from kernelpilot.evaluation.build import build_candidate, build_env
+from kernelpilot.evaluation.build.step import build_candidate, build_env
 from kernelpilot.evaluation.candidate import Candidate, load_candidate
 from kernelpilot.toolkit import find_cuda_home
 from kernelpilot.verdict import BuildReport
@@ -276,7 +276,7 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
     """The build step runs the candidate's code (KernelBench's presets list file writes without refusing them):
     confined, its extension still compiles, and a write outside the build folder is refused."""
     _toolkit_or_skip()
-    from kernelpilot.evaluation.confine import detect
+    from kernelpilot.evaluation.sandbox.confine import detect
 
     if not detect().landlock_abi:
         pytest.skip("no Landlock on this machine")
@@ -297,8 +297,8 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
     assert not refused.ok and not outside.exists()
     assert "PermissionError" in " ".join(d.message for d in refused.diagnostics), refused.diagnostics
     # a waiting builder (torch imported before it took the build's environment) takes the same rules
-    from kernelpilot.evaluation.build import standby_env
-    from kernelpilot.evaluation.builder import Standby
+    from kernelpilot.evaluation.build.step import standby_env
+    from kernelpilot.evaluation.build.standby import Standby
 
     standby = Standby(standby_env())
     try:
@@ -316,7 +316,7 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
 
 def test_a_build_that_cannot_be_confined_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _toolkit_or_skip()
-    from kernelpilot.evaluation import confine
+    from kernelpilot.evaluation.sandbox import confine
 
     monkeypatch.setattr(confine, "detect", lambda: confine.Capabilities())  # no Landlock, no seccomp
     path = tmp_path / "model_new_inline.py"
@@ -347,8 +347,8 @@ def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeyp
 def test_a_waiting_builder_takes_the_build_and_a_dead_one_is_replaced(tmp_path: Path) -> None:
     """builder.Standby: the build runs in a process that imported torch before it was asked (the same
     report as a fresh process gives); one that died is passed over for a fresh process."""
-    from kernelpilot.evaluation.build import standby_env
-    from kernelpilot.evaluation.builder import Standby
+    from kernelpilot.evaluation.build.step import standby_env
+    from kernelpilot.evaluation.build.standby import Standby
 
     _toolkit_or_skip()
     source = (DATA / "single_file" / "model_new_inline.py").read_text()

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from kernelpilot.evaluation.build_process import run_in_session as _run
-from kernelpilot.evaluation.builder import BUILD_NICE, Standby
+from kernelpilot.evaluation.build.processes import run_in_session as _run
+from kernelpilot.evaluation.build.standby import BUILD_NICE, Standby
 
 # the child reports its priority after a pause: the caller lowers it just after the start
 SHOW = "import os, subprocess, sys, time; time.sleep(1.0); print(os.nice(0)); " \

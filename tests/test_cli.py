@@ -196,7 +196,7 @@ def test_init_writes_a_loadable_problem_config_and_starter_candidate(tmp_path: P
     from kernelpilot.native.sources import host_launch_problem
 
     assert host_launch_problem(candidate / "binding.cpp", candidate) == ""
-    from kernelpilot.evaluation.policy import check_candidate
+    from kernelpilot.evaluation.static.policy import check_candidate
 
     assert not check_candidate(candidate)  # the static policy passes it as written
     # `kernelpilot eval <problem> <candidate> --mode build` is accepted (building it needs nvcc: the slow test)

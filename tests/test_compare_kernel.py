@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = r"""
 import json, math, os, sys
 import torch
-from kernelpilot.evaluation import compare as cmp
-from kernelpilot.evaluation import compare_kernel as ck
-from kernelpilot.evaluation.verify import Tolerance
+from kernelpilot.evaluation.correctness import compare as cmp
+from kernelpilot.evaluation.correctness import fused_compare as ck
+from kernelpilot.evaluation.correctness.verify import Tolerance
 
 tol = Tolerance(1e-2, 1e-2, 1e-2)
 floor = max(tol.atol, 1e-30)
@@ -92,8 +92,8 @@ def test_fused_passes_match_the_torch_passes_under_the_interpreter() -> None:
 def test_compare_keeps_the_torch_path_off_cuda_and_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernelpilot.evaluation import compare as cmp
-    from kernelpilot.evaluation.verify import Tolerance
+    from kernelpilot.evaluation.correctness import compare as cmp
+    from kernelpilot.evaluation.correctness.verify import Tolerance
 
     tol = Tolerance(1e-4, 1e-4, 1e-5)
     truth = torch.linspace(-2, 2, 257, dtype=torch.float64)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelpilot.evaluation import compare as cmp
-from kernelpilot.evaluation import memory, native_trace
-from kernelpilot.evaluation.verify import Tolerance
+from kernelpilot.evaluation.correctness import compare as cmp
+from kernelpilot.evaluation.worker import memory
+from kernelpilot.evaluation.worker import crash_frames as native_trace
+from kernelpilot.evaluation.correctness.verify import Tolerance
 
 FP32 = Tolerance(1e-4, 1e-4, 1e-5)
 
@@ -83,7 +84,7 @@ def test_native_frames_precede_the_python_stack(tmp_path: Path) -> None:
     if lib is None:
         pytest.skip("no C compiler on this machine")
     code = ("import faulthandler, ctypes; faulthandler.enable()\n"
-            "from kernelpilot.evaluation import native_trace\n"
+            "from kernelpilot.evaluation.worker import crash_frames as native_trace\n"
             f"assert native_trace.install({str(lib)!r})\n"
             "ctypes.string_at(0)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -94,7 +95,7 @@ def test_native_frames_precede_the_python_stack(tmp_path: Path) -> None:
 
 
 def test_timing_samples_follow_the_time_budget() -> None:
-    from kernelpilot.evaluation.engine import timing_settings
+    from kernelpilot.evaluation.worker.pipeline import timing_settings
 
     s = {"rounds": 5, "samples_per_round": 20, "time_budget_s": 1.5}
     assert timing_settings(s, 0.001).samples_per_round == 20  # 1 ms: the full 100 samples (0.1 s)
@@ -108,8 +109,8 @@ def test_replay_check_tells_a_near_zero_output_from_a_stale_one() -> None:
     """The timing phase's replay check: an output whose norm is near zero (the mean after a group norm,
     KernelBench level 2 problem 23) has a large normalised error from rounding alone and must pass; a
     result of other inputs (a cache) must still fail, and so must NaN where eager has none."""
-    from kernelpilot.evaluation.timed import _replay_check
-    from kernelpilot.evaluation.verify import Tolerance
+    from kernelpilot.evaluation.timing.candidate import _replay_check
+    from kernelpilot.evaluation.correctness.verify import Tolerance
 
     tol = Tolerance(1e-4, 1e-4, 1e-5)
     check = _replay_check("cpu", tol)

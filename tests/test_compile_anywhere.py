@@ -104,7 +104,7 @@ def test_compiles_in_init_and_forward_are_build_time_not_hangs(tmp_path: Path, m
 
 
 def test_an_arch_list_without_this_gpu_is_said() -> None:
-    from kernelpilot.evaluation.build import ARCH_LIST_TOOL, _arch_list_diagnostic
+    from kernelpilot.evaluation.build.step import ARCH_LIST_TOOL, _arch_list_diagnostic
 
     ours = _arch_list_diagnostic("8.0;9.0", "sm_90")
     assert ours.tool == ARCH_LIST_TOOL and "does not include" not in ours.message
@@ -116,7 +116,7 @@ def test_an_arch_list_without_this_gpu_is_said() -> None:
 def test_a_compile_inside_a_call_pauses_its_deadline() -> None:
     import time
 
-    from kernelpilot.evaluation import watchdog
+    from kernelpilot.evaluation.worker import watchdog
 
     sent: list[dict] = []
     dog = watchdog.Watchdog(sent.append, None)
@@ -134,7 +134,7 @@ def test_a_call_under_an_instrument_gets_its_slowdown_times_the_slowest_call() -
     a hang when the audit records its operators; a hang is still one."""
     import time
 
-    from kernelpilot.evaluation import watchdog
+    from kernelpilot.evaluation.worker import watchdog
 
     sent: list[dict] = []
     dog = watchdog.Watchdog(sent.append, None)
@@ -156,7 +156,7 @@ def test_calls_get_twice_the_slowest_call_seen_beside_the_eager_allowance() -> N
     eager time per call) is raised to twice its slowest verified call; a new request starts from nothing."""
     import time
 
-    from kernelpilot.evaluation import watchdog
+    from kernelpilot.evaluation.worker import watchdog
 
     sent: list[dict] = []
     dog = watchdog.Watchdog(sent.append, None)
@@ -198,7 +198,7 @@ def test_the_build_steps_probe_never_starts_cuda(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from kernelpilot.evaluation.build import SINGLE_FILE_BUILDER
+    from kernelpilot.evaluation.build.step import SINGLE_FILE_BUILDER
 
     (tmp_path / "problem.py").write_text(PROBLEM)
     (tmp_path / "cand.py").write_text(OFF_META)
@@ -324,7 +324,7 @@ def test_a_source_that_does_not_compile_fails_once(tmp_path: Path) -> None:
 
 
 def test_compiler_errors_are_the_sources_not_the_machines() -> None:
-    from kernelpilot.evaluation.inline_build import compiler_errors
+    from kernelpilot.evaluation.build.load_inline import compiler_errors
 
     nvcc = "[1/3] nvcc ... -c cuda.cu\nFAILED: cuda.cuda.o\ncuda.cu(12): error: identifier \"scale\" is undefined\n1 error detected"
     gcc = "main.cpp:3:48: error: 'undefined_scale' was not declared in this scope\nninja: build stopped"
@@ -360,7 +360,8 @@ class ModelNew(nn.Module):
 def test_torch_compile_pauses_the_deadline_and_only_the_candidates_counts(tmp_path: Path) -> None:
     import torch
 
-    from kernelpilot.evaluation import compile_hook, watchdog
+    from kernelpilot.evaluation.worker import compile_hook
+    from kernelpilot.evaluation.worker import watchdog
     from kernelpilot.problem import load_problem
 
     sent: list[dict] = []

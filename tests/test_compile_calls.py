@@ -1,4 +1,4 @@
-"""Which calls compile a torch extension (kernelpilot/evaluation/compile_calls.py), however a published solution
+"""Which calls compile a torch extension (kernelpilot/evaluation/static/compile_calls.py), however a published solution
 imported the builders; and a single file that builds with ``cpp_extension.load`` is a candidate with kernels
 of its own, not a PyTorch rewrite."""
 
@@ -8,8 +8,8 @@ import ast
 from pathlib import Path
 
 from kernelpilot.evaluation.candidate import load_candidate
-from kernelpilot.evaluation.compile_calls import compile_calls
-from kernelpilot.evaluation.inline_build import inline_names
+from kernelpilot.evaluation.static.compile_calls import compile_calls
+from kernelpilot.evaluation.build.load_inline import inline_names
 
 MODEL = "\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 
@@ -67,7 +67,7 @@ def test_temporary_paths_of_a_build_are_made_stable(tmp_path: Path, monkeypatch)
     import os
     import tempfile
 
-    from kernelpilot.evaluation.inline_build import stable_load_args
+    from kernelpilot.evaluation.build.load_inline import stable_load_args
 
     root = tmp_path / "ext"
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(root))
@@ -123,7 +123,7 @@ def test_only_the_candidates_own_calls_get_stable_paths(tmp_path: Path, monkeypa
     (the edit loop rebuilt nothing when its sources were moved); a candidate's own files are never moved."""
     import tempfile
 
-    from kernelpilot.evaluation import compile_hook
+    from kernelpilot.evaluation.worker import compile_hook
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     seen: list[list[str]] = []

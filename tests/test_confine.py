@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation import confine, policy
-from kernelpilot.evaluation.confine import ResourceLimits, WorkerSandbox, detect, kill_process_group, scrubbed_env
+from kernelpilot.evaluation.sandbox import confine
+from kernelpilot.evaluation.static import policy
+from kernelpilot.evaluation.sandbox.confine import ResourceLimits, WorkerSandbox, detect, kill_process_group, scrubbed_env
 
 CAPS = detect()
 needs_landlock = pytest.mark.skipif(CAPS.landlock_abi == 0, reason=f"kernel lacks Landlock: {CAPS.landlock_reason}")
@@ -52,7 +53,7 @@ CUDA_FIRST = "import torch\ntorch.cuda.init()\ntorch.ones(1, device='cuda')\n"
 
 def run_confined(sb: WorkerSandbox, payload: str, cwd: Path, timeout: float = 180,
                  cuda_first: bool = False) -> subprocess.CompletedProcess[str]:
-    code = ((CUDA_FIRST if cuda_first else "") + "from kernelpilot.evaluation.confine import apply_from_env\n"
+    code = ((CUDA_FIRST if cuda_first else "") + "from kernelpilot.evaluation.sandbox.confine import apply_from_env\n"
             "apply_from_env()\n" + textwrap.dedent(payload))
     return subprocess.run(sb.command_prefix() + [sys.executable, "-c", code], env=sb.env(), preexec_fn=sb.preexec(),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout)
@@ -196,7 +197,7 @@ def test_background_process_does_not_survive(worktree: Path, namespaces: bool, e
     sb = WorkerSandbox([worktree], namespaces=namespaces)
     try:
         tail = "time.sleep(600)" if ending == "killed" else "pass"
-        code = ("from kernelpilot.evaluation.confine import apply_from_env\napply_from_env()\n"
+        code = ("from kernelpilot.evaluation.sandbox.confine import apply_from_env\napply_from_env()\n"
                 + textwrap.dedent(_DAEMON.format(tag=tag, tail=tail)))
         proc = subprocess.Popen(sb.command_prefix() + [sys.executable, "-c", code], env=sb.env(),
                                 preexec_fn=sb.preexec(), cwd=worktree, stdout=subprocess.PIPE, text=True)
@@ -322,7 +323,7 @@ def test_threads_started_before_confinement_are_reported_and_socket_filter_reach
         sandbox: WorkerSandbox, worktree: Path) -> None:
     code = textwrap.dedent("""
         import socket, threading
-        from kernelpilot.evaluation.confine import apply_from_env
+        from kernelpilot.evaluation.sandbox.confine import apply_from_env
         go, done, result = threading.Event(), threading.Event(), []
         def early():
             go.wait()

@@ -1,4 +1,4 @@
-"""A kernel edit's device-only build (kernelpilot/native, evaluation/device_step.py), with real nvcc and ninja.
+"""A kernel edit's device-only build (kernelpilot/native, evaluation/build/device_only.py), with real nvcc and ninja.
 
 One full build of a small candidate in the device-only layout (tests/data/candidates/vector_scale_kp) per
 module; each test edits that copy, builds, and restores it.
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import ToolchainError
-from kernelpilot.evaluation.build import build_candidate, build_env
+from kernelpilot.evaluation.build.step import build_candidate, build_env
 from kernelpilot.evaluation.candidate import Candidate, load_candidate
-from kernelpilot.evaluation.device_step import DEVICE_ONLY
+from kernelpilot.evaluation.build.device_only import DEVICE_ONLY
 from kernelpilot.native import elf, identity, sources
 from kernelpilot.native.records import ninja_commands, read_device, read_full
 from kernelpilot.toolkit import find_cuda_home

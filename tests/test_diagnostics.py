@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelpilot.evaluation.diagnostics import (
+from kernelpilot.evaluation.build.diagnostics import (
     compiled_sources,
     demangle,
     ninja_steps,

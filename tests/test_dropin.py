@@ -255,7 +255,7 @@ def test_an_approved_candidate_passes_the_policy_again(mlp_problem: Path, tmp_pa
     drop-in's _build/ holds a .so) is kernelpilot's, not the candidate's: a later session's evaluation of
     the approved candidate is not refused for it, and the candidate cannot import it either."""
     from kernelpilot.dropin.registration import write_registration
-    from kernelpilot.evaluation.policy import blocking, check_candidate
+    from kernelpilot.evaluation.static.policy import blocking, check_candidate
 
     directory = with_candidate(mlp_problem, tmp_path)
     candidate = directory / "candidate"

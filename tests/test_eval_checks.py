@@ -10,11 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelpilot.evaluation import runtime_audit as ra  # noqa: E402
-from kernelpilot.evaluation import speed_of_light as sol  # noqa: E402
-from kernelpilot.evaluation import timing as tm  # noqa: E402
-from kernelpilot.evaluation import verify as vf  # noqa: E402
-from kernelpilot.evaluation.ceilings import Ceilings, load_cached, save  # noqa: E402
+from kernelpilot.evaluation.audit import runtime as ra  # noqa: E402
+from kernelpilot.evaluation.timing import speed_of_light as sol  # noqa: E402
+from kernelpilot.evaluation.timing import interleaved as tm  # noqa: E402
+from kernelpilot.evaluation.correctness import verify as vf  # noqa: E402
+from kernelpilot.evaluation.timing.ceilings import Ceilings, load_cached, save  # noqa: E402
 from kernelpilot.verdict import Timing  # noqa: E402
 
 FP32 = vf.Tolerance(1e-4, 1e-4, 1e-5)
@@ -264,7 +264,7 @@ def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]
 def test_side_stream_of_a_library_op_is_the_library_not_the_candidate() -> None:
     """cuDNN ran conv_transpose's dgrad kernels on a stream of its own (H200, KernelBench level1/72 and /75,
     torch's own call): not a side-stream rejection, unless an op was dispatched off the caller's stream."""
-    from kernelpilot.evaluation.kernel_trace import parse_trace
+    from kernelpilot.evaluation.audit.kernel_trace import parse_trace
 
     conv = [("aten::conv_transpose3d", 0, 100), ("aten::cudnn_convolution_transpose", 10, 80)]
     trace = parse_trace(_chrome([("triton_poi_fused_0", 7, 1, 500, []),
@@ -293,7 +293,7 @@ def test_a_kernel_an_aten_op_launched_is_never_the_candidates() -> None:
     """The H100 folder run of 2026-12-05: a try/except whose fallback (nn.Linear) always runs was `ok`, because
     cuBLAS's small-GEMM kernel matched no library name and counted as the candidate's. Launched inside
     aten::addmm, it is cuBLAS's whatever its name; an unknown name outside every aten op is still the candidate's."""
-    from kernelpilot.evaluation.kernel_trace import parse_trace
+    from kernelpilot.evaluation.audit.kernel_trace import parse_trace
 
     gemm = "void gemvNSP_kernel<float, float, float, float, 1, 16, 4, 1024, false>(float const*)"
     addmm = [("aten::linear", 0, 60), ("aten::addmm", 2, 50)]

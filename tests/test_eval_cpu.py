@@ -48,7 +48,7 @@ def test_settings_refuse_nonsense() -> None:
 def test_importing_the_engine_does_not_import_torch() -> None:
     import subprocess
 
-    code = ("import sys, kernelpilot.evaluation, kernelpilot.evaluation.command, kernelpilot.evaluation.client;"
+    code = ("import sys, kernelpilot.evaluation, kernelpilot.evaluation.command, kernelpilot.evaluation.client.process;"
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -292,7 +292,7 @@ def test_baselines_op_reaches_the_worker_and_says_it_needs_a_gpu(cpu_evaluator: 
 
 
 def test_baselines_round_trip_as_plain_data() -> None:
-    from kernelpilot.evaluation.baselines import Baselines
+    from kernelpilot.evaluation.baselines.measure import Baselines
     from kernelpilot.verdict import SpeedOfLight, Timing
 
     b = Baselines(eager=Timing(1.0, 0.9, 1.1, 0.8, 50), compiled=None, gpu="H200",

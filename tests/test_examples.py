@@ -296,7 +296,7 @@ def test_row_reduce_copies_are_identical(header: str) -> None:
 
 @pytest.mark.parametrize("example", EXAMPLE_DIRS, ids=_ids(EXAMPLE_DIRS))
 def test_reference_candidate_passes_the_static_policy(example: Path) -> None:
-    from kernelpilot.evaluation.policy import check_candidate
+    from kernelpilot.evaluation.static.policy import check_candidate
 
     findings = check_candidate(example / "candidate")
     assert not findings, [f"{f.rule} {f.file}:{f.line}" for f in findings]

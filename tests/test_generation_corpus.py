@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.evaluation.candidate import load_candidate
-from kernelpilot.evaluation.policy import check_candidate
+from kernelpilot.evaluation.static.policy import check_candidate
 from kernelpilot.suite.differences import REASONS, classify
 from kernelpilot.suite.discovery import parse_generation_name
 from kernelpilot.verdict import Correctness, Finding, KernelBenchScore, Performance, Timing, Verdict

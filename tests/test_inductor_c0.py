@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kernelpilot.evaluation.policy import blocking, check_candidate
+from kernelpilot.evaluation.static.policy import blocking, check_candidate
 from kernelpilot.inductor import ConversionError, candidate_from_recording, write_candidate
 from kernelpilot.inductor.smoke import check_candidate_dir
 

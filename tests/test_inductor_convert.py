@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.evaluation.candidate import declarations, load_candidate, triton_kernels
-from kernelpilot.evaluation.policy import blocking, check_candidate
+from kernelpilot.evaluation.static.policy import blocking, check_candidate
 from kernelpilot.inductor import ConversionError, candidate_from_code, write_candidate
 from kernelpilot.inductor.convert import graph_inputs, parse_kernels
 
@@ -127,7 +127,7 @@ def test_what_cannot_be_converted_says_why() -> None:
 
 @pytest.mark.slow
 def test_converted_candidate_compiles_ahead_for_sm90(tmp_path: Path) -> None:
-    from kernelpilot.evaluation.build import build_candidate
+    from kernelpilot.evaluation.build.step import build_candidate
 
     problem, _ = fixture("conv_relu")
     write_candidate(tmp_path / "c0", _convert("conv_relu"))

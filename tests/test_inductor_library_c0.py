@@ -79,9 +79,9 @@ def test_an_eager_op_is_allowed_by_name_only_for_torch_compiles_own_run(tmp_path
 def test_declared_eager_ops_lift_the_operator_audit_for_that_op_only(tmp_path: Path) -> None:
     import torch
 
-    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation.audit import runtime as ra
     from kernelpilot.evaluation.candidate import load_candidate
-    from kernelpilot.evaluation.inductor_origin import declared_settings
+    from kernelpilot.evaluation.static.declarations import declared_settings
     from kernelpilot.verdict import Verdict
 
     (tmp_path / "c0.py").write_text(C0_EAGER_OP)
@@ -96,7 +96,7 @@ def test_declared_eager_ops_lift_the_operator_audit_for_that_op_only(tmp_path: P
 def test_an_aten_fallback_c0_is_torch_compiles_own_run_too() -> None:
     """level1/46's c0 is Inductor's fallback to aten.avg_pool3d alone (H200): no kernel of its own, as
     torch.compile's run; that is a warning for an Inductor-origin candidate, a rejection for any other."""
-    from kernelpilot.evaluation.inductor_origin import runs_torch_compile_libraries
+    from kernelpilot.evaluation.static.declarations import runs_torch_compile_libraries
 
     inductor = {"KERNELPILOT_ORIGIN": "inductor"}
     assert runs_torch_compile_libraries(inductor, {"allowed_libraries": ["aten.avg_pool3d"]})

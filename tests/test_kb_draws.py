@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelpilot.evaluation import kb_draws  # noqa: E402
-from kernelpilot.evaluation import kernelbench_harness as kb  # noqa: E402
-from kernelpilot.evaluation.kb_inputs import PARALLEL_ENV, KernelBenchInputs  # noqa: E402
+from kernelpilot.evaluation.kernelbench import draws as kb_draws  # noqa: E402
+from kernelpilot.evaluation.kernelbench import harness as kb  # noqa: E402
+from kernelpilot.evaluation.kernelbench.inputs import PARALLEL_ENV, KernelBenchInputs  # noqa: E402
 
 SEEDS = [11, 2**31 + 5, 33, 11]  # a repeated seed is drawn once
 
@@ -61,7 +61,7 @@ def test_side_by_side_draws_are_the_serial_draws(monkeypatch: pytest.MonkeyPatch
 def test_sets_drawn_side_by_side_that_the_cache_cannot_keep_serve_their_one_use(monkeypatch: pytest.MonkeyPatch) -> None:
     """Room for one set: the others drawn side by side are held for their one use, not dropped and drawn again
     one after the other (the H200's level1/19: 20 s of every verdict)."""
-    from kernelpilot.evaluation.kb_inputs import ENV
+    from kernelpilot.evaluation.kernelbench.inputs import ENV
 
     monkeypatch.setenv(PARALLEL_ENV, "1")
     m = _problem()
@@ -146,7 +146,7 @@ def test_kernelbench_score_draws_its_sets_side_by_side(monkeypatch: pytest.Monke
 def test_kernelbench_score_with_room_for_two_sets(monkeypatch: pytest.MonkeyPatch) -> None:
     """Room for two of the five trial sets: two kept, three used once; the next candidate gets the two kept ones
     and draws the other three side by side again, never one after the other."""
-    from kernelpilot.evaluation.kb_inputs import ENV
+    from kernelpilot.evaluation.kernelbench.inputs import ENV
     from kernelpilot.rules import get_rules
 
     monkeypatch.setenv(PARALLEL_ENV, "1")
@@ -191,8 +191,8 @@ def test_a_stuck_child_is_given_up_with_the_rest() -> None:
 def test_a_stuck_child_is_given_up_inside_the_harness_allowance() -> None:
     """The block that draws side by side runs under the harness's allowance: giving up on a stuck child (then
     drawing serially, each set under an allowance of its own) must leave room for the sets it did receive."""
-    from kernelpilot.evaluation.kb_inputs import child_timeout_s
-    from kernelpilot.evaluation.watchdog import Allowance
+    from kernelpilot.evaluation.kernelbench.inputs import child_timeout_s
+    from kernelpilot.evaluation.worker.watchdog import Allowance
 
     gb = 2**30
     assert child_timeout_s(1 * gb) < child_timeout_s(6 * gb) <= child_timeout_s(64 * gb)

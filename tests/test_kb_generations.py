@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from kernelpilot.evaluation.candidate import load_candidate
-from kernelpilot.evaluation.policy import check_candidate
+from kernelpilot.evaluation.static.policy import check_candidate
 from kernelpilot.suite.discovery import discover_jobs, discover_problems
 
 ROOT = Path(__file__).resolve().parents[1]

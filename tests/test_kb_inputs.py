@@ -1,4 +1,4 @@
-"""KernelBench's input sets drawn once per problem and seed (kernelpilot/evaluation/kb_inputs.py, CPU): a
+"""KernelBench's input sets drawn once per problem and seed (kernelpilot/evaluation/kernelbench/inputs.py, CPU): a
 cached set is the very values and generator state a fresh draw gives, writes into a handed-out set never
 reach the next one, and what changes the draw (seed, default dtype, the problem's sizes) misses."""
 
@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernelpilot.evaluation import kernelbench_harness as kb  # noqa: E402
-from kernelpilot.evaluation.kb_inputs import KernelBenchInputs  # noqa: E402
+from kernelpilot.evaluation.kernelbench import harness as kb  # noqa: E402
+from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs  # noqa: E402
 from kernelpilot.rules import get_rules  # noqa: E402
 
 
@@ -133,7 +133,7 @@ def test_two_candidates_of_one_problem_share_kernelbench_draws_with_the_same_sco
     """Through the worker: KernelBench's 5 trials and its timing inputs are drawn for the first candidate
     only; a second candidate, one that writes into its input, gets KernelBench's own verdict."""
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "p.py").write_text(PROBLEM)
     worker = Worker("cpu")
@@ -155,7 +155,7 @@ def test_two_candidates_of_one_problem_share_kernelbench_draws_with_the_same_sco
 def test_kernelbench_draws_pause_the_watched_block(monkeypatch) -> None:
     """A draw on the host (10-20 s for level1/19) runs under the harness allowance with the block's deadline
     paused: on the H200 a first candidate of level1/19 timed out in KernelBench's harness (81.7 s allowance)."""
-    from kernelpilot.evaluation import watchdog
+    from kernelpilot.evaluation.worker import watchdog
 
     sent: list[dict] = []
     dog = watchdog.Watchdog(sent.append, None)
@@ -185,7 +185,7 @@ def test_an_exception_kernelbench_does_not_catch_is_not_compiled(tmp_path: Path)
     there); its batch scorer records that as compiled=False (other_error): KernelBench's status compile_error.
     A RuntimeError there is its runtime_error."""
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "p.py").write_text(PROBLEM)
     worker = Worker("cpu")
@@ -206,7 +206,7 @@ def test_an_exception_kernelbench_does_not_catch_is_not_compiled(tmp_path: Path)
 def test_the_host_budget_is_shared_among_the_hosts_gpus(monkeypatch) -> None:
     """40% of the available host memory on a one-GPU host (level1/19's six 6 GiB sets on 128 GiB), a share of it
     per GPU on a larger one: each GPU's worker keeps its own sets."""
-    from kernelpilot.evaluation import kb_inputs
+    from kernelpilot.evaluation.kernelbench import inputs as kb_inputs
 
     monkeypatch.setattr(kb_inputs, "_host_available", lambda: 100 << 30)
     monkeypatch.delenv(kb_inputs.ENV, raising=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kernelpilot.evaluation.kernel_trace import enclosing_ops
+from kernelpilot.evaluation.audit.kernel_trace import enclosing_ops
 
 
 def _scan(launch: dict[str, Any], ops_by_tid: dict[Any, list[dict[str, Any]]]) -> tuple[str, ...]:

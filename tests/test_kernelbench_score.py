@@ -44,7 +44,7 @@ class ModelNew(nn.Module):
 
 def _run(tmp_path: Path, candidate: str, rules: str = "kernelbench") -> dict:
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "p.py").write_text(PROBLEM)
     (tmp_path / "c.py").write_text(candidate)
@@ -54,7 +54,7 @@ def _run(tmp_path: Path, candidate: str, rules: str = "kernelbench") -> dict:
            "kind": "pytorch"}
     worker = Worker("cpu")
     out = worker.evaluate(msg)["verdict"]
-    out["_state_after"] = __import__("kernelpilot.evaluation.global_state", fromlist=["Snapshot"]).Snapshot.take()
+    out["_state_after"] = __import__("kernelpilot.evaluation.worker.global_state", fromlist=["Snapshot"]).Snapshot.take()
     out["_initial"] = worker.initial_state
     return out
 
@@ -148,7 +148,7 @@ def test_a_candidates_del_runs_before_the_state_is_restored(tmp_path: Path) -> N
 def test_guarded_keeps_the_candidates_state_to_itself() -> None:
     import torch
 
-    from kernelpilot.evaluation.global_state import Guarded, Snapshot
+    from kernelpilot.evaluation.worker.global_state import Guarded, Snapshot
 
     default = Snapshot.take()
     seen: list[str] = []
@@ -180,7 +180,7 @@ def test_kernelbench_statuses_for_broken_candidates(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_harness_precision_cast(tmp_path: Path, precision: str) -> None:
-    from kernelpilot.evaluation import kernelbench_harness as kbh
+    from kernelpilot.evaluation.kernelbench import harness as kbh
     from kernelpilot.rules import get_rules
 
     import importlib.util

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from kernelpilot.evaluation import machine_baselines as mb
-from kernelpilot.evaluation.baseline_service import current_identity, identity_mismatch
-from kernelpilot.evaluation.baselines import Baselines, software_versions
+from kernelpilot.evaluation.baselines import machine_cache as mb
+from kernelpilot.evaluation.baselines.service import current_identity, identity_mismatch
+from kernelpilot.evaluation.baselines.measure import Baselines, software_versions
 from kernelpilot.evaluation.settings import EvalSettings
 
 DATA = Path(__file__).parent / "data"
@@ -175,9 +175,9 @@ def test_a_lookup_imports_no_torch_and_takes_well_under_a_second(tmp_path: Path,
 import sys, time
 from pathlib import Path
 from kernelpilot.evaluation.settings import EvalSettings
-from kernelpilot.evaluation import machine_baselines as mb
-from kernelpilot.evaluation.baseline_service import current_identity
-from kernelpilot.evaluation.baselines import Baselines
+from kernelpilot.evaluation.baselines import machine_cache as mb
+from kernelpilot.evaluation.baselines.service import current_identity
+from kernelpilot.evaluation.baselines.measure import Baselines
 b = Baselines(eager=None)
 t0 = time.monotonic()
 found = mb.lookup(Path({str(problem)!r}), EvalSettings(), path=Path({str(cache)!r}))

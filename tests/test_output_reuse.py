@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelpilot.evaluation.output_reuse import poison, probe
+from kernelpilot.evaluation.correctness.output_reuse import poison, probe
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation import pch
-from kernelpilot.evaluation.build import pch_summary
+from kernelpilot.evaluation.build import pch
+from kernelpilot.evaluation.build.step import pch_summary
 
 
 def test_preamble_is_the_leading_angle_includes() -> None:

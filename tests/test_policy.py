@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation.policy import RULES, blocking, check_candidate, check_native, check_python, unknown_rules
+from kernelpilot.evaluation.static.policy import RULES, blocking, check_candidate, check_native, check_python, unknown_rules
 
 HONEST = '''\
 from __future__ import annotations
@@ -196,7 +196,7 @@ def test_modules_the_problem_imports_are_allowed_unless_refused_for_a_reason(tmp
     """KernelBench's level3/30_SwinTransformerV2 imports numpy to build constant tables; a candidate that keeps
     the problem's code was refused `import-numpy` under our default rules (the H100 folder run of 2026-12-05).
     A module the problem itself imports is allowed unless it is refused for a reason of its own (os, ctypes)."""
-    from kernelpilot.evaluation.policy import problem_imports
+    from kernelpilot.evaluation.static.policy import problem_imports
 
     problem = tmp_path / "30_Swin.py"
     problem.write_text("import numpy as np\nimport os\nfrom scipy import special\nimport torch\n"

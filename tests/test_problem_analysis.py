@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation.baselines import Baselines
+from kernelpilot.evaluation.baselines.measure import Baselines
 
 PROBLEM = '''import torch
 import torch.nn as nn
@@ -32,7 +32,7 @@ def get_init_inputs():
 def test_analysis_is_made_on_first_use_once_or_taken_from_the_baselines(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelpilot.problem as problem
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "lin.py").write_text(PROBLEM)
     calls: list[str] = []
@@ -64,7 +64,7 @@ def test_analysis_is_made_on_first_use_once_or_taken_from_the_baselines(tmp_path
 
 def test_a_failed_analysis_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kernelpilot.problem as problem
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "lin.py").write_text(PROBLEM)
 

@@ -39,7 +39,7 @@ class Session:
     """One warm worker, as the pairing loop keeps it, and the files it evaluates."""
 
     def __init__(self, tmp_path: Path, problem: str = PROBLEM.format(extra=""), **settings: Any) -> None:
-        from kernelpilot.evaluation.worker import Worker
+        from kernelpilot.evaluation.worker.main import Worker
 
         self.dir = tmp_path
         self.problem = tmp_path / "p.py"
@@ -66,13 +66,13 @@ class Session:
 @pytest.fixture(autouse=True)
 def store_from_the_first_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests look at what is kept: entries from a problem's first verdict on (the product: its second)."""
-    from kernelpilot.evaluation.reference_cache import ReferenceCache
+    from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache
 
     monkeypatch.setattr(ReferenceCache, "STORE_FROM_VERDICT", 1)
 
 
 def test_a_problem_judged_once_pays_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation.reference_cache import ReferenceCache
+    from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache
 
     monkeypatch.setattr(ReferenceCache, "STORE_FROM_VERDICT", 2)
     s = Session(tmp_path)
@@ -154,7 +154,7 @@ def test_more_trials_reuse_the_ones_kept(tmp_path: Path) -> None:
 
 
 def test_budget_too_small_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation import reference_cache
+    from kernelpilot.evaluation.correctness import reference_cache
 
     monkeypatch.setattr(reference_cache, "CPU_BYTES", 1024)  # one output is 32*128*4 = 16 KiB
     s = Session(tmp_path)
@@ -166,7 +166,7 @@ def test_budget_too_small_keeps_nothing(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_budget_evicts_least_recently_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation import reference_cache
+    from kernelpilot.evaluation.correctness import reference_cache
 
     one = 32 * 128 * 4 + 32 * 128 * 8  # one trial's entry: the float32 output and the float64 one
     monkeypatch.setattr(reference_cache, "CPU_BYTES", 2 * one)
@@ -234,7 +234,7 @@ def test_forgetting_the_problem_releases_the_entries(tmp_path: Path) -> None:
 def test_packed_entries_round_trip_every_dtype_and_shape() -> None:
     import torch
 
-    from kernelpilot.evaluation.reference_cache import ReferenceCache, fingerprint
+    from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache, fingerprint
 
     outs = (torch.randn(3, 5).t(), torch.tensor(2.5, dtype=torch.float16), torch.zeros(0, 4),
             torch.arange(7, dtype=torch.int64), torch.tensor([True, False, True]))
@@ -302,8 +302,8 @@ def test_the_fingerprint_is_the_same_in_chunks_and_sees_positions(monkeypatch: p
 
     import torch
 
-    from kernelpilot.evaluation import compare
-    from kernelpilot.evaluation.reference_cache import fingerprint
+    from kernelpilot.evaluation.correctness import compare
+    from kernelpilot.evaluation.correctness.reference_cache import fingerprint
 
     x = torch.randn(37, 101)  # not a multiple of 64: a tail too
     whole = fingerprint([x])

@@ -10,7 +10,7 @@ import torch
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation import EvalSettings, Evaluator
-from kernelpilot.evaluation import runtime_audit as ra
+from kernelpilot.evaluation.audit import runtime as ra
 from kernelpilot.verdict import Verdict
 
 DATA = Path(__file__).parent / "data" / "cpu"

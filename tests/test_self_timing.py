@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation import gpu_lock
-from kernelpilot.evaluation.self_timing import finding, signs
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.static.self_timing import finding, signs
 from test_kernelbench_score import _run
 
 # every forward call writes 1 when nobody else could take the GPU lock at that moment (this process holds it

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelpilot.evaluation import runtime_audit as ra
-from kernelpilot.evaluation.kernel_trace import END_MARK, START_MARK, parse_trace
-from kernelpilot.evaluation.stream_joins import joined_streams
+from kernelpilot.evaluation.audit import runtime as ra
+from kernelpilot.evaluation.audit.kernel_trace import END_MARK, START_MARK, parse_trace
+from kernelpilot.evaluation.audit.stream_joins import joined_streams
 
 HOME, SIDE, THIRD = 7, 13, 14
 END = 90  # the end marker's launch correlation

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation.build import build_candidate
+from kernelpilot.evaluation.build.step import build_candidate
 from kernelpilot.evaluation.candidate import CandidateError, load_candidate
-from kernelpilot.evaluation.policy import blocking, check_candidate, check_python
+from kernelpilot.evaluation.static.policy import blocking, check_candidate, check_python
 
 DATA = Path(__file__).parent / "data" / "triton"
 PROBLEM = DATA / "add_problem.py"
@@ -115,7 +115,7 @@ def test_build_compiles_each_kernel_ahead_with_its_registers(tmp_path: Path) -> 
 def test_a_confined_build_compiles_into_the_cache_and_writes_nowhere_else(tmp_path: Path) -> None:
     """The Triton build runs the candidate's forward (fake tensors): confined as the worker is, it still
     compiles into the Triton cache the worker reads, and a write outside its folders is refused."""
-    from kernelpilot.evaluation.confine import detect
+    from kernelpilot.evaluation.sandbox.confine import detect
 
     if not detect().landlock_abi:
         pytest.skip("no Landlock on this machine")
@@ -185,7 +185,7 @@ def test_engine_build_mode_runs_the_triton_build_with_the_problem(tmp_path: Path
 
 
 def test_declared_libraries_are_allowed_for_that_candidate_and_listed(tmp_path: Path) -> None:
-    from kernelpilot.evaluation.inductor_origin import declared_settings, within_compile_flag
+    from kernelpilot.evaluation.static.declarations import declared_settings, within_compile_flag
     from kernelpilot.verdict import Performance, Timing, Verdict
 
     path = tmp_path / "c0.py"

@@ -37,7 +37,7 @@ class ModelNew(nn.Module):
 
 def _verdict(tmp_path: Path, second: str, noise: str = "") -> dict:
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "p.py").write_text(PROBLEM.format(second=second))
     (tmp_path / "c.py").write_text(CANDIDATE.format(noise=noise))
@@ -50,7 +50,7 @@ def _verdict(tmp_path: Path, second: str, noise: str = "") -> dict:
 
 @pytest.fixture
 def nothing_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation import verify
+    from kernelpilot.evaluation.correctness import verify
 
     monkeypatch.setattr(verify, "STASH_BYTES", 0)  # every input set counts as too large to keep
 
@@ -75,7 +75,7 @@ def test_inputs_from_another_random_source_skip_the_rerun(tmp_path: Path, nothin
 
 def test_a_problem_whose_answer_is_constant_cannot_discriminate(tmp_path: Path) -> None:
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     problem = PROBLEM.format(second="torch.randn(64, 64)").replace("return x * 2.0 + y", "return torch.ones_like(x)")
     (tmp_path / "p.py").write_text(problem)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.evaluation.policy import check_candidate
+from kernelpilot.evaluation.static.policy import check_candidate
 from kernelpilot.rules import RULESETS, get_rules
 
 PROBLEM = """
@@ -67,7 +67,7 @@ RENAMED_OTHER_ORDER = RENAMED_SAME_ORDER.replace(
 
 def _verdict(tmp_path: Path, candidate: str) -> dict:
     from kernelpilot.evaluation import EvalSettings
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "p.py").write_text(PROBLEM)
     (tmp_path / "c.py").write_text(candidate)

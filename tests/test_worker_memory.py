@@ -80,7 +80,7 @@ def _message(problem: Path, candidate: Path) -> dict:
 
 def test_problem_a_tensors_are_dead_before_problem_b_inputs_exist(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation.worker import Worker
+    from kernelpilot.evaluation.worker.main import Worker
 
     (tmp_path / "a.py").write_text(PROBLEM_A)
     (tmp_path / "cand_a.py").write_text(CANDIDATE_A)

@@ -109,7 +109,7 @@ def test_forgetting_a_pybind11_module_keeps_the_interpreter_dict_alive() -> None
 
 
 def test_load_inline_names_positional_and_keyword(tmp_path: Path) -> None:
-    from kernelpilot.evaluation.inline_build import inline_names
+    from kernelpilot.evaluation.build.load_inline import inline_names
 
     src = tmp_path / "m.py"
     src.write_text("import json, torch\nfrom torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import load_inline\n"

@@ -93,7 +93,7 @@ def test_repository_without_commits(tmp_path: Path) -> None:
         ("kernels/notes.txt", "is not a candidate file"),
         ("README.md", "is not a candidate file"),
         ("other/kernel.cu", "is not a candidate file"),
-        ("kernelpilot/evaluation/timing.py", "part of the kernelpilot harness"),
+        ("kernelpilot/evaluation/timing/interleaved.py", "part of the kernelpilot harness"),
         ("", "empty path"),
     ],
 )

@@ -185,7 +185,7 @@ def _floor_line(info: Any) -> str:
     if ceil is None:
         return "speed-of-light floor: known after the first benchmark (it needs this GPU's measured ceilings)"
     try:
-        from kernelpilot.evaluation.speed_of_light import roofline
+        from kernelpilot.evaluation.timing.speed_of_light import roofline
 
         # torch's defaults: cuDNN convolutions in TF32, matmuls not (as the engine's worker runs the reference)
         rate, _ = ceil.compute_rate(info.primary_dtype, info.flops_by_op, conv_tf32=True, matmul_tf32=False)

@@ -111,7 +111,7 @@ def measured_ceilings(gpu: str = "", driver: str = "") -> str:
     """The engine's cached measured ceilings (bandwidth, FLOP/s) when present; else a note."""
     missing = "- measured ceilings: not measured yet on this GPU (the first benchmark measures them)"
     try:
-        from kernelpilot.evaluation import ceilings
+        from kernelpilot.evaluation.timing import ceilings
 
         cached = ceilings.load_cached(gpu, driver) if gpu else None
     except Exception:  # noqa: BLE001 - engine part absent or cache unreadable
@@ -151,7 +151,7 @@ def cached_ceilings() -> Any:
     if ident is None:
         return None
     try:
-        from kernelpilot.evaluation import ceilings
+        from kernelpilot.evaluation.timing import ceilings
 
         return ceilings.load_cached(*ident)
     except Exception:  # noqa: BLE001

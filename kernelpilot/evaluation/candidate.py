@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.evaluation.compile_calls import compile_calls
+from kernelpilot.evaluation.static.compile_calls import compile_calls
 
 MODEL_FILE = "model_new.py"
 BINDING_FILE = "binding.cpp"

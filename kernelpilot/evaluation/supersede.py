@@ -151,6 +151,6 @@ class CancelToken:
 def _kill_session(proc: subprocess.Popen[Any]) -> None:
     if proc.poll() is not None:
         return
-    from kernelpilot.evaluation.build_process import kill_session
+    from kernelpilot.evaluation.build.processes import kill_session
 
     kill_session(proc.pid)

@@ -7,7 +7,7 @@ torch.compile does not generate every kernel it runs: Inductor calls cuBLAS and 
 dynamo leaves whatever it cannot trace (an ``nn.LSTM``, the code after a graph break) to eager PyTorch.
 The candidate made from torch.compile's output runs the same calls, and declares each: a library name
 the engine knows (``cublas``, ``cudnn``, ``attention``: every ATen operator of that library is then
-allowed, see ``kernelpilot.evaluation.runtime_audit.LIBRARY_OPS``) or the ATen operator itself
+allowed, see ``kernelpilot.evaluation.audit.runtime.LIBRARY_OPS``) or the ATen operator itself
 (``aten.avg_pool3d``). The engine allows exactly the declared ones for that candidate and lists each in
 the verdict (finding ``library-call``).
 """

@@ -81,7 +81,7 @@ def _mode_class() -> Any:
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from kernelpilot.evaluation.runtime_audit import MEMORY_OPS
+    from kernelpilot.evaluation.audit.runtime import MEMORY_OPS
 
     class AtenOps(TorchDispatchMode):
         def __init__(self) -> None:

@@ -37,7 +37,7 @@ def run_sandboxed(
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``cmd`` confined; raise subprocess.TimeoutExpired after killing everything it started."""
-    from kernelpilot.evaluation.confine import WorkerSandbox, kill_process_group
+    from kernelpilot.evaluation.sandbox.confine import WorkerSandbox, kill_process_group
 
     sandbox = WorkerSandbox(writable=list(writable or []))
     # the sandbox's environment already puts this package on PYTHONPATH for the profiled program

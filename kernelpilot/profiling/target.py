@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelpilot.evaluation.verify import draw_inputs
+from kernelpilot.evaluation.correctness.verify import draw_inputs
 from kernelpilot.profiling.ncu import BASELINE_RANGE, CANDIDATE_RANGE
 
 

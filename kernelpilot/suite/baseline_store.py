@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.evaluation.machine_baselines import BaselineTable
+from kernelpilot.evaluation.baselines.machine_cache import BaselineTable
 from kernelpilot.suite.store import DB_NAME
 
 

@@ -204,7 +204,7 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
     if mode == "benchmark" and settings.device == "cuda" and (getattr(args, "baselines", None) or "shared") == "shared":
         import os
 
-        from kernelpilot.evaluation.baseline_service import BaselineService
+        from kernelpilot.evaluation.baselines.service import BaselineService
         from kernelpilot.suite.baseline_store import BaselineStore
 
         store = BaselineStore(run_dir, [Path(p) for p in getattr(args, "baselines_from", None) or []])

@@ -1,7 +1,7 @@
 """One long-lived thread for every call the UI makes into the evaluation engine.
 
 The engine's worker process is killed when the *thread* that started it ends (PR_SET_PDEATHSIG, see
-evaluation/confine.py). Textual thread workers end after each job, so calling the engine from them
+evaluation/sandbox/confine.py). Textual thread workers end after each job, so calling the engine from them
 would start a cold worker (torch import, CUDA start-up, the torch.compile baseline) for every save.
 Calls made through ``EngineThread.call`` all run on one thread that lives as long as the app: the
 worker started for the baselines is the one that evaluates the first edit, warm. Calls run one at a

@@ -39,7 +39,7 @@ def cached_ceilings() -> dict[str, Any] | None:
         return None
     import platformdirs
 
-    from kernelpilot.evaluation import ceilings
+    from kernelpilot.evaluation.timing import ceilings
 
     name, driver = (v.decode() if isinstance(v, bytes) else str(v) for v in (name, driver))
     found = ceilings.load_cached(name, driver, Path(platformdirs.user_cache_dir("kernelpilot")) / "ceilings")
@@ -123,7 +123,7 @@ class ProblemCardView:
         self.post_message(ProblemAnalysed(info, cached_ceilings() if s.gpu else None))
 
     def _cached_baselines(self, s: Startup) -> None:
-        from kernelpilot.evaluation.machine_baselines import CacheUnavailable, lookup
+        from kernelpilot.evaluation.baselines.machine_cache import CacheUnavailable, lookup
 
         try:
             found = lookup(Path(s.problem.path), s.evaluator.settings, getattr(s.evaluator, "gpu", None))

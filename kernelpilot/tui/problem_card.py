@@ -79,7 +79,7 @@ def floor(facts: CardFacts) -> tuple[float | None, str, str]:
     info, ceil = facts.info, facts.ceilings
     if info is None or not ceil:
         return None, "unknown", ""
-    from kernelpilot.evaluation.speed_of_light import roofline  # pure Python, but not at import time
+    from kernelpilot.evaluation.timing.speed_of_light import roofline  # pure Python, but not at import time
 
     rates = ceil.get("tflops") or {}
     tflops = rates.get(info.primary_dtype) or (rates.get("bfloat16") if info.primary_dtype == "float16" else None)

@@ -15,7 +15,7 @@ PROBLEM = Path(__file__).parents[1] / "data" / "problems" / "softmax_bf16.py"
 
 
 def test_baselines_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpilot.evaluation.machine_baselines import lookup
+    from kernelpilot.evaluation.baselines.machine_cache import lookup
 
     monkeypatch.setenv("KERNELPILOT_BASELINES_CACHE", str(tmp_path / "baselines.sqlite"))
     settings = EvalSettings(rounds=2, samples_per_round=10)

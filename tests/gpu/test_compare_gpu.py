@@ -38,9 +38,9 @@ def _cases(torch, n: int):  # noqa: ANN001, ANN202
 def test_fused_passes_equal_the_torch_passes() -> None:
     import torch
 
-    from kernelpilot.evaluation import compare as cmp
-    from kernelpilot.evaluation import compare_kernel as ck
-    from kernelpilot.evaluation.verify import Tolerance
+    from kernelpilot.evaluation.correctness import compare as cmp
+    from kernelpilot.evaluation.correctness import fused_compare as ck
+    from kernelpilot.evaluation.correctness.verify import Tolerance
 
     tol = Tolerance(1e-2, 1e-2, 1e-2)
     floor = max(tol.atol, 1e-30)
@@ -60,8 +60,8 @@ def test_fused_passes_equal_the_torch_passes() -> None:
 def test_compare_takes_the_fused_path_and_gives_the_same_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernelpilot.evaluation import compare as cmp
-    from kernelpilot.evaluation.verify import Tolerance
+    from kernelpilot.evaluation.correctness import compare as cmp
+    from kernelpilot.evaluation.correctness.verify import Tolerance
 
     tol = Tolerance(1e-2, 1e-2, 1e-2)
     calls: list[int] = []
@@ -82,7 +82,7 @@ def test_compare_takes_the_fused_path_and_gives_the_same_verdict(monkeypatch: py
 def test_outputs_past_two_to_the_31_elements() -> None:
     import torch
 
-    from kernelpilot.evaluation import compare_kernel as ck
+    from kernelpilot.evaluation.correctness import fused_compare as ck
 
     n = (1 << 31) + 4099
     if torch.cuda.mem_get_info()[0] < n * (2 + 2 + 8) + (4 << 30):

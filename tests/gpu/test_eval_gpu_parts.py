@@ -11,7 +11,7 @@ pytestmark = pytest.mark.gpu
 def test_poisoned_allocator_hands_out_nan() -> None:
     import torch
 
-    from kernelpilot.evaluation.verify import poison_allocator
+    from kernelpilot.evaluation.correctness.verify import poison_allocator
 
     for n in (1000, 300_000, 16 << 20):  # small pool, medium, large pool
         poison_allocator(256 << 20, "cuda")
@@ -23,7 +23,7 @@ def test_poisoned_allocator_hands_out_nan() -> None:
 def test_interleaved_timing_is_sane() -> None:
     import torch
 
-    from kernelpilot.evaluation import timing as tm
+    from kernelpilot.evaluation.timing import interleaved as tm
 
     pool = [[torch.randn(4096, 4096, device="cuda")] for _ in range(3)]
 
@@ -65,7 +65,7 @@ def test_profiler_watch_covers_the_call_alone() -> None:
 
     import torch
 
-    from kernelpilot.evaluation import kernel_trace as kt
+    from kernelpilot.evaluation.audit import kernel_trace as kt
 
     seen: list[tuple[str, float]] = []
 
@@ -95,7 +95,7 @@ def test_profiler_watch_covers_the_call_alone() -> None:
 def test_profiler_sees_streams_and_kernel_names() -> None:
     import torch
 
-    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation.audit import runtime as ra
 
     x = torch.randn(1 << 20, device="cuda")
     trace = ra.profile_call(lambda t: t * 2, [x], "cuda")
@@ -122,7 +122,7 @@ def test_a_side_stream_joined_both_ways_is_not_flagged() -> None:
     work alone leaves the side stream unordered against the caller's earlier work: still a finding."""
     import torch
 
-    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation.audit import runtime as ra
 
     x = torch.randn(1 << 20, device="cuda")
     side = torch.cuda.Stream()
@@ -159,7 +159,7 @@ def test_library_streams_are_not_the_candidates_side_streams() -> None:
     own, joined before it returns; that is no side-stream. The same op under torch.cuda.stream(s) is."""
     import torch
 
-    from kernelpilot.evaluation import runtime_audit as ra
+    from kernelpilot.evaluation.audit import runtime as ra
 
     conv = torch.nn.ConvTranspose3d(32, 32, (3, 5, 7), stride=2, padding=(1, 2, 3), output_padding=1, groups=4,
                                     bias=False).cuda()
@@ -182,7 +182,7 @@ def test_library_streams_are_not_the_candidates_side_streams() -> None:
 
 
 def test_ceilings_are_plausible(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from kernelpilot.evaluation.ceilings import get
+    from kernelpilot.evaluation.timing.ceilings import get
 
     c = get("cuda", base=tmp_path)
     assert 0.5 < c.copy_tbps < 10 and c.tflops["bfloat16"] > 50 and c.tflops["float32"] > 5

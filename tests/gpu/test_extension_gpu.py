@@ -27,7 +27,7 @@ def _import(model_file: Path, name: str) -> ModuleType:
 
 @pytest.fixture(scope="module")
 def candidate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from kernelpilot.evaluation.build import build_candidate
+    from kernelpilot.evaluation.build.step import build_candidate
     from kernelpilot.evaluation.candidate import load_candidate
 
     root = tmp_path_factory.mktemp("gpu-build")
@@ -98,7 +98,7 @@ def test_arch_follows_the_gpu() -> None:
 def test_single_file_load_inline_candidate_builds_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from kernelpilot.evaluation.build import build_candidate
+    from kernelpilot.evaluation.build.step import build_candidate
     from kernelpilot.evaluation.candidate import load_candidate
 
     path = tmp_path / "model_new_inline.py"

@@ -1,0 +1,220 @@
+"""What the problem costs today on this GPU: eager and torch.compile times, and the speed of light.
+
+``answer(worker, msg)`` runs inside the evaluation worker (op ``baselines``): it times the
+problem's reference model and its torch.compile build with the engine's own timing (``timing.measure``,
+interleaved, behind a GPU spin, L2 flushed, the same input pool and settings as a candidate's
+benchmark) and adds the GPU's measured ceilings, so the floor and the share of it each baseline
+reaches use the same numbers as the verdicts that follow. The compiled baseline stays cached in the
+worker, so the first benchmark of a candidate does not compile it again.
+
+``Baselines`` is the answer as plain data (``Evaluator.baselines(problem)`` returns it); importing
+this module imports neither torch nor CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.verdict import SpeedOfLight, Timing, _from_dict
+
+
+@dataclass
+class Baselines:
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    compile_mode: str = "default"
+    speed_of_light: SpeedOfLight | None = None  # floor and bound at the measured ceilings
+    eager_pct_of_ceiling: float | None = None
+    ceilings: dict[str, Any] = field(default_factory=dict)  # ceilings.Ceilings as a dict
+    gpu: str = ""
+    notes: list[str] = field(default_factory=list)  # e.g. the torch.compile failure, no ceilings
+    seconds: float = 0.0
+    # what the times are valid for: a stored baseline is reused only on the same GPU, driver, torch, Triton,
+    # torch's CUDA and clocks ("" where unknown: Triton and CUDA were not recorded before 2026-12)
+    gpu_uuid: str = ""
+    driver: str = ""
+    torch: str = ""
+    clocks: dict[str, int] = field(default_factory=dict)
+    triton: str = ""
+    cuda: str = ""
+    compile_s: float = 0.0  # torch.compile's own compile time (off the GPU slot)
+    compiled_missing: str = ""  # why there is no torch.compile time ("" when there is one)
+    # seconds this measurement held the GPU exclusively (a suite's GPU slot waits meanwhile): the timing, or
+    # all of it for a problem too large to share the GPU's memory (``exclusive``); 0.0 in records before 2026-12-03
+    exclusive_s: float = 0.0
+    # the problem's analysis (bytes moved, flops) the speed of light was computed from: the verdicts that use
+    # these baselines take it from here instead of analysing the problem again ({} in records before 2026-12-05)
+    problem_info: dict[str, Any] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),
+                "triton": self.triton, "cuda": self.cuda}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Baselines":
+        return _from_dict(cls, data)
+
+
+def answer(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """The worker's answer to ``{"op": "baselines", "problem": PATH, "settings": {...}}``: ``ok`` and
+    ``baselines``, or ``ok: False`` and ``error`` (with ``exit`` when the CUDA context is unusable)."""
+    try:
+        return measure(worker, msg)
+    except Exception as exc:  # the problem's own code failed on the GPU: say so, keep the worker if healthy
+        message, fatal = worker.classify(exc)
+        return {"ok": False, "error": message.splitlines()[0] if message else type(exc).__name__, "exit": fatal}
+
+
+def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    """With ``msg["exclusive"]`` (a problem so large that it must not share the GPU's memory with a
+    candidate being verified) the whole measurement holds the GPU lock exclusively; otherwise loading
+    the problem and torch.compile's runs hold it shared, its compiling none, and the timing exclusively."""
+    from kernelpilot.evaluation.timing import gpu_lock
+
+    if msg.get("exclusive"):
+        import time
+
+        t0 = time.monotonic()
+        with gpu_lock.current().exclusive():
+            result = _measure(worker, msg)
+        if result.get("ok"):
+            result["baselines"]["exclusive_s"] = round(time.monotonic() - t0, 3)
+        return result
+    return _measure(worker, msg)
+
+
+def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    import time
+
+    from kernelpilot.evaluation.timing import gpu_lock
+
+    from kernelpilot.evaluation.worker import pipeline as engine
+    from kernelpilot.evaluation.worker import watchdog
+    from kernelpilot.evaluation.timing import interleaved as tm
+    from kernelpilot.evaluation.timing.speed_of_light import for_problem
+    from kernelpilot.evaluation.correctness.verify import draw_inputs
+
+    t0 = time.monotonic()
+    s = dict(msg.get("settings") or {})
+    device = worker.device
+    if not device.startswith("cuda"):
+        return {"ok": False, "error": "eager and torch.compile timings need a CUDA GPU"}
+    seed = int(s.get("seed", 42))
+    watchdog.begin(watchdog.Allowance.from_settings(s))
+    watchdog.step("problem")
+    lock = gpu_lock.current()
+    with lock.shared():  # the problem's model and one eager call: GPU work, not timed
+        state = worker.problem_state(msg["problem"], seed)
+    watchdog.set_reference_seconds(state.reference_s)  # the timed rounds get the eager-based allowance
+    watchdog.step("compile_baseline")
+    mode = str(s.get("compile_mode", "default"))
+    out = Baselines(compile_mode=mode, gpu=str(worker.environment().get("gpu", "")))
+    impls: dict[str, Any] = {"eager": state.reference.model}
+    out.gpu_uuid, out.driver, out.torch, out.clocks = gpu_fingerprint(device)
+    out.triton, out.cuda = software_versions()
+    if s.get("compile_baseline", True):
+        started = time.monotonic()
+        with lock.shared():
+            sample = draw_inputs(state.module, seed + 500, "normal", device)
+        compiled = worker.compiled(state, mode, sample)  # its graphs' runs take the lock shared themselves
+        del sample
+        out.compile_s = round(time.monotonic() - started, 3)
+        if compiled is not None:
+            impls["compiled"] = compiled
+        else:
+            out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
+            out.notes.append(out.compiled_missing)
+    with lock.shared():
+        pool, refill = engine.input_pool(state, s, device)
+    with lock.exclusive():  # a timing: nothing else on this GPU meanwhile
+        held = time.monotonic()
+        run = tm.measure(impls, pool, refill, engine.timing_settings(s, state.reference_s), worker.pristine, device)
+        out.exclusive_s = round(time.monotonic() - held, 3)
+    del pool, refill
+    out.notes += run.notes
+    out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")
+    ceil = worker.ceilings
+    if ceil is None:
+        out.notes.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
+    else:
+        out.ceilings = asdict(ceil)
+        out.problem_info = state.analysis()
+        sol = for_problem(out.problem_info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+                          candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None)
+        out.speed_of_light = sol
+        if sol.floor_ms and out.eager.median_ms > 0:
+            out.eager_pct_of_ceiling = 100.0 * sol.floor_ms / out.eager.median_ms
+    out.seconds = round(time.monotonic() - t0, 3)
+    if msg.get("forget"):  # the baseline service's worker: nothing of this problem stays on the GPU
+        del impls, state
+        worker.forget_problems()
+    return {"ok": True, "baselines": out.to_dict()}
+
+
+def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:
+    """(GPU UUID, driver, torch version, clocks) of the device the worker times on: a stored baseline is
+    valid only where all four match. Clocks: the maximum and application clocks (not the momentary ones)."""
+    import torch
+
+    index = torch.device(device).index or 0
+    uuid = ""
+    try:
+        uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+    except Exception:  # noqa: BLE001
+        pass
+    driver, clocks = "", {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid) \
+            if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
+        raw = pynvml.nvmlSystemGetDriverVersion()
+        driver = raw.decode() if isinstance(raw, bytes) else str(raw)
+        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
+                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
+                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[label] = int(get(handle, kind))
+            except Exception:  # noqa: BLE001 - a clock this GPU does not report
+                pass
+    except Exception:  # noqa: BLE001 - no NVML: the UUID and torch still identify the setting
+        pass
+    return uuid, driver, torch.__version__, clocks
+
+
+def software_versions() -> tuple[str, str]:
+    """(Triton's version, the CUDA version torch was built with), read from the installed packages without
+    importing torch or Triton ("" for one that is not installed), so that a process that has not imported
+    torch (the UI looking up the machine's cached baselines) names them exactly as the worker does."""
+    import ast
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    triton = ""
+    for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm"):
+        try:
+            triton = version(dist)
+            break
+        except PackageNotFoundError:
+            continue
+    cuda = ""
+    try:
+        spec = importlib.util.find_spec("torch")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if locations:
+            tree = ast.parse((Path(locations[0]) / "version.py").read_text(encoding="utf-8"))
+            for node in tree.body:  # torch/version.py: ``cuda: Optional[str] = '13.0'``
+                target = node.target if isinstance(node, ast.AnnAssign) else (
+                    node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+                if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+                    cuda = str(node.value.value or "")
+    except (OSError, SyntaxError, ValueError, ImportError):
+        pass
+    return triton, cuda

@@ -1,0 +1,262 @@
+"""Eager and torch.compile baselines, measured once per problem and GPU, off the evaluation worker.
+
+A suite judges many candidates of each problem; compiling torch.compile's baseline inside the GPU slot
+for each of them cost the slot 5-30 s a candidate. ``BaselineService`` keeps a few worker processes of
+its own (``processes``; unconfined: they run only the problem's code and Inductor, as a build runs the
+compiler) that, per problem:
+
+1. compile torch.compile's graph (CPU work: Inductor's lowering and Triton's compiler, one thread per
+   process so that several problems compile side by side), its runs and autotuning under the GPU's
+   shared lock (gpu_lock.py: they may overlap a candidate's verification, never a timing);
+2. time eager and the compiled graph interleaved with the engine's own timing (the same input pool,
+   L2 flush and GPU spin as a candidate's benchmark) under the GPU's exclusive lock;
+3. free everything of the problem, and answer a ``Baselines`` stamped with the GPU's UUID, driver,
+   torch version and clocks.
+
+The GPU slot then times each candidate beside eager only, and compares it with the shared compiled
+time (``Performance.baseline_source = "shared"``; an eager time that moved by more than 5% since is
+flagged). Problems that wait for memory: each request is sized on the meta device and the service
+keeps the estimates it runs at once under ``memory_fraction`` of the GPU. ``cache`` (a suite's run
+store) keeps baselines across resumed calls, reused only where the GPU's identity matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+# settings that change what a baseline measures (a stored baseline is reused only where they are equal)
+TIMING_FIELDS = ("compile_mode", "compile_baseline", "cuda_graphs", "seed", "warmup", "rounds", "samples_per_round",
+                 "time_budget_s", "input_pool", "flush_bytes")
+
+
+class BaselineCache(Protocol):
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, problem: str, baselines: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class Request:
+    key: str
+    problem: Path
+    settings: Any
+    future: Future[Any]
+    need_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def request_key(problem: Path, settings: Any) -> str:
+    """The problem's exact bytes and the settings that change what its baselines measure."""
+    digest = hashlib.sha256(Path(problem).read_bytes())
+    values = settings.to_dict() if hasattr(settings, "to_dict") else dict(settings)
+    digest.update(json.dumps({k: values.get(k) for k in TIMING_FIELDS}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:24]
+
+
+def current_identity(gpu: int | None) -> dict[str, Any]:
+    """This machine's GPU at ``gpu`` as a stored baseline names it (UUID, driver, torch, Triton, torch's
+    CUDA, clocks), read without importing torch or initialising CUDA here; empty fields where NVML is missing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from kernelpilot.evaluation.baselines.measure import software_versions
+
+    identity: dict[str, Any] = {"gpu_uuid": "", "driver": "", "torch": "", "clocks": {}}
+    identity["triton"], identity["cuda"] = software_versions()
+    try:
+        identity["torch"] = version("torch")
+    except PackageNotFoundError:
+        pass
+    try:
+        import pynvml
+
+        from kernelpilot.evaluation.timing.gpu_lock import gpu_key
+
+        pynvml.nvmlInit()
+        uuid = gpu_key(gpu)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        identity["gpu_uuid"] = uuid[4:] if uuid.startswith("GPU-") else uuid
+        raw = pynvml.nvmlSystemGetDriverVersion()
+        identity["driver"] = raw.decode() if isinstance(raw, bytes) else str(raw)
+        clocks = {}
+        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
+                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
+                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
+            try:
+                clocks[label] = int(get(handle, kind))
+            except Exception:  # noqa: BLE001
+                pass
+        identity["clocks"] = clocks
+    except Exception:  # noqa: BLE001 - no NVML: the stored baseline's torch is still compared
+        pass
+    return identity
+
+
+def identity_mismatch(stored: dict[str, Any], now: dict[str, Any]) -> str:
+    """What differs between a stored baseline's identity and this GPU's ("" when it may be reused)."""
+    torch_now = str(now.get("torch", "")).split("+")[0]
+    torch_then = str(stored.get("torch", "")).split("+")[0]
+    diffs = []
+    if stored.get("gpu_uuid") and now.get("gpu_uuid") and str(stored["gpu_uuid"]).removeprefix("GPU-") != str(
+            now["gpu_uuid"]).removeprefix("GPU-"):
+        diffs.append("another GPU")
+    if stored.get("driver") != now.get("driver") and now.get("driver"):
+        diffs.append(f"driver {stored.get('driver') or '?'} -> {now.get('driver')}")
+    if torch_now and torch_then != torch_now:
+        diffs.append(f"torch {torch_then or '?'} -> {torch_now}")
+    for name, label in (("triton", "Triton"), ("cuda", "CUDA")):  # unrecorded in older rows: not a difference
+        then, now_value = str(stored.get(name) or ""), str(now.get(name) or "")
+        if then and now_value and then != now_value:
+            diffs.append(f"{label} {then} -> {now_value}")
+    then_clocks, now_clocks = stored.get("clocks") or {}, now.get("clocks") or {}
+    moved = [k for k in now_clocks if k in then_clocks and then_clocks[k] != now_clocks[k]]
+    if moved:
+        diffs.append("clocks " + ", ".join(f"{k} {then_clocks[k]} -> {now_clocks[k]}" for k in moved))
+    return "; ".join(diffs)
+
+
+def estimate_bytes(problem: Path) -> int:
+    """GPU memory a baseline of ``problem`` takes at its peak: its inputs, parameters and outputs sized on
+    the meta device, times the timing pool and the calls beside it (16 GiB when the meta device cannot run it)."""
+    try:
+        from kernelpilot.problem import analyse, load_problem
+
+        info = analyse(load_problem(problem), device="meta")
+        moved = int(info.bytes_moved or 0)
+    except Exception:  # noqa: BLE001 - sized generously instead
+        return 16 << 30
+    return 6 * moved + (2 << 30)
+
+
+class _Memory:
+    """The GPU memory the running baselines are estimated to take, kept under ``total``."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.used = total, 0
+        self.cond = threading.Condition()
+
+    def take(self, n: int) -> int:
+        n = min(n, self.total)
+        with self.cond:
+            while self.used + n > self.total:
+                self.cond.wait()
+            self.used += n
+        return n
+
+    def give(self, n: int) -> None:
+        with self.cond:
+            self.used -= n
+            self.cond.notify_all()
+
+
+def _device_bytes(gpu: int | None) -> int:
+    try:
+        import pynvml
+
+        from kernelpilot.evaluation.timing.gpu_lock import gpu_key
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(gpu_key(gpu))).total)
+    except Exception:  # noqa: BLE001
+        return 80 << 30
+
+
+class BaselineService:
+    """Baselines of problems on one GPU, measured by ``processes`` workers of their own, once each."""
+
+    def __init__(self, settings: Any, workdir: Path, *, gpu: int | None = None, processes: int = 4,
+                 memory_fraction: float = 0.25, cache: BaselineCache | None = None,
+                 estimate: Callable[[Path], int] = estimate_bytes) -> None:
+        self.settings = settings
+        self.workdir = Path(workdir)
+        self.gpu = gpu
+        self.cache = cache
+        self.estimate = estimate
+        self.identity = current_identity(gpu)
+        device = _device_bytes(gpu)
+        self._memory = _Memory(int(device * memory_fraction))
+        self.exclusive_bytes = int(device * 0.2)
+        self._queue: queue.Queue[Request | None] = queue.Queue()
+        self._requests: dict[str, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"kp-baseline-{i}", daemon=True)
+                         for i in range(max(1, processes))]
+        for t in self._threads:
+            t.start()
+
+    def request(self, problem: Path, settings: Any = None) -> Future[Any]:
+        """A Future of the problem's ``Baselines`` (the same Future for every sample of the problem)."""
+        from kernelpilot.evaluation.baselines.measure import Baselines
+
+        settings = settings or self.settings
+        problem = Path(problem).resolve()
+        key = request_key(problem, settings)
+        with self._lock:
+            if key in self._requests:
+                return self._requests[key]
+            future: Future[Any] = Future()
+            self._requests[key] = future
+        notes: list[str] = []
+        stored = self.cache.get(key) if self.cache is not None else None
+        if stored is not None:
+            base = Baselines.from_dict(stored)
+            differs = identity_mismatch(base.identity(), self.identity)
+            if not differs:
+                future.set_result(base)
+                return future
+            notes.append(f"re-measured: the stored baselines were measured on another setting ({differs})")
+        self._queue.put(Request(key, problem, settings, future, notes=notes))
+        return future
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout=30)
+
+    # ---- worker threads --------------------------------------------------------------------------
+    def _serve(self, index: int) -> None:
+        """One baseline worker process, launched from (and dying with) this long-lived thread."""
+        from dataclasses import replace
+
+        from kernelpilot.evaluation import Evaluator
+
+        settings = replace(self.settings, confine=False)
+        evaluator = Evaluator(settings, workdir=self.workdir / f"baseline-{index}", keep_warm=True, gpu=self.gpu,
+                              worker_env={"TORCHINDUCTOR_COMPILE_THREADS": "1"})
+        try:
+            while True:
+                req = self._queue.get()
+                if req is None:
+                    return
+                if not req.future.set_running_or_notify_cancel():
+                    continue
+                need = self.estimate(req.problem)
+                held = self._memory.take(need)
+                try:
+                    # a problem that would not fit beside a candidate's verification has the GPU to itself
+                    base = evaluator.baselines(req.problem, settings=replace(req.settings, confine=False), forget=True,
+                                               exclusive=need > self.exclusive_bytes)
+                    base.notes = req.notes + base.notes
+                    if self.cache is not None:
+                        self.cache.put(req.key, str(req.problem), base.to_dict())
+                    req.future.set_result(base)
+                except Exception as exc:  # noqa: BLE001 - the slot still judges the candidate, without a baseline
+                    req.future.set_exception(exc)
+                finally:
+                    self._memory.give(held)
+        finally:
+            evaluator.close()
+
+
+def as_message(baselines: Any) -> dict[str, Any]:
+    """A Baselines as the worker's evaluate request carries it."""
+    return asdict(baselines)

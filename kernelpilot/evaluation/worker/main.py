@@ -1,0 +1,382 @@
+"""The evaluation worker: ``python -m kernelpilot.evaluation.worker --in-fd R --out-fd W``.
+
+Everything that touches CUDA runs here, never in the caller. Requests and responses travel as JSON
+frames on two dedicated pipes (protocol.py); fd 1 and 2 point at a log file, so candidate prints never
+corrupt the protocol. Start-up order: import torch, initialise the device, capture the timer and
+checker functions (the integrity baseline), then apply the confinement the caller described in
+``KERNELPILOT_SANDBOX`` (Landlock and seccomp on itself), then announce ``ready``. Candidate code is
+only imported after that.
+
+Why CUDA starts first: on our H200 (driver 580, 2026-11-30) CUDA cannot initialise under either
+layer — the Landlock file rules or the seccomp socket filter — and fails with error 304 (measured:
+network/PID namespaces alone are fine). The cost: Landlock binds only the calling thread and threads
+it starts later, so the few driver threads CUDA starts during initialisation are not bound by the
+file rules (the seccomp filter is synchronised to every thread). The verdict says so.
+``KERNELPILOT_SANDBOX_ORDER=before-cuda`` confines first, for machines where CUDA starts confined. The reference model, its float64 copy and the torch.compile baseline are cached per
+problem while the worker stays warm. A CUDA error, OOM, patched harness function or stray thread makes
+the worker answer with ``exit: true`` and leave; the caller starts a fresh one next time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import importlib.util
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import kernelpilot.evaluation.protocol as protocol
+import kernelpilot.evaluation.supersede as supersede
+from kernelpilot.evaluation.build import load_inline as inline_build
+from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the worker's names, as before the split
+    CandidateError,
+    ProblemCache,
+    ProblemState,
+    ProblemTooLarge,
+    _kernelbench_failure,
+    compile_failure,
+    gpu_shared_backend,
+)
+
+_CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
+                 "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
+                 "cudaErrorLaunch", "an illegal memory")
+# a candidate's own compile that failed: built on import without the build step (extension.py), or a
+# load_inline the worker ran (compile_hook.py); the verdict is build_error and the worker is kept
+_BUILD_ERRORS = ("ExtensionBuildError", "InlineBuildError")
+
+
+def _sandbox() -> list[str]:
+    """Apply the confinement the caller described in $KERNELPILOT_SANDBOX (Landlock, seccomp) to itself."""
+    if not os.environ.get("KERNELPILOT_SANDBOX"):
+        return []
+    from kernelpilot.evaluation.sandbox.confine import apply_from_env
+
+    return [f"worker applied: {', '.join(apply_from_env()) or 'nothing'}"]  # raises when it cannot: no candidate runs
+
+
+class Worker(ProblemCache):
+    def __init__(self, device: str, confinement: list[str] | None = None) -> None:
+        import torch
+
+        self.device = device
+        if device.startswith("cuda"):
+            torch.cuda.init()
+            torch.empty(1, device=device).fill_(0)
+            torch.cuda.synchronize()
+        # import everything the harness uses first: some imports rebind torch functions (torch._dynamo
+        # wraps torch.manual_seed), and the integrity baseline must be the settled objects
+        import torch._dynamo  # noqa: F401
+        import torch.profiler  # noqa: F401
+        import torch.utils._python_dispatch  # noqa: F401
+        import torch.utils.flop_counter  # noqa: F401
+
+        import kernelpilot.problem  # noqa: F401
+        from kernelpilot.evaluation.worker import pipeline as engine  # noqa: F401 - captured below
+        from kernelpilot.evaluation.audit import runtime as runtime_audit  # noqa: F401 - captured below
+        from kernelpilot.evaluation.timing import interleaved as timing  # noqa: F401 - captured below
+        from kernelpilot.evaluation.correctness import verify  # noqa: F401 - captured below
+        inline_build.install_import_once()  # before the integrity baseline: the harness's own, not a patch
+        from kernelpilot.evaluation.worker import compile_hook
+
+        compile_hook.install()  # a load_inline in __init__ or forward: build time, its call's deadline paused
+        compile_hook.install_dynamo()  # a torch.compile in the candidate: the same
+
+        from kernelpilot.evaluation.worker import global_state
+
+        self.initial_state = global_state.Snapshot.take()  # torch's switches before any candidate
+        self.identities = runtime_audit.Identities()
+        self.pristine = timing.Pristine.capture() if device.startswith("cuda") else None
+        self.ceilings: Any = None
+        self.ceilings_note = ""
+        if device.startswith("cuda"):  # measured (first time on this GPU) before any candidate code is loaded
+            try:
+                from kernelpilot.evaluation.timing.ceilings import get as get_ceilings
+
+                self.ceilings = get_ceilings(device)
+            except Exception as exc:
+                self.ceilings_note = f"ceilings unavailable ({type(exc).__name__}: {exc})"
+        self.confinement = list(confinement or [])
+        self.problems: dict[str, ProblemState] = {}
+        self.count = 0
+        self.count_imported = -1  # the last candidate whose module imported (KernelBench's "compiled")
+        self.dynamo_reset = False
+
+    # ---- environment ---------------------------------------------------------------------------
+    def environment(self) -> dict[str, Any]:
+        import torch
+
+        env = {"torch": torch.__version__, "cuda": str(torch.version.cuda or ""), "python": platform.python_version(),
+               "hostname_hash": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12],
+               "confinement": self.confinement}
+        if self.device.startswith("cuda"):
+            from kernelpilot.evaluation.timing.ceilings import gpu_identity
+
+            major, minor = torch.cuda.get_device_capability()
+            name, driver, _ = gpu_identity(torch.device(self.device).index or 0)
+            env.update(gpu=name, driver=driver, sm=f"sm_{major}{minor}")
+        else:
+            env.update(gpu="cpu (test mode)", sm="")
+        return env
+
+    # ---- problem cache -------------------------------------------------------------------------
+    def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Load the problem and, for a benchmark, compile the torch.compile baseline, ahead of the
+        evaluation request (sent while the candidate builds). Failures are left for the evaluation to report."""
+        from kernelpilot.evaluation.worker import watchdog
+        from kernelpilot.evaluation.worker.pipeline import _settings
+        from kernelpilot.evaluation.correctness.verify import draw_inputs
+
+        s = _settings(msg)
+        watchdog.begin(watchdog.Allowance.from_settings(s))
+        try:
+            watchdog.step("problem")
+            state = self.problem_state(msg["problem"], int(s.get("seed", 42)))
+            if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.get("compile_baseline", True):
+                watchdog.step("compile_baseline")
+                sample = draw_inputs(state.module, int(s.get("seed", 42)) + 500, "normal", self.device)
+                self.compiled(state, s.get("compile_mode", "default"), sample)
+        except Exception as exc:  # noqa: BLE001 - the evaluation request meets the same error and reports it
+            return {"ok": False, "op": protocol.PREPARED, "error": f"{type(exc).__name__}: {exc}"[:600]}
+        return {"ok": True, "op": protocol.PREPARED}
+
+    # ---- candidate -----------------------------------------------------------------------------
+    def import_candidate(self, model_file: str) -> Any:
+        self.count += 1
+        self._importing = self.count
+        path = Path(model_file).resolve()
+        name = f"kp_candidate_{self.count}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise CandidateError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        inline_build.before_import(path)
+        sys.path.insert(0, str(path.parent))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.parent))
+        if not hasattr(module, "ModelNew"):
+            raise CandidateError(f"{path.name} defines no class ModelNew")
+        self.count_imported = self.count
+        return module
+
+    def build_model(self, module: Any, state: ProblemState, seed: int) -> tuple[Any, str]:
+        """ModelNew(*init_inputs), seeded as Model was, and how its weights were made equal to Model's:
+        ``by name`` when every parameter and buffer of Model has a same-named, same-shaped counterpart in
+        ModelNew (copied), else ``by seed`` (KernelBench's way: both built after the same seed; a candidate
+        that renames or derives its parameters must create them in Model's order)."""
+        import torch
+
+        torch.manual_seed(seed)
+        try:
+            model = module.ModelNew(*state.init_inputs)
+        except BaseException as exc:
+            try:  # KernelBench's status depends on where it raised (problem_state._kernelbench_failure)
+                exc.kernelpilot_stage = "construct"  # type: ignore[attr-defined]
+            except (AttributeError, TypeError):
+                pass
+            raise
+        if not isinstance(model, torch.nn.Module):
+            raise CandidateError(f"ModelNew(...) returned a {type(model).__name__}, not a torch.nn.Module")
+        want, have = state.reference.model.state_dict(), model.state_dict()
+        same = all(k in have and tuple(have[k].shape) == tuple(v.shape) for k, v in want.items())
+        how = "by seed"
+        if same and want:
+            with torch.no_grad():
+                for name, value in want.items():
+                    have[name].copy_(value)
+            how = "by name"
+        elif not want:
+            how = "none (Model has no parameters or buffers)"
+        return model.to(self.device).eval(), how
+
+    # ---- one evaluation ------------------------------------------------------------------------
+    def evaluate(self, msg: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from kernelpilot.evaluation.worker.pipeline import run_candidate  # heavy steps live in engine.py
+
+        tainted = self.identities.findings("by an earlier candidate")
+        if tainted:
+            return {"ok": False, "exit": True, "error": "worker integrity check failed; restarting"}
+        # the build's variables (CXX, PATH, TORCH_EXTENSIONS_DIR, ...) for this request only: the harness's
+        # own work between requests (a benchmark's torch.compile in "prepare") runs in the worker's start-up env
+        self._env_before = dict(os.environ)
+        for key, value in (msg.get("env") or {}).items():
+            os.environ[str(key)] = str(value)
+        result: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
+        exit_after = False
+        try:
+            result.update(run_candidate(self, msg))
+            exit_after = bool(result.pop("exit", False))
+        except BaseException as exc:  # the candidate's failure becomes the verdict
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            if isinstance(exc, supersede.Superseded):  # a newer save: no verdict, and nothing wrong
+                result.update(status=supersede.SUPERSEDED, error="", findings=[], flags=[
+                    "superseded: a newer save cancelled this evaluation; the worker stayed warm"])
+                return self._after(result, False)
+            message, fatal = self.classify(exc)
+            build_failed = type(exc).__name__ in _BUILD_ERRORS
+            status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
+                "build_error" if build_failed else "runtime_error")
+            result.update(status=status, error=message)
+            kb = _kernelbench_failure(msg, self.count_imported == self.count, message,
+                                      constructing=getattr(exc, "kernelpilot_stage", "") == "construct",
+                                      runtime=isinstance(exc, RuntimeError))
+            if kb is not None:
+                result["kernelbench"] = kb
+            if message.startswith("CUDA out of memory"):
+                from kernelpilot.evaluation.worker import memory
+
+                result["memory"] = memory.report(str(exc))
+                result["error"] = f"{message}\n{memory.describe(result['memory'])}"
+            exit_after = fatal
+        return self._after(result, exit_after)
+
+    def _after(self, result: dict[str, Any], exit_after: bool) -> dict[str, Any]:
+        """Whatever the candidate left behind is dropped before the answer (and the next request)."""
+        import torch
+
+        for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
+            sys.modules.pop(name, None)
+        before = getattr(self, "_env_before", None)
+        if before is not None:
+            os.environ.clear()
+            os.environ.update(before)
+        # the candidate's objects held in reference cycles (a bound method it keeps, a compiled forward) go now:
+        # a __del__ that sets torch's switches "back" runs before the state is restored, not in the next candidate
+        gc.collect()
+        try:
+            self.initial_state.apply()  # whatever the candidate switched, the next one starts from the default
+        except Exception:  # noqa: BLE001 - a state torch refuses to set back: never reuse this process
+            exit_after = True
+        if self.device.startswith("cuda") and not exit_after:
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            except Exception:
+                exit_after = True
+        if self.identities.changed():
+            exit_after = True
+        return {"ok": True, "verdict": result, "exit": exit_after}
+
+    def classify(self, exc: BaseException) -> tuple[str, bool]:
+        import torch
+
+        text = f"{type(exc).__name__}: {exc}"
+        tb = "".join(traceback.format_exception(exc)[-8:])
+        if isinstance(exc, (CandidateError, ProblemTooLarge)) or type(exc).__name__ in _BUILD_ERRORS:
+            return str(exc), False
+        if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
+            return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
+        if any(m in text for m in _CUDA_MARKERS):
+            return f"CUDA error (the context is poisoned): {text[:600]}", True
+        return f"{text[:600]}\n{tb[-2000:]}", not self.cuda_healthy()
+
+    def cuda_healthy(self) -> bool:
+        if not self.device.startswith("cuda"):
+            return True
+        import torch
+
+        try:
+            torch.empty(1, device=self.device).fill_(1)
+            torch.cuda.synchronize()
+            return True
+        except Exception:
+            return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernelpilot.evaluation.worker")
+    parser.add_argument("--in-fd", type=int, required=True)
+    parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--cancel-fd", type=int, default=-1)  # ids of superseded requests (supersede.py)
+    parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
+    args = parser.parse_args(argv)
+    import faulthandler
+
+    from kernelpilot.evaluation.worker import watchdog
+
+    faulthandler.enable()  # a crash in native code leaves the Python stack in the log, hence in the verdict
+    from kernelpilot.evaluation.worker import crash_frames as native_trace
+
+    native_trace.install()  # and the native frames before it (library + offset of each)
+    from kernelpilot.evaluation.timing import gpu_lock
+
+    gpu_lock.current()  # opened before the confinement; the descriptor is kept for the worker's life
+    if args.cancel_fd >= 0:
+        supersede.install(supersede.CancelPipe(args.cancel_fd))
+    try:
+        late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
+        confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
+        worker = Worker(args.device, confinement)
+        if late and (applied := _sandbox()):
+            worker.confinement = applied + ["confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
+        sync = worker.pristine.synchronize if worker.pristine is not None else None
+        watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(args.out_fd, frame), sync))
+        protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment(),
+                                "ready_at": time.monotonic()})  # the system-wide clock the client reads too
+    except Exception as exc:
+        traceback.print_exc()
+        protocol.send(args.out_fd, {"op": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 3
+    prepared_s = 0.0
+    while True:
+        try:
+            msg = protocol.recv(args.in_fd)
+        except protocol.ProtocolError:
+            return 0
+        op = msg.get("op")
+        if op == "shutdown":
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)  # nothing to clean up; interpreter teardown can crash in a candidate's native code
+        if op == "ping":
+            protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
+        elif op == "prepare":
+            started = time.time()
+            answer = worker.prepare(msg)
+            prepared_s += time.time() - started
+            protocol.send(args.out_fd, answer)
+        elif op in ("evaluate", "baselines"):
+            started = time.time()
+            if op == "evaluate":
+                pipe = supersede.current()
+                if pipe is not None:
+                    pipe.begin(msg.get("request_id"))
+                try:
+                    response = worker.evaluate(msg)
+                finally:
+                    if pipe is not None:
+                        pipe.end()
+            else:  # eager and torch.compile timed before any candidate: baselines.py
+                from kernelpilot.evaluation.baselines.measure import answer
+
+                response = answer(worker, msg)
+            response["window"] = [started, time.time()]
+            # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
+            response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
+            if prepared_s:  # the problem loaded (and the baseline compiled) ahead: the verdict's "prepare" phase
+                response["prepare_s"] = round(prepared_s, 3)
+            prepared_s = 0.0
+            sys.stdout.flush()
+            sys.stderr.flush()
+            protocol.send(args.out_fd, response)
+            if response.get("exit"):
+                os._exit(0)  # a poisoned CUDA context may hang a normal interpreter shutdown
+        else:
+            protocol.send(args.out_fd, {"ok": False, "error": f"unknown op {op!r}"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
