@@ -13,7 +13,7 @@ import pytest
 from kernelpilot.evaluation import EvalSettings
 from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.baselines.service import BaselineService, identity_mismatch, request_key
-from kernelpilot.evaluation.baselines.measure import Baselines
+from kernelpilot.evaluation.baselines.values import Baselines
 from kernelpilot.suite.baseline_store import BaselineStore
 from kernelpilot.suite.pool import shared_baseline, when_all
 from kernelpilot.verdict import Timing

@@ -95,13 +95,16 @@ def test_native_frames_precede_the_python_stack(tmp_path: Path) -> None:
 
 
 def test_timing_samples_follow_the_time_budget() -> None:
-    from kernelpilot.evaluation.worker.pipeline import timing_settings
+    from dataclasses import replace
 
-    s = {"rounds": 5, "samples_per_round": 20, "time_budget_s": 1.5}
+    from kernelpilot.evaluation.settings import EvalSettings
+    from kernelpilot.evaluation.timing.candidate import timing_settings
+
+    s = EvalSettings(rounds=5, samples_per_round=20, time_budget_s=1.5)
     assert timing_settings(s, 0.001).samples_per_round == 20  # 1 ms: the full 100 samples (0.1 s)
     assert timing_settings(s, 0.03).samples_per_round == 10  # 30 ms: 50 samples, 1.5 s
     assert timing_settings(s, 0.08).samples_per_round == 4  # 80 ms: never below 4 a round
-    assert timing_settings({**s, "time_budget_s": 0}, 0.08).samples_per_round == 20  # budget off
+    assert timing_settings(replace(s, time_budget_s=0), 0.08).samples_per_round == 20  # budget off
     assert timing_settings(s).samples_per_round == 20  # call time unknown
 
 

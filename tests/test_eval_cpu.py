@@ -292,7 +292,7 @@ def test_baselines_op_reaches_the_worker_and_says_it_needs_a_gpu(cpu_evaluator: 
 
 
 def test_baselines_round_trip_as_plain_data() -> None:
-    from kernelpilot.evaluation.baselines.measure import Baselines
+    from kernelpilot.evaluation.baselines.values import Baselines
     from kernelpilot.verdict import SpeedOfLight, Timing
 
     b = Baselines(eager=Timing(1.0, 0.9, 1.1, 0.8, 50), compiled=None, gpu="H200",

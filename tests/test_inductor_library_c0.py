@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpilot.evaluation.settings import EvalSettings
+
 PROBLEM = """
 import torch
 import torch.nn as nn
@@ -85,11 +87,11 @@ def test_declared_eager_ops_lift_the_operator_audit_for_that_op_only(tmp_path: P
     from kernelpilot.verdict import Verdict
 
     (tmp_path / "c0.py").write_text(C0_EAGER_OP)
-    settings, _ = declared_settings(load_candidate(tmp_path / "c0.py"), {}, Verdict(status="ok"))
-    assert settings["allowed_libraries"] == ["cublas", "aten.tanh"]
+    settings, _ = declared_settings(load_candidate(tmp_path / "c0.py"), EvalSettings(), Verdict(status="ok"))
+    assert settings.allowed_libraries == ["cublas", "aten.tanh"]
     a, b = torch.randn(64, 32), torch.randn(32, 48)
     ops, _ = ra.record_ops(lambda x, y: torch.sigmoid(torch.tanh(x @ y)), [a, b])
-    refused = {f.evidence for f in ra.op_findings(ops, settings["allowed_libraries"], 16) if f.severity == "reject"}
+    refused = {f.evidence for f in ra.op_findings(ops, settings.allowed_libraries, 16) if f.severity == "reject"}
     assert refused == {"aten.sigmoid"}  # tanh declared, mm is cuBLAS's; sigmoid is still the candidate's to write
 
 
@@ -99,8 +101,8 @@ def test_an_aten_fallback_c0_is_torch_compiles_own_run_too() -> None:
     from kernelpilot.evaluation.static.declarations import runs_torch_compile_libraries
 
     inductor = {"KERNELPILOT_ORIGIN": "inductor"}
-    assert runs_torch_compile_libraries(inductor, {"allowed_libraries": ["aten.avg_pool3d"]})
-    assert runs_torch_compile_libraries(inductor, {"allowed_libraries": ["cudnn"]})
-    assert not runs_torch_compile_libraries(inductor, {"allowed_libraries": []})
-    assert not runs_torch_compile_libraries({}, {"allowed_libraries": ["aten.avg_pool3d", "cublas"]})
-    assert not runs_torch_compile_libraries(inductor, {"allowed_libraries": ["avg_pool3d_but_not_aten"]})
+    assert runs_torch_compile_libraries(inductor, EvalSettings(allowed_libraries=["aten.avg_pool3d"]))
+    assert runs_torch_compile_libraries(inductor, EvalSettings(allowed_libraries=["cudnn"]))
+    assert not runs_torch_compile_libraries(inductor, EvalSettings(allowed_libraries=[]))
+    assert not runs_torch_compile_libraries({}, EvalSettings(allowed_libraries=["aten.avg_pool3d", "cublas"]))
+    assert not runs_torch_compile_libraries(inductor, EvalSettings(allowed_libraries=["avg_pool3d_but_not_aten"]))

@@ -18,7 +18,7 @@ import pytest
 
 from kernelpilot.evaluation.baselines import machine_cache as mb
 from kernelpilot.evaluation.baselines.service import current_identity, identity_mismatch
-from kernelpilot.evaluation.baselines.measure import Baselines, software_versions
+from kernelpilot.evaluation.baselines.values import Baselines, software_versions
 from kernelpilot.evaluation.settings import EvalSettings
 
 DATA = Path(__file__).parent / "data"
@@ -177,7 +177,7 @@ from pathlib import Path
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.baselines import machine_cache as mb
 from kernelpilot.evaluation.baselines.service import current_identity
-from kernelpilot.evaluation.baselines.measure import Baselines
+from kernelpilot.evaluation.baselines.values import Baselines
 b = Baselines(eager=None)
 t0 = time.monotonic()
 found = mb.lookup(Path({str(problem)!r}), EvalSettings(), path=Path({str(cache)!r}))

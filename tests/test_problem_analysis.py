@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation.baselines.measure import Baselines
+from kernelpilot.evaluation.baselines.values import Baselines
 
 PROBLEM = '''import torch
 import torch.nn as nn

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.evaluation.build.step import build_candidate
-from kernelpilot.evaluation.candidate import CandidateError, load_candidate
+from kernelpilot.evaluation.candidate import load_candidate
+from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.static.policy import blocking, check_candidate, check_python
 
 DATA = Path(__file__).parent / "data" / "triton"
@@ -185,18 +186,21 @@ def test_engine_build_mode_runs_the_triton_build_with_the_problem(tmp_path: Path
 
 
 def test_declared_libraries_are_allowed_for_that_candidate_and_listed(tmp_path: Path) -> None:
-    from kernelpilot.evaluation.static.declarations import declared_settings, within_compile_flag
+    from kernelpilot.evaluation.static.declarations import (
+        declared_settings,
+        within_compile_flag,
+    )
     from kernelpilot.verdict import Performance, Timing, Verdict
 
     path = tmp_path / "c0.py"
     path.write_text(KB.read_text() + '\nKERNELPILOT_LIBRARIES = ("cublas", "os")\nKERNELPILOT_ORIGIN = "inductor"\n')
     v = Verdict(status="ok")
-    settings, declared = declared_settings(load_candidate(path), {"allowed_libraries": ["add"]}, v)
-    assert settings["allowed_libraries"] == ["add", "cublas"]  # unknown names are not libraries
+    settings, declared = declared_settings(load_candidate(path), EvalSettings(allowed_libraries=["add"]), v)
+    assert settings.allowed_libraries == ["add", "cublas"]  # unknown names are not libraries
     assert [(f.rule, f.severity, f.evidence) for f in v.findings] == [("library-call", "warn", "cublas")]
     # a plain candidate declares nothing and changes nothing
-    plain, nothing = declared_settings(load_candidate(KB), {"allowed_libraries": []}, Verdict(status="ok"))
-    assert plain == {"allowed_libraries": []} and nothing == {}
+    plain, nothing = declared_settings(load_candidate(KB), EvalSettings(allowed_libraries=[]), Verdict(status="ok"))
+    assert plain == EvalSettings(allowed_libraries=[]) and nothing == {}
 
     def perf(cand: float, comp: float) -> Performance:
         def t(ms: float) -> Timing:

@@ -7,7 +7,8 @@ returns a :class:`~kernelpilot.verdict.Verdict`. docs/architecture.md draws the 
 """
 
 from kernelpilot.evaluation.evaluator import MODES, Evaluator
-from kernelpilot.evaluation.settings import RULES, EvalSettings
+from kernelpilot.evaluation.settings import EvalSettings
+from kernelpilot.rules import RULE_NAMES as RULES
 from kernelpilot.verdict import Finding
 
 __all__ = ["EvalSettings", "Evaluator", "Finding", "MODES", "RULES"]

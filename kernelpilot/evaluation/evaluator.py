@@ -21,7 +21,7 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
 from kernelpilot.evaluation.build.load_inline import WorkerNames, inline_names
-from kernelpilot.evaluation.settings import RULES, EvalSettings
+from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.client.requests import WorkerRequests
 from kernelpilot.verdict import BuildReport, Diagnostic, Finding, Verdict
 
@@ -254,10 +254,10 @@ class Evaluator(WorkerRequests):
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
         from kernelpilot.evaluation.static.declarations import declared_settings, runs_torch_compile_libraries, within_compile_flag
 
-        settings, declared = declared_settings(cand_obj, s.to_dict(), v)
+        settings, declared = declared_settings(cand_obj, s, v)
         message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
                    "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
-                   "mode": mode, "settings": settings, "own_kernels": kernels, "env": worker_env,
+                   "mode": mode, "settings": settings.to_dict(), "own_kernels": kernels, "env": worker_env,
                    "warmup": getattr(cand_obj, "kind", "") == "triton", "kind": getattr(cand_obj, "kind", ""),
                    "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
         if baseline is not None and mode == "benchmark":
@@ -349,10 +349,10 @@ class Evaluator(WorkerRequests):
         Measured once per session: the same problem bytes and timing settings again return the first answer
         (``fresh`` measures again), and kept on this machine for the next session's card (machine_baselines.py).
         A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
-        from kernelpilot.evaluation.baselines.measure import Baselines
+        from kernelpilot.evaluation.baselines.values import Baselines
         from kernelpilot.evaluation.client.process import WorkerFailure
         from kernelpilot.problem import load_problem
-        from kernelpilot.evaluation.baselines.service import request_key
+        from kernelpilot.evaluation.baselines.identity import request_key
         from kernelpilot.evaluation.baselines.machine_cache import record
 
         path = Path(load_problem(_path_of(problem)).path).resolve()

@@ -17,7 +17,6 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.rules import Rules
 
-from kernelpilot.rules import RULE_NAMES as RULES  # noqa: E402 - the rule sets' names (kernelpilot.rules)
 
 
 def _default_tolerances() -> dict[str, tuple[float, float]]:
@@ -32,7 +31,7 @@ def _default_normalized() -> dict[str, float]:
     return dict(DEFAULT_MAX_NORMALIZED_ERROR)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalSettings:
     trials: int = 5
     distributions: list[str] = field(default_factory=lambda: ["normal", "uniform", "scaled"])
@@ -75,6 +74,8 @@ class EvalSettings:
     benchmark_timeout_s: float = 900.0
     # process
     device: str = "cuda"  # "cpu" only for tests of the engine itself
+    # bytes of NaN blocks the caching allocator is refilled with before a candidate runs (at least 64 MiB)
+    poison_bytes: int = 0
     confine: bool = True
     build_dir: str | None = None
 
@@ -120,3 +121,8 @@ class EvalSettings:
     def from_dict(cls, data: dict[str, Any]) -> "EvalSettings":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def settings_of(message: dict[str, Any]) -> EvalSettings:
+    """The settings a worker request carries (its ``settings``, as ``EvalSettings.to_dict`` wrote them)."""
+    return EvalSettings.from_dict(message.get("settings") or {})

@@ -100,7 +100,7 @@ def when_all(futures: list[Future[Any]], then: Any) -> None:
 def shared_baseline(future: Future[Any]) -> Any:
     """The problem's Baselines from the service, or, when measuring them failed, Baselines that say why
     (the candidate is still judged and timed beside eager; its verdict says there is no torch.compile time)."""
-    from kernelpilot.evaluation.baselines.measure import Baselines
+    from kernelpilot.evaluation.baselines.values import Baselines
 
     try:
         return future.result()

@@ -15,7 +15,7 @@ from typing import Any
 from kernelpilot.agent import events as ev
 from kernelpilot.evaluation.baselines import machine_cache as mb
 from kernelpilot.evaluation.baselines.service import current_identity
-from kernelpilot.evaluation.baselines.measure import Baselines
+from kernelpilot.evaluation.baselines.values import Baselines
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.problem import load_problem
 from kernelpilot.tui.app import KernelpilotApp

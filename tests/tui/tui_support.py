@@ -133,7 +133,7 @@ class FixtureBaselines:
 
     def baselines(self, problem: Path, *, readable: list[Path] | None = None) -> Any:
         from kernelpilot.errors import KernelpilotError
-        from kernelpilot.evaluation.baselines.measure import Baselines
+        from kernelpilot.evaluation.baselines.values import Baselines
 
         self.calls.append(Path(problem))
         self.readable = list(readable or [])

@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kernelpilot.evaluation.audit.kernel_trace import KernelTrace, profile_call  # noqa: F401  (re-exported)

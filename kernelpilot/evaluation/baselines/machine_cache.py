@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.evaluation.baselines.measure import Baselines
+from kernelpilot.evaluation.baselines.values import Baselines
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def cache_file() -> Path:
 
 def machine_key(problem: Path, settings: Any, identity: dict[str, Any]) -> str:
     """The problem's bytes and timing settings (the session memo's key) and this machine's identity."""
-    from kernelpilot.evaluation.baselines.service import request_key
+    from kernelpilot.evaluation.baselines.identity import request_key
 
     named = {"gpu_uuid": str(identity.get("gpu_uuid") or "").removeprefix("GPU-").lower(),
              "clocks": dict(sorted((identity.get("clocks") or {}).items())),
@@ -142,7 +142,7 @@ def machine_key(problem: Path, settings: Any, identity: dict[str, Any]) -> str:
 def _identity(gpu: int | None, identity: dict[str, Any] | None) -> dict[str, Any]:
     if identity is not None:
         return identity
-    from kernelpilot.evaluation.baselines.service import current_identity
+    from kernelpilot.evaluation.baselines.identity import current_identity
 
     return current_identity(gpu)
 
@@ -184,7 +184,7 @@ def record(problem: Path, settings: Any, gpu: int | None, baselines: Baselines, 
         return baselines
     where = Path(path) if path is not None else cache_file()
     try:
-        from kernelpilot.evaluation.baselines.service import identity_mismatch
+        from kernelpilot.evaluation.baselines.identity import identity_mismatch
 
         now = _identity(gpu, identity)
         differs = identity_mismatch(baselines.identity(), now)

@@ -22,8 +22,6 @@ store) keeps baselines across resumed calls, reused only where the GPU's identit
 
 from __future__ import annotations
 
-import hashlib
-import json
 import queue
 import threading
 from collections.abc import Callable
@@ -32,9 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-# settings that change what a baseline measures (a stored baseline is reused only where they are equal)
-TIMING_FIELDS = ("compile_mode", "compile_baseline", "cuda_graphs", "seed", "warmup", "rounds", "samples_per_round",
-                 "time_budget_s", "input_pool", "flush_bytes")
+from kernelpilot.evaluation.baselines.identity import (  # noqa: F401 - the service's names, as callers use them
+    TIMING_FIELDS,
+    current_identity,
+    identity_mismatch,
+    request_key,
+)
 
 
 class BaselineCache(Protocol):
@@ -51,76 +52,6 @@ class Request:
     future: Future[Any]
     need_bytes: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def request_key(problem: Path, settings: Any) -> str:
-    """The problem's exact bytes and the settings that change what its baselines measure."""
-    digest = hashlib.sha256(Path(problem).read_bytes())
-    values = settings.to_dict() if hasattr(settings, "to_dict") else dict(settings)
-    digest.update(json.dumps({k: values.get(k) for k in TIMING_FIELDS}, sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:24]
-
-
-def current_identity(gpu: int | None) -> dict[str, Any]:
-    """This machine's GPU at ``gpu`` as a stored baseline names it (UUID, driver, torch, Triton, torch's
-    CUDA, clocks), read without importing torch or initialising CUDA here; empty fields where NVML is missing."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from kernelpilot.evaluation.baselines.measure import software_versions
-
-    identity: dict[str, Any] = {"gpu_uuid": "", "driver": "", "torch": "", "clocks": {}}
-    identity["triton"], identity["cuda"] = software_versions()
-    try:
-        identity["torch"] = version("torch")
-    except PackageNotFoundError:
-        pass
-    try:
-        import pynvml
-
-        from kernelpilot.evaluation.timing.gpu_lock import gpu_key
-
-        pynvml.nvmlInit()
-        uuid = gpu_key(gpu)
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        identity["gpu_uuid"] = uuid[4:] if uuid.startswith("GPU-") else uuid
-        raw = pynvml.nvmlSystemGetDriverVersion()
-        identity["driver"] = raw.decode() if isinstance(raw, bytes) else str(raw)
-        clocks = {}
-        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
-                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
-                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
-                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
-            try:
-                clocks[label] = int(get(handle, kind))
-            except Exception:  # noqa: BLE001
-                pass
-        identity["clocks"] = clocks
-    except Exception:  # noqa: BLE001 - no NVML: the stored baseline's torch is still compared
-        pass
-    return identity
-
-
-def identity_mismatch(stored: dict[str, Any], now: dict[str, Any]) -> str:
-    """What differs between a stored baseline's identity and this GPU's ("" when it may be reused)."""
-    torch_now = str(now.get("torch", "")).split("+")[0]
-    torch_then = str(stored.get("torch", "")).split("+")[0]
-    diffs = []
-    if stored.get("gpu_uuid") and now.get("gpu_uuid") and str(stored["gpu_uuid"]).removeprefix("GPU-") != str(
-            now["gpu_uuid"]).removeprefix("GPU-"):
-        diffs.append("another GPU")
-    if stored.get("driver") != now.get("driver") and now.get("driver"):
-        diffs.append(f"driver {stored.get('driver') or '?'} -> {now.get('driver')}")
-    if torch_now and torch_then != torch_now:
-        diffs.append(f"torch {torch_then or '?'} -> {torch_now}")
-    for name, label in (("triton", "Triton"), ("cuda", "CUDA")):  # unrecorded in older rows: not a difference
-        then, now_value = str(stored.get(name) or ""), str(now.get(name) or "")
-        if then and now_value and then != now_value:
-            diffs.append(f"{label} {then} -> {now_value}")
-    then_clocks, now_clocks = stored.get("clocks") or {}, now.get("clocks") or {}
-    moved = [k for k in now_clocks if k in then_clocks and then_clocks[k] != now_clocks[k]]
-    if moved:
-        diffs.append("clocks " + ", ".join(f"{k} {then_clocks[k]} -> {now_clocks[k]}" for k in moved))
-    return "; ".join(diffs)
 
 
 def estimate_bytes(problem: Path) -> int:
@@ -194,7 +125,7 @@ class BaselineService:
 
     def request(self, problem: Path, settings: Any = None) -> Future[Any]:
         """A Future of the problem's ``Baselines`` (the same Future for every sample of the problem)."""
-        from kernelpilot.evaluation.baselines.measure import Baselines
+        from kernelpilot.evaluation.baselines.values import Baselines
 
         settings = settings or self.settings
         problem = Path(problem).resolve()
@@ -227,7 +158,7 @@ class BaselineService:
         """One baseline worker process, launched from (and dying with) this long-lived thread."""
         from dataclasses import replace
 
-        from kernelpilot.evaluation import Evaluator
+        from kernelpilot.evaluation.evaluator import Evaluator
 
         settings = replace(self.settings, confine=False)
         evaluator = Evaluator(settings, workdir=self.workdir / f"baseline-{index}", keep_warm=True, gpu=self.gpu,

@@ -91,3 +91,12 @@ def release_lock(directory: Path, result: dict) -> None:
                 lock.unlink()
             except OSError:
                 pass
+
+
+def scratch_dir(directory: Path) -> Path:
+    """Where a single-file candidate's build step runs: what its code writes to a relative path (a .cu file, a
+    build folder) lands in kernelpilot's build folder, never in the user's folder beside the file (the worker
+    runs in a work folder of its own too)."""
+    folder = directory / "kp-cwd"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation.build import diagnostics as diag
-from kernelpilot.evaluation.build.processes import release_lock, run_in_session, superseded_report
+from kernelpilot.evaluation.build.processes import release_lock, run_in_session, scratch_dir, superseded_report
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation.build import pch
@@ -279,15 +279,6 @@ def _ninja_fast_path(spec: ExtensionSpec, directory: Path, env: Mapping[str, str
 
 def _arch_of(env: Mapping[str, str]) -> str:
     return normalize_arch(env["TORCH_CUDA_ARCH_LIST"]) if env.get("TORCH_CUDA_ARCH_LIST") else ""
-
-
-def scratch_dir(directory: Path) -> Path:
-    """Where a single-file candidate's build step runs: what its code writes to a relative path (a .cu file, a
-    build folder) lands in kernelpilot's build folder, never in the user's folder beside the file (the worker
-    runs in a work folder of its own too)."""
-    folder = directory / "kp-cwd"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _result_line(output: str) -> dict:

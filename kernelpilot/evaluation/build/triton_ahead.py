@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.evaluation.build.processes import run_in_session, superseded_report
+from kernelpilot.evaluation.build.processes import run_in_session, scratch_dir, superseded_report
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 RESULT_MARKER = "KERNELPILOT_TRITON_RESULT "
@@ -66,7 +66,6 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
     record = _record_path(candidate, Path(problem), arch, env)
     if record is not None and (cached := _cached(record)) is not None:
         return cached
-    from kernelpilot.evaluation.build.step import scratch_dir
 
     # run from a folder of kernelpilot's (what the candidate writes to a relative path stays out of the user's
     # folder; its own modules are found through sys.path), confined as the worker is (build_sandbox.py)

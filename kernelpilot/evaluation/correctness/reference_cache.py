@@ -265,15 +265,16 @@ class TrialReference:
         return self.cache.lookup(self._key(), self.print)
 
     def before_candidate(self) -> None:
-        from kernelpilot.evaluation.correctness.verify import _run, clone_inputs
+        from kernelpilot.evaluation.correctness.inputs import clone_inputs
+        from kernelpilot.evaluation.correctness.reference import run_model
 
         if self._lookup() is not None:  # the state the reference leaves, as without the cache
-            self.fresh = _run(self.ref.model, clone_inputs(self.pristine), self.device)
+            self.fresh = run_model(self.ref.model, clone_inputs(self.pristine), self.device)
         else:
             self.computed = self.compute(self.ref, self.pristine, self.device)
 
     def outputs(self) -> tuple[Any, Any]:
-        from kernelpilot.evaluation.correctness.verify import _bitwise_equal
+        from kernelpilot.evaluation.correctness.reference import bitwise_equal
 
         hit = self._lookup() if self.computed is None else None
         if hit is not None:
@@ -282,7 +283,7 @@ class TrialReference:
                 self.cached = True
                 return out_ref, out64
             fresh = _tensors(self.fresh)
-            if fresh is not None and len(fresh) == len(out_ref) and all(map(_bitwise_equal, fresh, out_ref)):
+            if fresh is not None and len(fresh) == len(out_ref) and all(map(bitwise_equal, fresh, out_ref)):
                 self.cached = True
                 return self.fresh, out64
             assert self.cache is not None
@@ -295,7 +296,7 @@ class TrialReference:
         return out_ref, out64
 
     def _verify_and_store(self, out_ref: Any, out64: Any) -> None:
-        from kernelpilot.evaluation.correctness.verify import _bitwise_equal
+        from kernelpilot.evaluation.correctness.reference import bitwise_equal
 
         cache = self.cache
         # a problem's first verdict stores nothing: most problems are judged once (a suite's one candidate
@@ -310,7 +311,7 @@ class TrialReference:
         pairs = [(_tensors(out_ref), _tensors(again_ref))] + ([] if out64 is out_ref else
                                                                [(_tensors(out64), _tensors(again64))])
         for a, b in pairs:
-            if a is None or b is None or len(a) != len(b) or not all(map(_bitwise_equal, a, b)):
+            if a is None or b is None or len(a) != len(b) or not all(map(bitwise_equal, a, b)):
                 cache.disable("two reference runs on the same inputs differed bitwise")
                 return
         del again_ref, again64

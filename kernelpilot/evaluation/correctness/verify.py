@@ -26,8 +26,6 @@ Defences, one per known way to pass a naive check (see the reference doc, sectio
 
 from __future__ import annotations
 
-import copy
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,10 +39,24 @@ from kernelpilot.evaluation.correctness.compare import (  # noqa: F401 - the com
     normalized_difference,
     trivial_outputs,
 )
+from kernelpilot.evaluation.correctness.inputs import (  # noqa: F401 - verify's names, as callers have used them
+    SMALL_POOL_BLOCK,
+    clone_inputs,
+    draw_inputs,
+    inputs_equal,
+    poison_allocator,
+    problem_dtype,
+    upcast,
+)
+from kernelpilot.evaluation.correctness.reference import (  # noqa: F401 - verify's names, as callers have used them
+    Reference,
+    bitwise_equal,
+    reference_aliases,
+    reference_outputs,
+    run_model,
+)
 from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache, TrialReference, fingerprint
 from kernelpilot.verdict import Correctness, TrialResult
-
-SMALL_POOL_BLOCK = 1 << 20  # the caching allocator's small-pool limit (1 MiB)
 
 
 @dataclass
@@ -52,202 +64,6 @@ class Tolerance:
     atol: float
     rtol: float
     max_normalized: float
-
-
-def problem_dtype(inputs: list[Any], model: Any) -> Any:
-    import torch
-
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            return x.dtype
-    for p in list(model.parameters()) + list(model.buffers()):
-        if p.is_floating_point():
-            return p.dtype
-    return torch.float32
-
-
-# ---- inputs --------------------------------------------------------------------------------------
-def _redraw(x: Any, distribution: str, gen: Any, device: str) -> Any:
-    import torch
-
-    if distribution == "native":
-        return x.to(device)
-    nonneg = bool((x >= 0).all()) if x.numel() else False
-    shape = tuple(x.shape)
-    if distribution == "uniform":
-        v = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
-        v = v if nonneg else v * 2 - 1
-    else:
-        v = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-        if distribution == "scaled":
-            exponent = torch.rand((), generator=gen, device=device).item() * 6 - 3
-            v = v * (10.0**exponent)
-        elif distribution != "normal":
-            raise ValueError(f"unknown input distribution {distribution!r}")
-        v = v.abs() if nonneg else v
-    return v.to(x.dtype)
-
-
-def draw_inputs(module: Any, seed: int, distribution: str, device: str, shape_spec: Any = None) -> list[Any]:
-    """One trial's inputs: get_inputs() (or an extra shape set) seeded with ``seed``, floats re-drawn on ``device``."""
-    import torch
-
-    from kernelpilot.problem import make_inputs
-
-    torch.manual_seed(seed)
-    # get_inputs() runs with ``device`` as the default device: problem files draw their tensors with
-    # torch.randn(...) and no device, and drawing a 1 GiB bf16 tensor on the CPU takes seconds per call
-    # (and per trial, per timing input set) only to be re-drawn on the GPU below.
-    with torch.device(device):
-        raw = list(make_inputs(module, shape_spec))  # shape_spec: an extra_shapes entry {name, inputs} or None
-    gen = torch.Generator(device=device).manual_seed(seed + 1)
-    out: list[Any] = []
-    for x in raw:
-        if isinstance(x, torch.Tensor):
-            out.append(_redraw(x, distribution, gen, device) if x.is_floating_point() else x.to(device))
-        else:
-            out.append(x)
-    return out
-
-
-def clone_inputs(inputs: list[Any]) -> list[Any]:
-    import torch
-
-    return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
-
-
-def inputs_equal(a: list[Any], b: list[Any]) -> bool:
-    import torch
-
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor):
-            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.is_floating_point():
-                same = (x == y) | (torch.isnan(x) & torch.isnan(y))
-                if not bool(same.all()):
-                    return False
-            elif not torch.equal(x, y):
-                return False
-    return True
-
-
-def upcast(inputs: list[Any]) -> list[Any]:
-    """Float64 copies of the float inputs (new tensors, also for inputs that are float64 already)."""
-    import torch
-
-    return [(x.double() if x.dtype != torch.float64 else x.clone()) if isinstance(x, torch.Tensor) and x.is_floating_point()
-            else (x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x)) for x in inputs]
-
-
-# ---- poisoning ----------------------------------------------------------------------------------
-def poison_allocator(nbytes: int, device: str) -> None:
-    """Leave every free block of the caching allocator NaN-filled, plus fresh NaN segments.
-
-    After ``empty_cache`` the only free blocks left are fragments of segments that still hold live
-    tensors; the allocator snapshot names them, and allocating exactly their sizes (best fit) claims
-    them so they can be filled. Then a block of ``nbytes`` (large pool) and 64 x 1 MiB (small pool)
-    of NaN are allocated and freed, so new allocations land on NaN too.
-    """
-    import torch
-
-    if not str(device).startswith("cuda"):
-        return
-    nan = float("nan")
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    held = []
-    for _ in range(4):
-        try:
-            free = [(seg.get("segment_type", "large"), int(b["size"])) for seg in torch.cuda.memory_snapshot()
-                    for b in seg.get("blocks", []) if b.get("state") == "inactive"]
-        except Exception:
-            break
-        if not free:
-            break
-        for kind, size in sorted(free, key=lambda f: f[1]):
-            while size >= 512:
-                chunk = min(size, SMALL_POOL_BLOCK) if kind == "small" else size
-                block = torch.empty(chunk, dtype=torch.uint8, device=device)
-                block.view(torch.float32)[: chunk // 4].fill_(nan)
-                held.append(block)
-                size -= chunk
-    free_now, _total = torch.cuda.mem_get_info()
-    big = max(min(int(nbytes), int(free_now * 0.5)), 0)
-    if big >= SMALL_POOL_BLOCK * 2:
-        held.append(torch.full((big // 4,), nan, dtype=torch.float32, device=device))
-    for _ in range(64):  # 64 x 1 MiB: 32 fresh small-pool segments of 2 MiB, all NaN
-        held.append(torch.full((SMALL_POOL_BLOCK // 4,), nan, dtype=torch.float32, device=device))
-    torch.cuda.synchronize()
-    del held
-
-
-# ---- the check ----------------------------------------------------------------------------------
-@dataclass
-class Reference:
-    model: Any  # problem dtype
-    model64: Any | None  # float64 copy, or None when it cannot run in float64
-    module: Any  # the problem module (get_inputs)
-    note: str = ""
-    # positions of the reference's outputs that are its inputs' storage (``return x.view(...)``); found the
-    # first time a candidate's output is an input's storage, then kept with the problem
-    input_aliases: frozenset[int] | None = None
-
-
-def _run(fn: Callable[..., Any], inputs: list[Any], device: str) -> Any:
-    import torch
-
-    with torch.no_grad():
-        out = fn(*inputs)
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-    return out
-
-
-def reference_aliases(ref: Reference, pristine: list[Any], device: str) -> frozenset[int] | None:
-    """Which of the reference's outputs are its inputs' storage (one more reference call, once per problem);
-    None when that call does not fit in memory beside the trial's tensors."""
-    import torch
-
-    if ref.input_aliases is None:
-        try:
-            inputs = clone_inputs(pristine)
-            ref.input_aliases = output_reuse.input_aliases(_run(ref.model, inputs, device), inputs)
-        except torch.cuda.OutOfMemoryError:
-            from kernelpilot.evaluation.worker import memory
-
-            memory.release(device)
-            return None
-    return ref.input_aliases
-
-
-def reference_outputs(ref: Reference, pristine: list[Any], device: str) -> tuple[Any, Any]:
-    out = _run(ref.model, clone_inputs(pristine), device)
-    if ref.model64 is None:
-        return out, out
-    import torch
-
-    oom = ""
-    try:
-        return out, _run(ref.model64, upcast(pristine), device)
-    except torch.cuda.OutOfMemoryError as exc:
-        oom = str(exc)
-    except Exception as exc:  # an op without a float64 kernel: fall back to the dtype reference
-        ref.model64, ref.note = None, f"float64 reference unavailable ({type(exc).__name__}: {exc}); compared with the problem dtype"
-        return out, out
-    # The float64 copy of a large problem may not fit beside the candidate's tensors: compare with PyTorch's
-    # own result in the problem's dtype, and say what that bound means (freed outside the except block,
-    # whose traceback still holds the failed call's tensors)
-    from kernelpilot.evaluation.worker import memory
-
-    need = memory.requested_bytes(oom)
-    ref.model64 = None
-    memory.release(device)
-    ref.note = ("the float64 reference did not fit in GPU memory" + (f" (it asked for {need / 2**30:.1f} GiB more)"
-                if need else "") + "; outputs were compared with PyTorch's own result in the problem's dtype "
-                "(atol/rtol as usual, normalised error within the dtype's threshold against that result; its "
-                "own error against the exact result is not measured for this problem)")
-    return out, out
 
 
 STASH_BYTES = 4 << 30  # inputs kept for the determinism re-run up to this size; larger ones are drawn again
@@ -313,7 +129,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             poison_allocator(poison_bytes, device)
             with watchdog.calls("verify", f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
                                           f"{dist} inputs, {order.replace('_', ' ')})"):
-                out = _run(candidate, inputs, device)
+                out = run_model(candidate, inputs, device)
             out_ref, out64 = tref.outputs()
             corr.references_cached += int(tref.cached)
             res = compare_all(out, out_ref, out64, tol)
@@ -350,7 +166,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
         stash, out0 = first
         poison_allocator(poison_bytes, device)
         with watchdog.calls("verify", "candidate call, determinism re-run"):
-            again = _run(candidate, rerun_inputs, device)
+            again = run_model(candidate, rerun_inputs, device)
         shared = _shares_storage(out0, again)  # the first output's storage came back: replayed, or written again
         if shared:
             corr.notes.append("determinism not judged: the re-run returned the first call's output storage")
@@ -365,7 +181,7 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
             # here, and a buffer written again is told from one replayed (output_reuse.py)
             poison_allocator(poison_bytes, device)
             with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
-                found = output_reuse.probe(lambda: _run(candidate, rerun_inputs, device), again, rerun_inputs,
+                found = output_reuse.probe(lambda: run_model(candidate, rerun_inputs, device), again, rerun_inputs,
                                            list(keep))
             if found is None and shared:  # two calls gave one storage, the third another: not seen written
                 found = ("replay", "the re-run on the same values returned the first call's output storage")
@@ -389,7 +205,7 @@ def _determinism(corr: Correctness, out0: Any, again: Any, stash: _Stash, device
                  reference: Callable[[list[Any]], tuple[Any, Any]], tol: Tolerance, seed: int, dist: str) -> None:
     """Bitwise comparison of the first trial's output with the re-run's; a difference is a note, a re-run
     outside tolerance a failed trial."""
-    same = all(_bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
+    same = all(bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
     corr.deterministic = same
     if same:
         return
@@ -400,16 +216,6 @@ def _determinism(corr: Correctness, out0: Any, again: Any, stash: _Stash, device
         corr.trials.append(TrialResult(seed=seed * 1000, distribution=dist, order="rerun", passed=False,
                                        message="determinism re-run: " + rerun["message"],
                                        normalized_error=rerun.get("normalized_error")))
-
-
-def _bitwise_equal(a: Any, b: Any) -> bool:
-    import torch
-
-    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
 
 
 def _judge_aliases(corr: Correctness, tr: TrialResult, aliased: frozenset[int], ref: Reference,

@@ -9,18 +9,20 @@ a time not within 5% of it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from kernelpilot.verdict import Finding
+from kernelpilot.evaluation.candidate import LIBRARY_DECLARATION, ORIGIN_DECLARATION, declarations
+from kernelpilot.evaluation.settings import EvalSettings
+from kernelpilot.verdict import Finding, Verdict
 
 INDUCTOR_TOLERANCE = 0.05
 _KNOWN_LIBRARIES = ("cublas", "cudnn", "attention")
 
 
-def declared_settings(candidate: Any, settings: dict[str, Any], verdict: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def declared_settings(candidate: Any, settings: EvalSettings, verdict: Verdict) -> tuple[EvalSettings, dict[str, Any]]:
     """The request settings with the candidate's declared libraries allowed, and its declarations.
     Adds a ``library-call`` finding per declared library to ``verdict``."""
-    from kernelpilot.evaluation.candidate import LIBRARY_DECLARATION, declarations
 
     try:
         declared = declarations(candidate) if hasattr(candidate, "model_file") else {}
@@ -29,8 +31,6 @@ def declared_settings(candidate: Any, settings: dict[str, Any], verdict: Any) ->
     libraries = declared.get(LIBRARY_DECLARATION) or ()
     if isinstance(libraries, str):
         libraries = (libraries,)
-    from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
-
     # an ATen operator torch.compile leaves to eager between its graphs (level2/28's instance_norm): allowed
     # by name, and only for a candidate converted from torch.compile's own run, whose time is checked
     # against torch.compile's; any other candidate may declare libraries only
@@ -39,9 +39,8 @@ def declared_settings(candidate: Any, settings: dict[str, Any], verdict: Any) ->
                  if str(lib).lower() in _KNOWN_LIBRARIES or (inductor and _is_aten_op(str(lib)))]
     if not libraries:
         return settings, declared
-    settings = dict(settings)
-    settings["allowed_libraries"] = list(settings.get("allowed_libraries") or []) + \
-        [lib for lib in libraries if lib not in (settings.get("allowed_libraries") or [])]
+    settings = replace(settings, allowed_libraries=list(settings.allowed_libraries) + [
+        lib for lib in libraries if lib not in settings.allowed_libraries])
     for lib in libraries:
         what = "the PyTorch operator" if _is_aten_op(lib) else ""
         verdict.findings.append(Finding(
@@ -57,22 +56,18 @@ def _is_aten_op(name: str) -> bool:
     return len(parts) == 2 and parts[0] == "aten" and parts[1].replace("_", "").isalnum()
 
 
-def runs_torch_compile_libraries(declared: dict[str, Any], settings: dict[str, Any]) -> bool:
+def runs_torch_compile_libraries(declared: dict[str, Any], settings: EvalSettings) -> bool:
     """An Inductor-origin candidate whose declared libraries are allowed: when it compiles no kernel of its own
     (torch.compile's run of a matmul, a convolution or an attention is the library call alone), "no kernel of
     its own" is what torch.compile does too, so it is said (no-kernel, warn) rather than refused. The same holds
     for an ATen operator Inductor falls back to (level1/46's avg_pool3d: its c0 is that one call)."""
-    from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
-
-    allowed = {str(lib).lower() for lib in settings.get("allowed_libraries") or []}
+    allowed = {str(lib).lower() for lib in settings.allowed_libraries or []}
     return declared.get(ORIGIN_DECLARATION) == "inductor" and any(
         lib in _KNOWN_LIBRARIES or _is_aten_op(lib) for lib in allowed)
 
 
 def within_compile_flag(declared: dict[str, Any], performance: Any) -> list[str]:
     """A flag when an Inductor-origin candidate's time is not within 5% of torch.compile's."""
-    from kernelpilot.evaluation.candidate import ORIGIN_DECLARATION
-
     if declared.get(ORIGIN_DECLARATION) != "inductor" or performance is None:
         return []
     cand, comp = performance.candidate, performance.compiled

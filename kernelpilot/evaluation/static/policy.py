@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.static.native_scan import check_native
-from kernelpilot.evaluation.static.policy_tables import _MODULE_REASONS, ALLOWED_MODULES, DENIED_SUBMODULES, RULES, TRITON_NAMES
+from kernelpilot.evaluation.static.policy_tables import MODULE_REASONS, ALLOWED_MODULES, DENIED_SUBMODULES, RULES, TRITON_NAMES
 from kernelpilot.extracted import generated_files
 from kernelpilot.verdict import Finding
 
@@ -88,7 +88,7 @@ def _module_verdict(module: str) -> str | None:
     for allowed in ALLOWED_MODULES:
         if module == allowed or module.startswith(allowed + "."):
             return None
-    return _MODULE_REASONS.get(_top(module), _NOT_ALLOWED)
+    return MODULE_REASONS.get(_top(module), _NOT_ALLOWED)
 
 
 class _Checker(ast.NodeVisitor):

@@ -20,7 +20,7 @@ DENIED_SUBMODULES: frozenset[str] = frozenset({
     "torch.utils.benchmark", "torch._C", "torch.package", "torch.serialization", "torch._inductor", "torch._dynamo",
 })
 # Modules with a specific reason; anything else outside ALLOWED_MODULES is "not on the allow-list".
-_MODULE_REASONS: dict[str, str] = {
+MODULE_REASONS: dict[str, str] = {
     "os": "gives access to processes, files and the environment",
     "sys": "lets code change the interpreter (modules, hooks, paths)",
     "subprocess": "runs other programs", "pty": "runs other programs",

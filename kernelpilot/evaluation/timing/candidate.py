@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.verdict import Finding, Performance, tier_for
 
 REPLAY_MAX_NORMALIZED = 0.05  # stale results from other inputs sit near sqrt(2)
@@ -44,7 +45,7 @@ def _replay_check(device: str, tol: Any = None) -> Any:
     return check
 
 
-def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[Any]], Any]:
+def input_pool(state: Any, s: EvalSettings, device: str) -> tuple[list[list[Any]], Any]:
     """Input sets with distinct storage for timing, and the refill that re-draws one in place."""
     import torch
 
@@ -52,8 +53,8 @@ def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[An
 
     from kernelpilot.evaluation.worker import memory
 
-    seed = int(s.get("seed", 42))
-    wanted = max(int(s.get("input_pool", 4)), 2)
+    seed = int(s.seed)
+    wanted = max(int(s.input_pool), 2)
     # as many distinct input sets as fit beside the three implementations' calls (at least 2)
     pool_n = memory.input_pool_size(getattr(state, "input_bytes", 0), getattr(state, "call_bytes", 0), wanted,
                                     reserve=1 << 30) if device.startswith("cuda") else wanted
@@ -72,23 +73,23 @@ def input_pool(state: Any, s: dict[str, Any], device: str) -> tuple[list[list[An
     return pool, refill
 
 
-def timing_settings(s: dict[str, Any], call_s: float = 0.0) -> Any:
+def timing_settings(s: EvalSettings, call_s: float = 0.0) -> Any:
     """The timing loop's settings; ``call_s``: one eager call's seconds, which ``time_budget_s`` bounds
     the samples by (at least 4 a round, so the round medians still give a noise estimate)."""
     import math
 
     from kernelpilot.evaluation.timing import interleaved as tm
 
-    rounds, per_round = int(s.get("rounds", 5)), int(s.get("samples_per_round", 20))
-    budget = float(s.get("time_budget_s", 0.0) or 0.0)
+    rounds, per_round = int(s.rounds), int(s.samples_per_round)
+    budget = float(s.time_budget_s or 0.0)
     if budget > 0 and call_s > 0 and rounds > 0:
         per_round = min(per_round, max(4, math.ceil(budget / (rounds * call_s))))
-    return tm.TimingSettings(warmup=int(s.get("warmup", 5)), rounds=rounds, samples_per_round=per_round,
-                             replay_checks=int(s.get("replay_checks", 8)), cuda_graphs=bool(s.get("cuda_graphs")),
-                             flush_bytes=s.get("flush_bytes"))
+    return tm.TimingSettings(warmup=int(s.warmup), rounds=rounds, samples_per_round=per_round,
+                             replay_checks=int(s.replay_checks), cuda_graphs=bool(s.cuda_graphs),
+                             flush_bytes=s.flush_bytes)
 
 
-def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, Any], tol: Any,
+def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: EvalSettings, tol: Any,
                shared: dict[str, Any] | None = None) -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
     """Time the candidate beside eager (and the compiled baseline when this worker compiled it), under
@@ -122,7 +123,7 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
     source = "interleaved"
     known: dict[str, Any] = {}  # the problem's analysis, when the shared baselines carry it
     if shared is not None:
-        from kernelpilot.evaluation.baselines.measure import Baselines
+        from kernelpilot.evaluation.baselines.values import Baselines
 
         base = Baselines.from_dict(shared)
         known = base.problem_info
@@ -136,14 +137,14 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: dict[str, A
                              "changed; the ratio vs torch.compile uses the compiled time measured then")
     elif comp is None:
         missing = state.compile_note or ("the torch.compile baseline is turned off (compile_baseline = false)"
-                                         if not s.get("compile_baseline", True) else "not measured")
-    perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.get("compile_mode", "default"),
+                                         if not s.compile_baseline else "not measured")
+    perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.compile_mode,
                        cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source)
     perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
     perf.speedup_vs_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
     perf.noise_pct = tm.noise_pct(cand)
     perf.tier = tier_for(perf.speedup_vs_eager, perf.speedup_vs_compile, True)
-    gap = tm.host_gap_flag(run.timings, float(s.get("host_gap_threshold", 0.2)))
+    gap = tm.host_gap_flag(run.timings, float(s.host_gap_threshold))
     if gap:
         flags.append(gap)
     sol_dict = None

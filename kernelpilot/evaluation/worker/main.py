@@ -34,20 +34,19 @@ from typing import Any
 
 import kernelpilot.evaluation.protocol as protocol
 import kernelpilot.evaluation.supersede as supersede
+from kernelpilot.evaluation.settings import settings_of
+from kernelpilot.evaluation.worker.pipeline import CUDA_MARKERS
 from kernelpilot.evaluation.build import load_inline as inline_build
 from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the worker's names, as before the split
     CandidateError,
     ProblemCache,
     ProblemState,
     ProblemTooLarge,
-    _kernelbench_failure,
+    kernelbench_failure,
     compile_failure,
     gpu_shared_backend,
 )
 
-_CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
-                 "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
-                 "cudaErrorLaunch", "an illegal memory")
 # a candidate's own compile that failed: built on import without the build step (extension.py), or a
 # load_inline the worker ran (compile_hook.py); the verdict is build_error and the worker is kept
 _BUILD_ERRORS = ("ExtensionBuildError", "InlineBuildError")
@@ -131,18 +130,17 @@ class Worker(ProblemCache):
         """Load the problem and, for a benchmark, compile the torch.compile baseline, ahead of the
         evaluation request (sent while the candidate builds). Failures are left for the evaluation to report."""
         from kernelpilot.evaluation.worker import watchdog
-        from kernelpilot.evaluation.worker.pipeline import _settings
         from kernelpilot.evaluation.correctness.verify import draw_inputs
 
-        s = _settings(msg)
+        s = settings_of(msg)
         watchdog.begin(watchdog.Allowance.from_settings(s))
         try:
             watchdog.step("problem")
-            state = self.problem_state(msg["problem"], int(s.get("seed", 42)))
-            if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.get("compile_baseline", True):
+            state = self.problem_state(msg["problem"], int(s.seed))
+            if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.compile_baseline:
                 watchdog.step("compile_baseline")
-                sample = draw_inputs(state.module, int(s.get("seed", 42)) + 500, "normal", self.device)
-                self.compiled(state, s.get("compile_mode", "default"), sample)
+                sample = draw_inputs(state.module, int(s.seed) + 500, "normal", self.device)
+                self.compiled(state, s.compile_mode, sample)
         except Exception as exc:  # noqa: BLE001 - the evaluation request meets the same error and reports it
             return {"ok": False, "op": protocol.PREPARED, "error": f"{type(exc).__name__}: {exc}"[:600]}
         return {"ok": True, "op": protocol.PREPARED}
@@ -180,7 +178,7 @@ class Worker(ProblemCache):
         try:
             model = module.ModelNew(*state.init_inputs)
         except BaseException as exc:
-            try:  # KernelBench's status depends on where it raised (problem_state._kernelbench_failure)
+            try:  # KernelBench's status depends on where it raised (problem_state.kernelbench_failure)
                 exc.kernelpilot_stage = "construct"  # type: ignore[attr-defined]
             except (AttributeError, TypeError):
                 pass
@@ -201,7 +199,6 @@ class Worker(ProblemCache):
 
     # ---- one evaluation ------------------------------------------------------------------------
     def evaluate(self, msg: dict[str, Any]) -> dict[str, Any]:
-        import torch
 
         from kernelpilot.evaluation.worker.pipeline import run_candidate  # heavy steps live in engine.py
 
@@ -230,7 +227,7 @@ class Worker(ProblemCache):
             status = "problem_too_large" if isinstance(exc, ProblemTooLarge) else (
                 "build_error" if build_failed else "runtime_error")
             result.update(status=status, error=message)
-            kb = _kernelbench_failure(msg, self.count_imported == self.count, message,
+            kb = kernelbench_failure(msg, self.count_imported == self.count, message,
                                       constructing=getattr(exc, "kernelpilot_stage", "") == "construct",
                                       runtime=isinstance(exc, RuntimeError))
             if kb is not None:
@@ -279,7 +276,7 @@ class Worker(ProblemCache):
             return str(exc), False
         if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text.lower():
             return f"CUDA out of memory: {str(exc).splitlines()[0][:300]}", True
-        if any(m in text for m in _CUDA_MARKERS):
+        if any(m in text for m in CUDA_MARKERS):
             return f"CUDA error (the context is poisoned): {text[:600]}", True
         return f"{text[:600]}\n{tb[-2000:]}", not self.cuda_healthy()
 

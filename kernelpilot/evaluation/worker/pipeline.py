@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
+from kernelpilot.evaluation.settings import EvalSettings, settings_of
 from kernelpilot.evaluation.timing.candidate import benchmark, input_pool, timing_settings  # noqa: F401 - engine's names too
 from kernelpilot.rules import get_rules
 from kernelpilot.verdict import Finding
@@ -27,28 +28,26 @@ RECORDER_SLOWDOWN = 30.0
 PROFILER_SLOWDOWN = 5.0
 # the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
 PURE_COVERED = frozenset({"torch-compute-op", "no-custom-kernel", "library-kernel", "library-only"})
+# what a CUDA error (the candidate broke the GPU context) says
+CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
+                "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
+                "cudaErrorLaunch", "an illegal memory")
 # rejected, yet what it times is what it computes: timed anyway, so the report can say how fast it is
 TIMED_ANYWAY = frozenset({"output-reuse"})
 
 
 
-def _settings(msg: dict[str, Any]) -> dict[str, Any]:
-    return dict(msg.get("settings") or {})
-
-
-def tolerance_for(settings: dict[str, Any], dtype_name: str) -> Any:
+def tolerance_for(settings: EvalSettings, dtype_name: str) -> Any:
     from kernelpilot.evaluation.correctness.verify import Tolerance
 
-    atol, rtol = (settings.get("tolerances") or {}).get(dtype_name, (1e-4, 1e-4))
-    max_norm = (settings.get("max_normalized_error") or {}).get(dtype_name, 1e-5)
+    atol, rtol = (settings.tolerances or {}).get(dtype_name, (1e-4, 1e-4))
+    max_norm = (settings.max_normalized_error or {}).get(dtype_name, 1e-5)
     return Tolerance(float(atol), float(rtol), float(max_norm))
 
 
 def _is_cuda_error(exc: BaseException) -> bool:
-    from kernelpilot.evaluation.worker.main import _CUDA_MARKERS
-
     text = f"{type(exc).__name__}: {exc}"
-    return "out of memory" in text.lower() or any(m in text for m in _CUDA_MARKERS)
+    return "out of memory" in text.lower() or any(m in text for m in CUDA_MARKERS)
 
 
 def _rejects(findings: list[Finding]) -> bool:
@@ -86,12 +85,12 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     from kernelpilot.evaluation.correctness import verify as vf
     from kernelpilot.evaluation.worker import watchdog
 
-    s = _settings(msg)
+    s = settings_of(msg)
     watchdog.begin(watchdog.Allowance.from_settings(s))
     device = worker.device
     cuda = device.startswith("cuda")
     mode = msg.get("mode", "benchmark")
-    seed = int(s.get("seed", 42))
+    seed = int(s.seed)
     phases: dict[str, float] = {}
     with _phase(phases, "problem"):
         state = worker.problem_state(msg["problem"], seed)
@@ -103,9 +102,9 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     compiled = None
     # a shared baseline (the baseline service measured eager and torch.compile once for this problem):
     # nothing to compile here, the slot only verifies and times
-    if mode == "benchmark" and cuda and s.get("compile_baseline", True) and not msg.get("baseline"):
+    if mode == "benchmark" and cuda and s.compile_baseline and not msg.get("baseline"):
         with _phase(phases, "compile_baseline"):
-            compiled = worker.compiled(state, s.get("compile_mode", "default"), sample)
+            compiled = worker.compiled(state, s.compile_mode, sample)
         if state.compile_note:
             notes.append(state.compile_note)
 
@@ -151,7 +150,7 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, tol: Any, sample: list[Any],
+def _run_with_watch(worker: Any, msg: dict[str, Any], s: EvalSettings, state: Any, tol: Any, sample: list[Any],
                     compiled: Any, threads0: Any, notes: list[str], watch: Any,
                     phases: dict[str, float]) -> dict[str, Any]:
     import torch
@@ -160,7 +159,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     from kernelpilot.evaluation.correctness import verify as vf
 
     device, cuda = worker.device, worker.device.startswith("cuda")
-    mode, seed = msg.get("mode", "benchmark"), int(s.get("seed", 42))
+    mode, seed = msg.get("mode", "benchmark"), int(s.seed)
     out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
     findings: list[Finding] = []
     from kernelpilot.evaluation.worker import compile_hook
@@ -170,7 +169,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
         model, weights = worker.build_model(module, state, seed)
-    rules = get_rules(s.get("rules"))
+    rules = get_rules(s.rules)
     cand_state, more, call = _candidate_state(worker, model, rules)
     findings += more
     pure = msg.get("kind") == "pytorch"
@@ -191,8 +190,8 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
                 torch.cuda.synchronize()
 
     shape_sets: list[tuple[str, Any]] = [("default", None)]
-    shape_sets += [(e["name"], e) for e in s.get("extra_shapes") or []]
-    poison = max(int(s.get("poison_bytes", 0)) or 0, 64 << 20)
+    shape_sets += [(e["name"], e) for e in s.extra_shapes or []]
+    poison = max(int(s.poison_bytes) or 0, 64 << 20)
     for x in sample:
         if isinstance(x, torch.Tensor):
             poison = max(poison, 4 * x.numel() * x.element_size())
@@ -200,8 +199,8 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     reused: list[str] = []
     keep = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
     with _phase(phases, "verify"):
-        corr = vf.verify(call, state.reference, tol, trials=int(s.get("trials", 5)),
-                         distributions=list(s.get("distributions") or ["normal"]), seed=seed, device=device,
+        corr = vf.verify(call, state.reference, tol, trials=int(s.trials),
+                         distributions=list(s.distributions or ["normal"]), seed=seed, device=device,
                          shape_sets=shape_sets, poison_bytes=poison, replay=replay, cache=state.references,
                          reused=reused, keep=keep)
     del keep
@@ -268,7 +267,7 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: dict[str, Any], state: 
     return out
 
 
-def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr: Any, seed: int,
+def _audit(model: Any, msg: dict[str, Any], s: EvalSettings, state: Any, corr: Any, seed: int,
            device: str) -> list[Finding]:
     """What ran inside forward: ATen ops, the output's type, and (CUDA) the kernels and their streams."""
     from kernelpilot.evaluation.audit import runtime as ra
@@ -282,8 +281,8 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
     try:
         with watchdog.calls("audit", "forward under the operator recorder", slowdown=RECORDER_SLOWDOWN):
             ops, audit_out = ra.record_ops(model, audit_inputs)
-        found += ra.op_findings(ops, list(s.get("allowed_libraries") or []), int(s.get("small_numel", 4096)),
-                                rules=str(s.get("rules") or "kernelpilot"))
+        found += ra.op_findings(ops, list(s.allowed_libraries or []), int(s.small_numel),
+                                rules=str(s.rules or "kernelpilot"))
         found += ra.output_type_findings(audit_out)
         del audit_out
     except Exception as exc:
@@ -308,8 +307,8 @@ def _audit(model: Any, msg: dict[str, Any], s: dict[str, Any], state: Any, corr:
         if ops is not None:  # which ops ran while another stream was current (the side-stream rule needs it)
             trace.off_stream_ops = sorted(n for n, use in ops.items() if use.off_stream)
             trace.watched_dispatch = True
-        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.get("allowed_libraries") or []),
-                                    rules=str(s.get("rules") or "kernelpilot"))
+        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.allowed_libraries or []),
+                                    rules=str(s.rules or "kernelpilot"))
     return found
 
 
@@ -345,7 +344,7 @@ def _state_findings(default: Any, mine: Any, when: str, rules: Any) -> list[Find
     return found
 
 
-def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], device: str, measure: bool,
+def _kernelbench_score(state: Any, module: Any, rules: Any, s: EvalSettings, device: str, measure: bool,
                        default: Any, mine: Any) -> dict[str, Any]:
     """KernelBench's own score (kernelbench_harness.py), run as KernelBench runs it: in the candidate's
     global state for the reference too; every candidate call under one watchdog allowance."""
@@ -368,7 +367,7 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: dict[str, Any], d
         # its timing get this GPU to themselves here too, never beside another process's compile (self_timing.py)
         with gpu_alone("KernelBench's harness"), \
                 watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
-            return kb.score(state.module, module.ModelNew, harness, str(s.get("kb_precision") or "fp32"), device,
+            return kb.score(state.module, module.ModelNew, harness, str(s.kb_precision or "fp32"), device,
                             measure, note, inputs_cache=state.kb_inputs)
     except Exception as exc:
         if _is_cuda_error(exc):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.evaluation.settings import settings_of
+
 
 class CandidateError(Exception):
     """The candidate cannot be evaluated (no ModelNew, parameters that do not match Model)."""
@@ -100,7 +102,7 @@ def gpu_shared_backend(mode: str) -> Any:
     return backend
 
 
-def _kernelbench_failure(msg: dict[str, Any], imported: bool, message: str, constructing: bool = False,
+def kernelbench_failure(msg: dict[str, Any], imported: bool, message: str, constructing: bool = False,
                          runtime: bool = True) -> dict[str, Any] | None:
     """Under a KernelBench preset, KernelBench's status of a candidate our evaluation stopped with an
     exception: compile_error when its module did not even import (KernelBench's compiled=False), or when
@@ -109,7 +111,7 @@ def _kernelbench_failure(msg: dict[str, Any], imported: bool, message: str, cons
     from kernelpilot.rules import get_rules
 
     try:
-        rules = get_rules((msg.get("settings") or {}).get("rules"))
+        rules = get_rules(settings_of(msg).rules)
     except Exception:  # noqa: BLE001
         return None
     if rules.harness is None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kernelpilot.evaluation.protocol as protocol
+from kernelpilot.evaluation.settings import EvalSettings
 
 SEEN_MARGIN = 2.0  # a call may take this many times the slowest call of the same request seen so far
 
@@ -37,13 +38,13 @@ class Allowance:
     build_s: float = 300.0  # a compile the candidate starts from inside a call (load_inline in forward)
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "Allowance":
-        return cls(floor_s=float(settings.get("call_floor_s", cls.floor_s)),
-                   multiple=float(settings.get("call_multiple", cls.multiple)),
-                   first_call_s=float(settings.get("first_call_s", cls.first_call_s)),
-                   import_s=float(settings.get("import_timeout_s", cls.import_s)),
-                   harness_s=float(settings.get("test_timeout_s", cls.harness_s)),
-                   build_s=float(settings.get("build_timeout_s", cls.build_s)))
+    def from_settings(cls, settings: EvalSettings) -> "Allowance":
+        return cls(floor_s=float(settings.call_floor_s),
+                   multiple=float(settings.call_multiple),
+                   first_call_s=float(settings.first_call_s),
+                   import_s=float(settings.import_timeout_s),
+                   harness_s=float(settings.test_timeout_s),
+                   build_s=float(settings.build_timeout_s))
 
     def calls(self, n: int, reference_s: float, first: bool) -> float:
         return self.floor_s + n * self.multiple * max(reference_s, 0.0) + (self.first_call_s if first else 0.0)
