@@ -14,6 +14,7 @@ from typing import Any
 
 from kernelpilot.evaluation import EvalSettings, Evaluator
 from kernelpilot.evaluation.render import render_text
+from kernelpilot.redact import redact_obj
 
 
 def settings_from_args(args: argparse.Namespace) -> EvalSettings:
@@ -42,12 +43,7 @@ def run_eval(args: argparse.Namespace) -> int:
     mode = getattr(args, "mode", None) or "benchmark"
     with Evaluator(settings, keep_warm=False) as evaluator:
         verdict = evaluator.evaluate(Path(args.problem), Path(args.candidate), mode=mode)
-    try:
-        from kernelpilot.redact import redact_obj
-
-        data = redact_obj(verdict.to_dict())
-    except ImportError:
-        data = verdict.to_dict()
+    data = redact_obj(verdict.to_dict())
     if getattr(args, "json", False):
         import json
 

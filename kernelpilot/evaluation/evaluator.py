@@ -1,9 +1,10 @@
 """The evaluation pipeline, on the caller's side: an honest verdict for one candidate kernel.
 
 ``Evaluator(settings).evaluate(problem, candidate, mode)`` runs, in order: the static policy
-(policy.check_candidate), the build (build.build_candidate, in a subprocess), then one request to a
-worker process (worker.py) that verifies, audits and times the candidate on the GPU, and returns a
-:class:`~kernelpilot.verdict.Verdict`. This process never imports torch.cuda nor initialises CUDA.
+(static/policy.py), the build (build/step.py, in a subprocess), then one request to a worker process
+(worker/) that verifies, audits and times the candidate on the GPU, and returns a
+:class:`~kernelpilot.verdict.Verdict`. Every step runs or the evaluation fails: none is skipped because a part
+of kernelpilot did not import. This process never imports torch.cuda nor initialises CUDA.
 
 Settings (tolerances, trials, the watchdog's allowances, limits): settings.py.
 """
@@ -14,16 +15,48 @@ import asyncio
 import datetime as _dt
 import os
 import threading
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
+
+import platformdirs
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.assembly import Evaluation, merge_response
+from kernelpilot.evaluation.baselines.identity import request_key
+from kernelpilot.evaluation.baselines.machine_cache import record
+from kernelpilot.evaluation.baselines.values import Baselines
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
 from kernelpilot.evaluation.build.load_inline import WorkerNames, inline_names
-from kernelpilot.evaluation.settings import EvalSettings
+from kernelpilot.evaluation.build.standby import Standby
+from kernelpilot.evaluation.build.step import (
+    ARCH_LIST_TOOL,
+    build_candidate,
+    build_env,
+    standby_env,
+)
+from kernelpilot.evaluation.candidate import (
+    Candidate,
+    cuda_kernel_names,
+    load_candidate,
+    triton_kernels,
+)
+from kernelpilot.evaluation.client.process import WorkerFailure
 from kernelpilot.evaluation.client.requests import WorkerRequests
+from kernelpilot.evaluation.settings import EvalSettings
+from kernelpilot.evaluation.static.declarations import (
+    declared_settings,
+    runs_torch_compile_libraries,
+    within_compile_flag,
+)
+from kernelpilot.evaluation.static.policy import check_candidate
+from kernelpilot.evaluation.supersede import CancelToken
+from kernelpilot.kb_files import check as check_problem_files
+from kernelpilot.problem import load_problem
 from kernelpilot.verdict import BuildReport, Diagnostic, Finding, Verdict
+
+# a problem or a candidate: its path, or an object with a ``path`` (``root``, ``directory``) attribute
+ProblemRef = Union[str, os.PathLike, Any]
+CandidateRef = Union[str, os.PathLike, Candidate, Any]
 
 MODES = ("build", "test", "benchmark")
 # how a device-only build's kernels failing to take the full build's place shows in a worker's error
@@ -39,7 +72,7 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _path_of(obj: Any) -> Path:
+def _path_of(obj: ProblemRef | CandidateRef) -> Path:
     if isinstance(obj, (str, os.PathLike)):
         return Path(obj)
     for attr in ("path", "root", "directory"):
@@ -49,7 +82,7 @@ def _path_of(obj: Any) -> Path:
     return Path(obj)
 
 
-def model_file_of(candidate: Any, path: Path) -> Path:
+def model_file_of(candidate: Candidate, path: Path) -> Path:
     for attr in ("model_file", "model_path", "module_file"):
         value = getattr(candidate, attr, None)
         if value:
@@ -76,8 +109,6 @@ class Evaluator(WorkerRequests):
         self.gpu = gpu
         self.worker_env = dict(worker_env or {})  # variables for this evaluator's workers only
         if workdir is None:
-            import platformdirs
-
             workdir = Path(platformdirs.user_cache_dir("kernelpilot")) / "eval"
         self.workdir = Path(workdir)
         self.keep_warm = keep_warm
@@ -85,15 +116,13 @@ class Evaluator(WorkerRequests):
         self.spare_worker = spare_worker and keep_warm
         self._spare: Any = None  # a launched worker waiting to take over (``spare_worker``)
         self._lock = threading.Lock()
-        self._token: Any = None  # supersede.CancelToken of the evaluation in flight
-        self._baselines: dict[str, Any] = {}  # measured this session: problem bytes + timing settings -> Baselines
+        self._token: CancelToken | None = None  # of the evaluation in flight
+        # measured this session: problem bytes + timing settings -> Baselines
+        self._baselines: dict[str, Baselines] = {}
         self.cancel_grace_s = 1.0  # a superseded worker request that has not stopped by then: the worker is killed
         self._inline = WorkerNames()
-        self._standby: Any = None  # builder.Standby, for evaluators that live for many builds
+        self._standby: Standby | None = None  # for evaluators that live for many builds
         if standby_builder:
-            from kernelpilot.evaluation.build.step import standby_env
-            from kernelpilot.evaluation.build.standby import Standby
-
             self._standby = Standby(standby_env(self._cache_env()))
         self._readable: list[Path] = []
         self._writable: list[Path] = []
@@ -114,16 +143,16 @@ class Evaluator(WorkerRequests):
         self.close()
 
     # ---- evaluation ----------------------------------------------------------------------------
-    async def evaluate_async(self, problem: Any, candidate: Any, mode: str = "benchmark", **kw: Any) -> Verdict:
+    async def evaluate_async(self, problem: ProblemRef, candidate: CandidateRef, mode: str = "benchmark",
+                             **kw: Any) -> Verdict:
         return await asyncio.to_thread(self.evaluate, problem, candidate, mode, **kw)
 
-    def evaluate(self, problem: Any, candidate: Any, mode: str = "benchmark", *,
-                 own_kernels: list[str] | None = None, baseline: Any = None) -> Verdict:
+    def evaluate(self, problem: ProblemRef, candidate: CandidateRef, mode: str = "benchmark", *,
+                 own_kernels: list[str] | None = None, baseline: Baselines | None = None) -> Verdict:
         """``baseline``: the problem's ``Baselines`` measured once by a BaselineService (a suite): the
         worker then compiles nothing and compares the candidate with its torch.compile time."""
         if mode not in MODES:
             raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
-        from kernelpilot.evaluation.supersede import CancelToken
 
         with self._lock:
             self._token = token = CancelToken()
@@ -143,218 +172,165 @@ class Evaluator(WorkerRequests):
         token.cancel()
         return True
 
-    def _evaluate(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
-                  baseline: Any = None, token: Any = None) -> Verdict:
-        from kernelpilot.evaluation.render import summary_line
+    def _evaluate(self, problem: ProblemRef, candidate: CandidateRef, mode: str, own_kernels: list[str] | None,
+                  baseline: Baselines | None = None, token: CancelToken | None = None) -> Verdict:
+        run = self._begin(problem, candidate, mode, own_kernels, baseline, token)
+        try:
+            cand_obj = candidate if isinstance(candidate, Candidate) else load_candidate(run.cand_path)
+        except KernelpilotError as exc:
+            run.v.build = BuildReport(ok=False, diagnostics=[Diagnostic("error", str(exc), tool="python")])
+            run.v.error = str(exc)
+            return run.done("build_error")
+        run.cand_obj, run.model_file = cand_obj, model_file_of(cand_obj, run.cand_path)
+        # 1. the static policy: a security boundary, never skipped
+        run.v.findings.extend(check_candidate(run.cand_path, relaxed=self.settings.relaxed_policy,
+                                              rules=self.settings.ruleset, problem=run.problem_path))
+        if any(f.severity == "reject" for f in run.v.findings):
+            return run.done("rejected")
+        if run.cancelled:
+            return run.done("superseded")
+        # 2. the build, in a subprocess
+        stopped = self._build(run)
+        if stopped:
+            return run.done(stopped)
+        if mode == "build" or run.cancelled:
+            return run.done("superseded" if run.cancelled else "ok")
+        # 3. the worker: verify, audit, time
+        return self._judge_in_worker(run)
 
-        t0 = time.monotonic()
+    def _begin(self, problem: ProblemRef, candidate: CandidateRef, mode: str, own_kernels: list[str] | None,
+               baseline: Baselines | None, token: CancelToken | None) -> Evaluation:
         s = self.settings
-        problem_path = _path_of(problem).resolve()
         cand_path = _path_of(candidate).resolve()
-        v = Verdict(status="ok", problem=str(problem_path), candidate=str(cand_path), mode=mode, created_at=_now())
+        v = Verdict(status="ok", problem=str(_path_of(problem).resolve()), candidate=str(cand_path), mode=mode,
+                    created_at=_now())
         v.environment.relaxed_rules = list(s.relaxed_policy)
-
-        def done(status: str) -> Verdict:
-            v.status = status  # type: ignore[assignment]
-            harness = s.ruleset.harness
-            if harness is not None and v.kernelbench is None and status in ("rejected", "build_error"):
-                # stopped before the worker: KernelBench's view of the same file
-                from kernelpilot.verdict import KernelBenchScore
-
-                refused = next((f for f in v.findings if f.severity == "reject"), None)
-                v.kernelbench = KernelBenchScore(
-                    preset=harness.version, commit=harness.commit, precision=s.kb_precision,
-                    status="compile_error" if status == "build_error" else "not_run",
-                    error=(v.error or "the build failed")[:400] if status == "build_error" else
-                    f"refused before running by our static policy [{refused.rule if refused else '?'}]")
-            v.seconds = round(time.monotonic() - t0, 3)
-            v.summary = summary_line(v)
-            return v
-
-        from kernelpilot.problem import load_problem
-
         # a broken problem is the user's error (ProblemError, raised), not a verdict about the candidate
-        problem_path = Path(load_problem(problem_path).path).resolve()
+        problem_path = Path(load_problem(_path_of(problem).resolve()).path).resolve()
         v.problem = str(problem_path)
         if s.ruleset.harness is not None:  # KernelBench's score is faithful on the files its generations were for
-            from kernelpilot.kb_files import check as check_problem_files
-
             warning = check_problem_files([problem_path], s.ruleset.harness.version)["warning"]
             if warning:
                 v.flags.append("problem file: " + warning)
-        cand_obj: Any = candidate
-        try:
-            from kernelpilot.evaluation.candidate import load_candidate
+        return Evaluation(v=v, settings=s, mode=mode, problem_path=problem_path, cand_path=cand_path,
+                          problem_arg=problem, candidate_arg=candidate, own_kernels=own_kernels,
+                          kernels=list(own_kernels or []), baseline=baseline, token=token)
 
-            if not hasattr(candidate, "kind"):
-                cand_obj = load_candidate(cand_path)
-        except KernelpilotError as exc:
-            v.build = BuildReport(ok=False, diagnostics=[Diagnostic("error", str(exc), tool="python")])
-            v.error = str(exc)
-            return done("build_error")
-        except ImportError:
-            v.flags.append("candidate loader unavailable; the directory was used as given")
-        model_file = model_file_of(cand_obj, cand_path)
+    def _build(self, run: Evaluation) -> str:
+        """The build step; "" when the evaluation goes on, else the status it ends with."""
+        s, v, cand_obj = self.settings, run.v, run.candidate
+        env = self._cache_env()
+        build_dir = Path(s.build_dir) if s.build_dir else None
+        benv = build_env(cand_obj, build_dir=build_dir, env=env)
+        run.worker_env = {k: benv[k] for k in WORKER_BUILD_ENV if k in benv}
+        run.build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
+        if run.mode != "build":
+            self._prestart(run.problem_path, run.model_file, run.build_dirs)
+            self._prepare(run.problem_path, "test" if run.baseline is not None else run.mode)  # shared: no compile
+        report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
+                                 problem=run.problem_path, standby=self._standby, cancel=run.token, confine=s.confine,
+                                 device_only=self._device_builds)
+        v.build = report
+        if report.ok and report.command.startswith(DEVICE_ONLY) and run.mode != "build":
+            run.sass_check = SassCheck(Path(report.build_dir), benv)
+        v.phases["build"] = round(report.seconds, 3)
+        for d in report.diagnostics:
+            if d.tool == ARCH_LIST_TOOL:
+                v.findings.append(Finding(rule="arch-list", severity="warn", evidence=d.message[:200],
+                                          message=d.message))
+        if run.cancelled:  # the build was killed by the cancel: not the candidate's doing
+            return "superseded"
+        run.kernels += [k.kernel for k in report.kernels]
+        run.kernels += [k for k in triton_kernels(cand_obj) if k not in run.kernels]
+        run.kernels += [k for k in cuda_kernel_names(cand_obj) if k not in run.kernels]
+        if not report.ok:
+            first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
+            v.error = first or report.log_tail[-2000:]
+            return "build_error"
+        return ""
 
-        # 1. static policy
-        try:
-            from kernelpilot.evaluation.static.policy import check_candidate
+    def _request(self, run: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The worker request of this evaluation, and the candidate's declarations."""
+        cand_obj = run.candidate
+        settings, declared = declared_settings(cand_obj, self.settings, run.v)
+        message: dict[str, Any] = {
+            "op": "evaluate", "problem": str(run.problem_path), "candidate_model": str(run.model_file),
+            "candidate_dir": str(run.cand_path if run.cand_path.is_dir() else run.cand_path.parent),
+            "mode": run.mode, "settings": settings.to_dict(), "own_kernels": run.kernels, "env": run.worker_env,
+            "warmup": cand_obj.kind == "triton", "kind": cand_obj.kind,
+            "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
+        if run.baseline is not None and run.mode == "benchmark":
+            message["baseline"] = run.baseline.to_dict()
+        return message, declared
 
-            v.findings.extend(check_candidate(cand_path, relaxed=s.relaxed_policy, rules=s.ruleset, problem=problem_path))
-        except ImportError:
-            v.flags.append("static policy unavailable: candidate sources were not scanned")
-        if any(f.severity == "reject" for f in v.findings):
-            return done("rejected")
-        if token is not None and token.cancelled:
-            return done("superseded")
-
-        # 2. build, in a subprocess
-        kernels = list(own_kernels or [])
-        sass_check: Any = None  # device_step.SassCheck of a device-only build
-        worker_env: dict[str, str] = {}
-        build_dirs: list[Path] = []
-        try:
-            from kernelpilot.evaluation.build.step import ARCH_LIST_TOOL, build_candidate, build_env
-            from kernelpilot.evaluation.candidate import cuda_kernel_names, triton_kernels
-
-            env = self._cache_env()
-            build_dir = Path(s.build_dir) if s.build_dir else None
-            benv = build_env(cand_obj, build_dir=build_dir, env=env)
-            worker_env = {k: benv[k] for k in WORKER_BUILD_ENV if k in benv}
-            build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
-            if mode != "build":
-                self._prestart(problem_path, model_file, build_dirs)
-                self._prepare(problem_path, "test" if baseline is not None else mode)  # shared: nothing to compile
-            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                     problem=problem_path, standby=self._standby, cancel=token, confine=s.confine,
-                                     device_only=self._device_builds)
-            v.build = report
-            if report.ok and report.command.startswith(DEVICE_ONLY) and mode != "build":
-                sass_check = SassCheck(Path(report.build_dir), benv)
-            v.phases["build"] = round(report.seconds, 3)
-            for d in report.diagnostics:
-                if d.tool == ARCH_LIST_TOOL:
-                    v.findings.append(Finding(rule="arch-list", severity="warn", evidence=d.message[:200],
-                                              message=d.message))
-            if token is not None and token.cancelled:  # the build was killed by the cancel: not the candidate's
-                return done("superseded")
-            kernels += [k.kernel for k in report.kernels]
-            kernels += [k for k in triton_kernels(cand_obj) if k not in kernels] if hasattr(cand_obj, "kind") else []
-            kernels += [k for k in cuda_kernel_names(cand_obj) if k not in kernels] if hasattr(cand_obj, "files") else []
-            if not report.ok:
-                first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
-                v.error = first or report.log_tail[-2000:]
-                return done("build_error")
-        except ImportError:
-            v.flags.append("build step unavailable: the worker built the candidate on import")
-        if mode == "build" or (token is not None and token.cancelled):
-            return done("superseded" if token is not None and token.cancelled else "ok")
-
-        # 3. the worker: verify, audit, time
+    def _judge_in_worker(self, run: Evaluation) -> Verdict:
+        s, v, mode, token = self.settings, run.v, run.mode, run.token
         timeout = s.benchmark_timeout_s if mode == "benchmark" else s.test_timeout_s
-        from kernelpilot.evaluation.static.declarations import declared_settings, runs_torch_compile_libraries, within_compile_flag
-
-        settings, declared = declared_settings(cand_obj, s, v)
-        message = {"op": "evaluate", "problem": str(problem_path), "candidate_model": str(model_file),
-                   "candidate_dir": str(cand_path if cand_path.is_dir() else cand_path.parent),
-                   "mode": mode, "settings": settings.to_dict(), "own_kernels": kernels, "env": worker_env,
-                   "warmup": getattr(cand_obj, "kind", "") == "triton", "kind": getattr(cand_obj, "kind", ""),
-                   "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
-        if baseline is not None and mode == "benchmark":
-            message["baseline"] = baseline.to_dict() if hasattr(baseline, "to_dict") else dict(baseline)
-
-        names = inline_names(model_file) if getattr(cand_obj, "kind", "") == "single_file" else []
-        library = worker_env.get("TORCH_EXTENSIONS_DIR", "")
+        message, declared = self._request(run)
+        names = inline_names(run.model_file) if run.candidate.kind == "single_file" else []
+        library = run.worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
             self._stop_worker()  # the worker holds another library under one of these names: a fresh one
-        response = self._ask_once_more_if_it_died(message, timeout, v, build_dirs, token)
+        response = self._ask_once_more_if_it_died(message, timeout, v, run.build_dirs, token)
         if response is not None and names:
             self._inline.record(self._worker_pid(), names, library)
-        if response is not None and self._reload_failed(response) and not (token is not None and token.cancelled):
+        if response is not None and self._reload_failed(response) and not run.cancelled:
             # A warm worker that already imported another build of this extension failed to load the
             # new one: that says nothing about the candidate. Judge it in a fresh worker.
             self._stop_worker()
-            response = self._ask(message, timeout, v, build_dirs, token)
+            response = self._ask(message, timeout, v, run.build_dirs, token)
             v.flags.append("the warm worker could not load this build; it was evaluated in a fresh worker")
         if response is None:
-            return done(v.status)
-        part = response.get("verdict") or {}
-        merged = Verdict.from_dict({"status": part.get("status", "runtime_error"), **part})
-        v.correctness, v.performance, v.speed_of_light = merged.correctness, merged.performance, merged.speed_of_light
-        v.memory = merged.memory
-        v.kernelbench = merged.kernelbench
-        v.findings.extend(merged.findings)
-        v.flags.extend(merged.flags)
-        v.phases.update(merged.phases or {})
-        for extra in ("build_warmup", "build_in_worker"):  # Triton's warm-up, load_inline in __init__/forward
-            if v.build is not None and extra in v.phases:
-                v.build.seconds = round(v.build.seconds + v.phases[extra], 3)
-        window = response.get("window")
-        if isinstance(window, list) and len(window) == 2:
-            v.worker_window = [float(window[0]), float(window[1])]
-        if isinstance(response.get("busy_s"), (int, float)):
-            v.phases["worker_busy"] = float(response["busy_s"])
-        if isinstance(response.get("prepare_s"), (int, float)):  # part of worker_busy, before the request
-            v.phases["prepare"] = float(response["prepare_s"])
-        v.error = merged.error
+            return run.done(v.status)
+        merged = merge_response(v, response)
         v.flags += within_compile_flag(declared, v.performance)
-        if sass_check is not None and merged.status == "runtime_error" and self._device_builds \
+        if run.sass_check is not None and merged.status == "runtime_error" and self._device_builds \
                 and any(m in str(merged.error) for m in REPLACEMENT_FAILURES):
             # the edited kernels did not load or launch in place of the full build's: not the candidate's doing
-            return self._judge_on_full_build(problem, candidate, mode, own_kernels, baseline, token,
-                                             f"failed to load or launch ({str(merged.error)[:160]})")
-        if sass_check is not None and v.build is not None:
-            v.build.sass_check = sass_check.wait(None if mode == "benchmark" else 0.0)
+            return self._judge_on_full_build(run, f"failed to load or launch ({str(merged.error)[:160]})")
+        if run.sass_check is not None and v.build is not None:
+            v.build.sass_check = run.sass_check.wait(None if mode == "benchmark" else 0.0)
             if mode == "benchmark" and v.build.sass_check.startswith("differs"):
-                return self._judge_on_full_build(problem, candidate, mode, own_kernels, baseline, token,
-                                                 v.build.sass_check)
+                return self._judge_on_full_build(run, v.build.sass_check)
         if not self.keep_warm and self._client is not None:
             self._client.stop()
         elif self._client is None or not self._client.alive():
             self._prestart()  # the candidate broke the worker (CUDA error, OOM): its successor starts now
-        return done(merged.status)
+        return run.done(merged.status)
 
-    def prebuild(self, candidate: Any) -> BuildReport | None:
+    def prebuild(self, candidate: CandidateRef) -> BuildReport | None:
         """Build ``candidate`` now, with no verdict (a pairing session at launch: its first save then builds
         only what the save changed). Never raises; None when the candidate cannot be loaded."""
-        from kernelpilot.evaluation.build.step import build_candidate
-        from kernelpilot.evaluation.candidate import load_candidate
-
         try:
-            cand = candidate if hasattr(candidate, "kind") else load_candidate(_path_of(candidate).resolve())
+            cand = candidate if isinstance(candidate, Candidate) else load_candidate(_path_of(candidate).resolve())
             return build_candidate(cand, build_dir=Path(self.settings.build_dir) if self.settings.build_dir else None,
                                    timeout_s=self.settings.build_timeout_s, env=self._cache_env(),
                                    standby=self._standby, confine=self.settings.confine)
         except KernelpilotError:
             return None
 
-    def _judge_on_full_build(self, problem: Any, candidate: Any, mode: str, own_kernels: list[str] | None,
-                             baseline: Any, token: Any, why: str) -> Verdict:
-        """A benchmark whose device-only build's kernels differ from a full build's: judged again on a full
-        build (what lands is the full build's code)."""
+    def _judge_on_full_build(self, run: Evaluation, why: str) -> Verdict:
+        """A benchmark whose device-only build's kernels differ from a full build's (or failed to load): judged
+        again on a full build (what lands is the full build's code)."""
         self._device_builds = False
         try:
-            verdict = self._evaluate(problem, candidate, mode, own_kernels, baseline, token)
+            verdict = self._evaluate(run.problem_arg, run.candidate_arg, run.mode, run.own_kernels, run.baseline,
+                                     run.token)
         finally:
             self._device_builds = True
         verdict.flags.append(f"judged on a full build: the device-only build's kernels {why}")
         return verdict
 
-    def baselines(self, problem: Any, *, readable: list[Path] | None = None, settings: Any = None,
-                  forget: bool = False, exclusive: bool = False, fresh: bool = False) -> Any:
+    def baselines(self, problem: ProblemRef, *, readable: list[Path] | None = None,
+                  settings: EvalSettings | None = None, forget: bool = False, exclusive: bool = False,
+                  fresh: bool = False) -> Baselines:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
-        (worker op ``baselines``, see baselines.py); a ``Baselines``. ``readable``: directories later
+        (worker op ``baselines``, see baselines/measure.py); a ``Baselines``. ``readable``: directories later
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
         when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time).
         Measured once per session: the same problem bytes and timing settings again return the first answer
-        (``fresh`` measures again), and kept on this machine for the next session's card (machine_baselines.py).
+        (``fresh`` measures again), and kept on this machine for the next session's card (baselines/machine_cache.py).
         A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
-        from kernelpilot.evaluation.baselines.values import Baselines
-        from kernelpilot.evaluation.client.process import WorkerFailure
-        from kernelpilot.problem import load_problem
-        from kernelpilot.evaluation.baselines.identity import request_key
-        from kernelpilot.evaluation.baselines.machine_cache import record
-
         path = Path(load_problem(_path_of(problem)).path).resolve()
         key = request_key(path, settings or self.settings)
         if key in self._baselines and not fresh and not forget:

@@ -24,29 +24,42 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kernelpilot.evaluation.build import diagnostics as diag
-from kernelpilot.evaluation.build.processes import release_lock, run_in_session, scratch_dir, superseded_report
-from kernelpilot.evaluation.build.standby import Standby
-from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.evaluation.build import pch
-from kernelpilot.evaluation.candidate import Candidate
-from kernelpilot.evaluation.build.device_only import after_full_build, device_only_build, directory_spec
-from kernelpilot.evaluation.build.load_inline import default_single_file_dir, inline_record, write_inline_record
-from kernelpilot.extension import BUILD_RESULT_MARKER, ExtensionSpec, default_build_dir, ninja_is_current
-from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
+from kernelpilot.evaluation.build.device_only import (
+    after_full_build,
+    device_only_build,
+    directory_spec,
+)
+from kernelpilot.evaluation.build.load_inline import (
+    default_single_file_dir,
+    inline_record,
+    write_inline_record,
+)
+from kernelpilot.evaluation.build.processes import (
+    release_lock,
+    run_in_session,
+    scratch_dir,
+    superseded_report,
+)
 from kernelpilot.evaluation.build.single_file import SINGLE_FILE_BUILDER
+from kernelpilot.evaluation.build.standby import Standby
+from kernelpilot.evaluation.build.triton_ahead import build_triton
+from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.evaluation.sandbox.build_step import confine_build, unconfined_note
+from kernelpilot.evaluation.sandbox.confine import scrubbed_env
+from kernelpilot.evaluation.supersede import CancelToken
+from kernelpilot.extension import (
+    BUILD_RESULT_MARKER,
+    ExtensionSpec,
+    default_build_dir,
+    ninja_is_current,
+)
+from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 RESOURCES_FILE = "kernelpilot-resources.json"
 # Variables a build may see when kernelpilot.evaluation.sandbox.confine is not available.
-_ALLOWED_ENV = (
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ", "SHELL",
-    "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-    "CC", "CXX", "CUDAHOSTCXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "LD_LIBRARY_PATH",
-    "VIRTUAL_ENV", "PYTHONPATH", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS_DIR",
-    "XDG_CACHE_HOME", "XDG_DATA_HOME",
-)
-_ALLOWED_PREFIXES = ("LC_", "KERNELPILOT_")
 
 
 def candidate_build_dir(candidate: Candidate, env: Mapping[str, str] | None = None) -> Path:
@@ -113,16 +126,7 @@ def standby_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _scrubbed_env() -> dict[str, str]:
-    try:
-        from kernelpilot.evaluation.sandbox.confine import scrubbed_env  # the confinement part's policy
-    except ImportError:
-        scrubbed_env = None
-    if scrubbed_env is not None:
-        return dict(scrubbed_env())
-    return {
-        k: v for k, v in os.environ.items()
-        if k in _ALLOWED_ENV or k.startswith(_ALLOWED_PREFIXES)
-    }
+    return dict(scrubbed_env())  # the confinement's policy: what a build may see of this environment
 
 
 def build_candidate(
@@ -156,7 +160,6 @@ def build_candidate(
                            diagnostics=[Diagnostic(severity="note", tool="build", message=(
                                "no kernel of its own: no load_inline or cpp_extension.load call, no @triton.jit function, no .cu file"))])
     if candidate.kind == "triton":  # its own build step: triton_build.py
-        from kernelpilot.evaluation.build.triton_ahead import build_triton
 
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
                             cancel=cancel, confine=confine)
@@ -180,7 +183,6 @@ def build_candidate(
 
     unconfined = ""  # why the candidate's code runs unconfined here, when it does
     if confine and candidate.kind == "single_file":  # its code runs here: confined as the worker is
-        from kernelpilot.evaluation.sandbox.build_step import confine_build
 
         unconfined = confine_build(run_env, directory, [candidate.root, *([Path(problem).resolve().parent] if problem else [])])
     start = time.monotonic()
@@ -217,7 +219,6 @@ def build_candidate(
         report.diagnostics.append(_arch_list_diagnostic(str(result["arch_list"]), report.arch))
     unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
     if unconfined:
-        from kernelpilot.evaluation.sandbox.build_step import unconfined_note
 
         report.diagnostics.append(Diagnostic(severity="note", tool="build", message=unconfined_note(unconfined)))
     if result.get("model_built") is False:

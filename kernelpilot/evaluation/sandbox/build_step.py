@@ -19,6 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kernelpilot.evaluation.build import pch
+from kernelpilot.evaluation.sandbox import confine
+
 ENV = "KERNELPILOT_BUILD_SANDBOX"  # the spec the builder script applies before it imports the candidate
 
 
@@ -31,11 +34,6 @@ def confine_build(run_env: dict[str, str], build_dir: Path, reads: Sequence[Path
     """Put the sandbox spec for a build in ``run_env`` (and its private HOME and TMPDIR, inside
     ``build_dir``); ``writes``: more folders it may write (Triton's cache). Returns "" when the build will
     run confined, else why not (for ``unconfined_note``)."""
-    try:
-        from kernelpilot.evaluation.sandbox import confine
-        from kernelpilot.evaluation.build import pch
-    except ImportError as exc:  # the confinement part is missing: as before
-        return f"sandbox unavailable: {exc}"
     caps = confine.detect()
     if not caps.landlock_abi and not caps.seccomp:
         return f"no Landlock: {caps.landlock_reason or 'unavailable'}; no seccomp"
