@@ -67,10 +67,11 @@ def test_temporary_paths_of_a_build_are_made_stable(tmp_path: Path, monkeypatch)
     import os
     import tempfile
 
-    from kernelpilot.evaluation.build.load_inline import stable_load_args
+    from kernelpilot.evaluation.build.load_inline import stable_load_args, watch_candidate_files
 
     root = tmp_path / "ext"
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(root))
+    watch_candidate_files()  # as the build step and the worker do before the candidate's code runs
 
     def written() -> str:
         folder = tempfile.mkdtemp(dir=tmp_path)

@@ -12,6 +12,8 @@ import json
 import os
 import re
 import sys
+import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -32,8 +34,9 @@ def default_single_file_dir(candidate: Candidate, env: Mapping[str, str] | None 
     determines the build: the same candidate, wherever it lies and however often it is evaluated,
     is built once (:data:`INLINE_RECORD` marks a finished build).
     """
-    import platformdirs
     from importlib.metadata import PackageNotFoundError, version
+
+    import platformdirs
 
     env = os.environ if env is None else env
     try:
@@ -123,7 +126,9 @@ def install_import_once() -> None:
 def before_import(path: Path) -> None:
     """Before a single-file candidate is imported: drop torch's version-table entries of its
     ``load_inline`` names, so torch loads its build under the plain name from its own directory (keyed
-    on its bytes) instead of renaming it (name_v1) and rebuilding it inside the import."""
+    on its bytes) instead of renaming it (name_v1) and rebuilding it inside the import. From here on, what the
+    candidate makes in temporary folders is watched (``watch_candidate_files``)."""
+    watch_candidate_files()
     names = inline_names(path)
     if not names:
         return
@@ -161,20 +166,46 @@ class WorkerNames:
 # where a candidate's run-time files usually go: sources written there get a new path in every process
 _TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm")
 _COPY_LIMIT = (64, 8 << 20)  # at most this many files and bytes copied from a source's folder
+# what the candidate's code made in this process: the folders it asked tempfile for, and since when it runs
+_CREATED: set[str] = set()
+_WATCH: dict[str, float] = {}
+
+
+def watch_candidate_files() -> None:
+    """Before a candidate's code runs in this process (the build step's script, the worker's import): remember
+    the folders it makes with ``tempfile`` (``mkdtemp``, ``TemporaryDirectory``) and when it started, so that
+    ``stable_load_args`` tells its run-time paths from the user's own folders, wherever those lie."""
+    _WATCH["since"] = time.time()
+    if getattr(tempfile.mkdtemp, "kernelpilot_watch", False):
+        return
+    original = tempfile.mkdtemp
+
+    def mkdtemp(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        _CREATED.add(os.path.realpath(os.fsdecode(made)))
+        return made
+
+    mkdtemp.kernelpilot_watch = True  # type: ignore[attr-defined]
+    tempfile.mkdtemp = mkdtemp  # type: ignore[assignment]
 
 
 def _temporary(path: str) -> bool:
-    """A path in a temporary folder (this process's too: a confined worker's TMPDIR is a private folder), and not
-    a file shipped beside the candidate (a candidate that lies in /tmp keeps those at the same place in every
-    process; what it writes at run time goes to a new folder, below its own or elsewhere)."""
-    import tempfile
-
+    """A path the candidate made at run time, which is new in every process: inside a folder it asked tempfile
+    for, or a file it wrote into a temporary folder since it started. Told apart by what the candidate made,
+    not by where it lies: a user's own folder under /tmp (a checkout there included) is left as it is, and so
+    is a file shipped beside the candidate."""
     real = os.path.realpath(path)
     own = os.environ.get("KERNELPILOT_CANDIDATE_DIR")
     if own and os.path.dirname(real) == os.path.realpath(own):
         return False
+    if any(real == c or real.startswith(c + os.sep) for c in _CREATED):
+        return True
+    since = _WATCH.get("since")
+    if since is None or not os.path.isfile(real):
+        return False
     roots = {os.path.realpath(r) for r in (*_TEMP_ROOTS, tempfile.gettempdir())}
-    return any(real == r or real.startswith(r + os.sep) for r in roots)
+    in_temp = any(real.startswith(r + os.sep) for r in roots)
+    return in_temp and os.stat(real).st_mtime >= since - 1.0  # written by the candidate (the second: mtime's grain)
 
 
 def _stable_folder(folder: str, root: Path) -> str | None:

@@ -105,6 +105,8 @@ try:
                 return _Unrunnable(name)
             return built
         setattr(cpp, fname, verbose)
+    from kernelpilot.evaluation.build.load_inline import watch_candidate_files
+    watch_candidate_files()  # from here on the candidate's code runs: what it makes in temporary folders is its own
     arch_before = os.environ.get("TORCH_CUDA_ARCH_LIST")
     spec = importlib.util.spec_from_file_location("kernelpilot_candidate", path)
     module = importlib.util.module_from_spec(spec)
