@@ -40,7 +40,7 @@ from kernelpilot.evaluation.candidate import (
     load_candidate,
     triton_kernels,
 )
-from kernelpilot.evaluation.client.process import WorkerFailure
+from kernelpilot.evaluation.client.failures import WorkerFailure
 from kernelpilot.evaluation.client.requests import WorkerRequests
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.static.declarations import (

@@ -158,9 +158,9 @@ def build_candidate(
     if candidate.kind == "pytorch":  # no kernel of its own: nothing to compile (the verdict says no-kernel)
         return BuildReport(ok=True, build_dir=str(directory), command="(nothing to build: no kernel of its own)",
                            diagnostics=[Diagnostic(severity="note", tool="build", message=(
-                               "no kernel of its own: no load_inline or cpp_extension.load call, no @triton.jit function, no .cu file"))])
-    if candidate.kind == "triton":  # its own build step: triton_build.py
-
+                               "no kernel of its own: no load_inline or cpp_extension.load call, no @triton.jit "
+                               "function, no .cu file"))])
+    if candidate.kind == "triton":  # its own build step: triton_ahead.py
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
                             cancel=cancel, confine=confine)
     full_reason = ""  # why a directory candidate's save takes the full build
@@ -171,20 +171,11 @@ def build_candidate(
             return device
         full_reason = device
     fast = _ninja_fast_path(spec, directory, run_env) if not isinstance(spec, str) else None
-    if fast is not None:
-        argv, arch_of_fast = fast
-    elif candidate.kind == "directory":
-        argv = [sys.executable, "-m", "kernelpilot.extension", "--build", str(candidate.path),
-                "--build-dir", str(directory)]
-    else:
-        directory.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)] + ([str(Path(problem).resolve())] if problem else [])
-    command = shlex.join(argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)])
-
+    argv, command = _build_argv(candidate, directory, problem, fast)
     unconfined = ""  # why the candidate's code runs unconfined here, when it does
     if confine and candidate.kind == "single_file":  # its code runs here: confined as the worker is
-
-        unconfined = confine_build(run_env, directory, [candidate.root, *([Path(problem).resolve().parent] if problem else [])])
+        reads = [candidate.root, *([Path(problem).resolve().parent] if problem else [])]
+        unconfined = confine_build(run_env, directory, reads)
     start = time.monotonic()
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
@@ -195,17 +186,12 @@ def build_candidate(
     seconds = time.monotonic() - start
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, command, seconds)
-
-    result = {"ok": returncode == 0, "arch": arch_of_fast} if fast is not None else _result_line(output)
+    result = {"ok": returncode == 0, "arch": fast[1]} if fast is not None else _result_line(output)
     report = BuildReport(
         ok=False, seconds=round(seconds, 3), command=command,
         arch=result.get("arch") or run_env.get("KERNELPILOT_ARCH") or _arch_of(run_env), build_dir=str(directory),
     )
-    report.pch = pch_summary(output)
-    report.diagnostics = diag.parse_diagnostics(output, root=candidate.root)
-    report.rebuilt = [_source_name(s, candidate) for s in diag.compiled_sources(output, root=candidate.root)]
-    if candidate.kind == "single_file":
-        _map_inline_locations(report.diagnostics, candidate, directory)
+    _read_output(report, output, result, candidate, directory)
     if timed_out:
         release_lock(directory, result)
         message = f"build timed out after {timeout_s:g} s and was killed"
@@ -215,27 +201,59 @@ def build_candidate(
         report.ok = returncode == 0 and bool(result.get("ok"))
         if not report.ok and not any(d.severity == "error" for d in report.diagnostics):
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
-    if "arch_list" in result:
-        report.diagnostics.append(_arch_list_diagnostic(str(result["arch_list"]), report.arch))
-    unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
-    if unconfined:
-
-        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=unconfined_note(unconfined)))
-    if result.get("model_built") is False:
-        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
-            "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "
-            "load_inline it calls after that point compiles in the worker, counted as build time")))
-    if result.get("probe_compiled"):
-        report.diagnostics.append(Diagnostic(severity="note", tool="build", message=(
-            "compiled in the build step by building ModelNew and calling it on the meta device: "
-            + ", ".join(dict.fromkeys(str(n) for n in result["probe_compiled"])))))
-    report.kernels = _kernel_resources(output, directory, candidate)
-    report.log_tail = diag.tail(output)
+    report.diagnostics += _builder_notes(result, report.arch, unconfined)
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
         after_full_build(report, candidate, directory, run_env, spec, full_reason)
     return report
+
+
+def _build_argv(candidate: Candidate, directory: Path, problem: Path | None,
+                fast: tuple[list[str], str] | None) -> tuple[list[str], str]:
+    """The build's process and how the report names it: ninja alone when the last build's file is current, the
+    extension builder for a directory, the single-file builder script otherwise."""
+    if fast is not None:
+        argv = fast[0]
+    elif candidate.kind == "directory":
+        argv = [sys.executable, "-m", "kernelpilot.extension", "--build", str(candidate.path),
+                "--build-dir", str(directory)]
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-c", SINGLE_FILE_BUILDER, str(candidate.path)]
+        argv += [str(Path(problem).resolve())] if problem else []
+    shown = argv if candidate.kind == "directory" else [sys.executable, "<single-file builder>", str(candidate.path)]
+    return argv, shlex.join(shown)
+
+
+def _read_output(report: BuildReport, output: str, result: dict, candidate: Candidate, directory: Path) -> None:
+    """What the build's output says: diagnostics, the sources compiled, the PCH, kernels' resources, its tail."""
+    report.pch = pch_summary(output)
+    report.diagnostics = diag.parse_diagnostics(output, root=candidate.root)
+    report.rebuilt = [_source_name(s, candidate) for s in diag.compiled_sources(output, root=candidate.root)]
+    if candidate.kind == "single_file":
+        _map_inline_locations(report.diagnostics, candidate, directory)
+    report.kernels = _kernel_resources(output, directory, candidate)
+    report.log_tail = diag.tail(output)
+
+
+def _builder_notes(result: dict, arch: str, unconfined: str) -> list[Diagnostic]:
+    """Notes from the builder's result line: the candidate's own arch list, confinement, the ModelNew probe."""
+    notes = []
+    if "arch_list" in result:
+        notes.append(_arch_list_diagnostic(str(result["arch_list"]), arch))
+    unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
+    if unconfined:
+        notes.append(Diagnostic(severity="note", tool="build", message=unconfined_note(unconfined)))
+    if result.get("model_built") is False:
+        notes.append(Diagnostic(severity="note", tool="build", message=(
+            "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "
+            "load_inline it calls after that point compiles in the worker, counted as build time")))
+    if result.get("probe_compiled"):
+        notes.append(Diagnostic(severity="note", tool="build", message=(
+            "compiled in the build step by building ModelNew and calling it on the meta device: "
+            + ", ".join(dict.fromkeys(str(n) for n in result["probe_compiled"])))))
+    return notes
 
 
 ARCH_LIST_TOOL = "arch-list"  # the diagnostic the evaluator turns into the finding of that name

@@ -18,52 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import kernelpilot.evaluation.protocol as protocol
+from kernelpilot.evaluation.client.failures import (
+    WorkerDied,
+    WorkerFailure,
+    WorkerTimeout,
+    describe_exit,
+)
 
 LOG_TAIL_LINES = 80  # a native crash: its frames (native_trace.py), then the Python stack
 
 
-class WorkerFailure(Exception):
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        super().__init__(message)
-        self.log_tail = log_tail
-
-
-class WorkerTimeout(WorkerFailure):
-    """The request ran past its limit; the process group was killed.
-
-    ``phase`` and ``call`` name what the worker was doing (from its last watch frame), ``allow_s`` the
-    deadline it had for that, ``phases`` the seconds each step had taken when the worker was killed.
-    """
-
-    def __init__(self, message: str, log_tail: str = "", *, phase: str = "", call: str = "", allow_s: float = 0.0,
-                 phases: dict[str, float] | None = None) -> None:
-        super().__init__(message, log_tail)
-        self.phase, self.call, self.allow_s = phase, call, allow_s
-        self.phases = dict(phases or {})
-
-
-class WorkerDied(WorkerFailure):
-    """The worker exited (signal, abort, CUDA error) before answering; ``phase`` and ``call`` say what it
-    was doing (its last watch frame), when it said."""
-
-    phase: str = ""
-    call: str = ""
-
-
 def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
-
-
-def describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "the worker stopped answering"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"the worker was killed by {name}"
-    return f"the worker exited with status {returncode}"
 
 
 class WorkerClient:

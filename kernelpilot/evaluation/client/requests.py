@@ -20,7 +20,7 @@ class WorkerRequests(WorkerOwner):
              writable: list[Path] | None = None, token: Any = None) -> dict[str, Any] | None:
         """Send the request (retrying once on a fresh worker if the old one was unusable). ``token``: a
         cancel stops the request (supersede.py); a worker killed for not stopping is replaced, no crash."""
-        from kernelpilot.evaluation.client.process import WorkerDied, WorkerTimeout
+        from kernelpilot.evaluation.client.failures import WorkerDied, WorkerTimeout
 
         for attempt in range(2):
             client = None
