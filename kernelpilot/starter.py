@@ -358,7 +358,7 @@ def commented_template(problem: str, candidate_dir: str) -> str:
     d = ProjectConfig(root=Path("."))
     tol = "\n".join(f"# {k} = [{a:g}, {r:g}]" for k, (a, r) in d.tolerances.items())
     nerr = "\n".join(f"# {k} = {v:g}" for k, v in d.max_normalized_error.items())
-    return f"""# kernelpilot project configuration (every key is optional; see README.md, "Configuration").
+    return f"""# kernelpilot project configuration (every key is optional; see kernelpilot's docs/configuration.md).
 # Paths are relative to this file.
 
 problem = "{problem}"

@@ -5,6 +5,7 @@ Update the baselines with ``pytest tests/tui/test_tui_snapshots.py --snapshot-up
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -121,3 +122,27 @@ def test_first_screen_without_a_gpu_after_an_edit(snap_compare: Any) -> None:
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+# ---- the README's screenshot -------------------------------------------------------------------------------------
+
+README_VERDICT = Path(__file__).parents[2] / "examples" / "results" / "2026-11-30" / "softmax.json"
+
+
+def test_readme_screenshot(snap_compare: Any) -> None:
+    """README.md shows this snapshot (``__snapshots__/test_tui_snapshots/test_readme_screenshot.svg``): the
+    pairing screen at 120x40 in manual mode on the softmax example, the problem card with its baselines
+    (fixture) and one saved edit with its verdict (the reference kernel's real H200 verdict, from
+    examples/results). Fixed worktree path, fixed GPU reading, no clock: the picture is the same on every run."""
+    import json
+
+    verdict = json.loads(README_VERDICT.read_text())
+    edit = ev.CandidateEvaluated(candidate_id="e1", verdict=verdict, source="engineer", at=1_700_000_000.0)
+    app = first_screen("readme", events=[edit])
+
+    async def run_before(pilot: Any) -> None:
+        await _card_ready(pilot, app)
+        await wait_for(pilot, lambda: "e1" in table_rows(app), what="the edit's verdict")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -18,7 +18,7 @@ Layers, each used when the machine supports it (``detect()``), each named in ``d
 * **rlimits / process group** — CPU seconds, open files, processes, file size, no core files; the
   worker leads its own session, dies with its parent, and ``kill_process_group`` leaves nothing.
 
-Nothing here is a substitute for reviewing native code: see README "What kernelpilot protects against".
+Nothing here is a substitute for reviewing native code: see docs/verification.md, "What kernelpilot protects against".
 """
 
 from __future__ import annotations
