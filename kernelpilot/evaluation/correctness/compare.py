@@ -18,16 +18,33 @@ element test bit for bit; KERNELPILOT_FUSED_COMPARE=0 keeps the torch path every
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 CHUNK = 1 << 24  # elements per chunk: 16M, so each float64 temporary is 128 MiB
 
+# What a forward returns: a tensor, or tuples and lists of them (nested). A candidate's forward may return
+# anything at all (a tensor subclass, a number, None): the checks look at what came back and say what is
+# wrong with it, so a whole output is arbitrary by nature. The functions that only inspect an output take
+# ``object``; this alias marks the few that read a reference's outputs as tensors.
+Outputs = Any
 
-def dtype_name(dtype: Any) -> str:
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+    max_normalized: float
+
+
+def dtype_name(dtype: torch.dtype | str) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def flatten_outputs(out: Any) -> list[Any]:
+def flatten_outputs(out: object) -> list[Any]:
     if isinstance(out, (tuple, list)):
         flat: list[Any] = []
         for o in out:
@@ -40,11 +57,11 @@ def _chunks(n: int) -> list[tuple[int, int]]:
     return [(i, min(i + CHUNK, n)) for i in range(0, n, CHUNK)] or [(0, 0)]
 
 
-def _flat(x: Any) -> Any:
+def _flat(x: torch.Tensor) -> torch.Tensor:
     return x.detach().reshape(-1)
 
 
-def _header(out: Any, ref: Any) -> str:
+def _header(out: object, ref: torch.Tensor) -> str:
     """Why ``out`` cannot be compared with ``ref`` at all ("" when it can)."""
     import torch
 
@@ -61,7 +78,8 @@ def _header(out: Any, ref: Any) -> str:
     return ""
 
 
-def _torch_passes(out: Any, ref: Any, ref64: Any, tol: Any, floor: float, value: float) -> dict[str, Any]:
+def _torch_passes(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Tensor, tol: Tolerance, floor: float,
+                  value: float) -> dict[str, float]:
     """The two passes in chunks of torch operations (any device and dtype); ``out`` None: the constant ``value``."""
     import torch
 
@@ -117,7 +135,8 @@ _FUSED_OFF = ("0", "off", "no", "false")
 _fused_failure: list[str] = []  # why the fused kernels could not run in this process (then: the torch path)
 
 
-def _fused_compare(out: Any, ref: Any, ref64: Any, tol: Any, floor: float, value: float) -> dict[str, Any] | None:
+def _fused_compare(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Tensor, tol: Tolerance, floor: float,
+                   value: float) -> dict[str, float] | None:
     """The two passes as fused Triton kernels (compare_kernel.py) for CUDA float tensors; None: use the torch
     path (another device or dtype, KERNELPILOT_FUSED_COMPARE=0, or Triton failed here once)."""
     import os
@@ -143,8 +162,9 @@ def _fused_compare(out: Any, ref: Any, ref64: Any, tol: Any, floor: float, value
         return None
 
 
-def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
-    """Compare one output tensor (or a constant); returns the fields of a TrialResult plus ``unwritten``."""
+def compare(out: object, ref: torch.Tensor, ref64: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
+    """Compare one output tensor (or a constant; or whatever else a candidate returned, which fails with the
+    reason); returns the fields of a TrialResult plus ``unwritten``."""
     import torch
 
     res: dict[str, Any] = {"passed": False, "mismatched": 0, "total": 0, "unwritten": 0, "message": ""}
@@ -187,7 +207,7 @@ def compare(out: Any, ref: Any, ref64: Any, tol: Any) -> dict[str, Any]:
     return res
 
 
-def compare_all(outs: Any, refs: Any, refs64: Any, tol: Any) -> dict[str, Any]:
+def compare_all(outs: object, refs: Outputs, refs64: Outputs, tol: Tolerance) -> dict[str, Any]:
     """Compare (possibly nested) outputs; the worst element decides."""
     o, r, t = flatten_outputs(outs), flatten_outputs(refs), flatten_outputs(refs64)
     if len(o) != len(r):
@@ -208,7 +228,8 @@ def compare_all(outs: Any, refs: Any, refs64: Any, tol: Any) -> dict[str, Any]:
     return merged
 
 
-def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[Any] | None]:
+def trivial_outputs(refs: Outputs, previous: list[torch.Tensor | None] | None = None
+                    ) -> tuple[list[float], list[float] | None]:
     """A zero output and a constant output for each reference output, as numbers (compare takes them).
 
     The constant is the mean of the reference, except for single-element outputs (a mean loss), where
@@ -220,11 +241,11 @@ def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[An
     outs = flatten_outputs(refs)
     prev = list(previous or [])  # single-element outputs of the previous trial (None for the others)
     sources = [r if r.numel() > 1 else (prev[i] if i < len(prev) else None) for i, r in enumerate(outs)]
-    zeros: list[Any] = [0.0 for _ in outs]
+    zeros: list[float] = [0.0 for _ in outs]
     if any(src is None for src in sources):
         return zeros, None
 
-    def mean(src: Any) -> float:  # over the finite elements; accumulated on the device, one host sync
+    def mean(src: torch.Tensor) -> float:  # over the finite elements; accumulated on the device, one host sync
         flat = _flat(src)
         total = torch.zeros((), dtype=torch.float64, device=flat.device)
         count = torch.zeros((), dtype=torch.int64, device=flat.device)
@@ -239,7 +260,8 @@ def trivial_outputs(refs: Any, previous: Any = None) -> tuple[list[Any], list[An
     return zeros, [mean(src) for src in sources]
 
 
-def replay_difference(cand: Any, eager: Any, atol: float = 0.0, rtol: float = 0.0) -> tuple[float, int]:
+def replay_difference(cand: torch.Tensor, eager: torch.Tensor, atol: float = 0.0, rtol: float = 0.0
+                      ) -> tuple[float, int]:
     """(||cand - eager|| / ||eager||, the count of elements with |cand - eager| > atol + rtol*|eager|), over
     the elements where eager is finite (chunked, one host sync); the error is inf for NaN where eager has
     none. The timing phase's check of a timed output against eager on the same inputs: the count is what
@@ -264,7 +286,7 @@ def replay_difference(cand: Any, eager: Any, atol: float = 0.0, rtol: float = 0.
     return (math.sqrt(diff_sq / norm_sq) if norm_sq > 0 else math.sqrt(diff_sq)), int(outside_n)
 
 
-def normalized_difference(cand: Any, eager: Any) -> float:
+def normalized_difference(cand: torch.Tensor, eager: torch.Tensor) -> float:
     """||cand - eager|| / ||eager|| over the elements where eager is finite (chunked); inf for NaN where
     eager has none."""
     return replay_difference(cand, eager)[0]

@@ -19,11 +19,14 @@ kernels are then held in memory for the life of the worker.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import triton
 import triton.language as tl
+
+if TYPE_CHECKING:
+    from triton.runtime.jit import JITFunction
 
 BLOCK = 4096
 _FP_OPTS = {"enable_fp_fusion": False, "num_warps": 8}
@@ -99,7 +102,7 @@ def _check_kernel(o_ptr, r_ptr, t_ptr, p_ptr, fpart_ptr, ipart_ptr, n, n_blocks,
     tl.store(ipart_ptr + n_blocks + pid, tl.sum(unwritten.to(tl.int32), axis=0).to(tl.int64))
 
 
-def _launch(kernel: Any, grid: tuple[int], args: tuple[Any, ...], **meta: Any) -> None:
+def _launch(kernel: JITFunction, grid: tuple[int], args: tuple[object, ...], **meta: Any) -> None:
     """Launch; a specialisation not yet compiled in this process is compiled here, never read from the
     candidate-writable disk cache (the JIT keeps what it compiled in memory: later launches compile nothing)."""
     saved = os.environ.get("TRITON_ALWAYS_COMPILE")
@@ -113,14 +116,15 @@ def _launch(kernel: Any, grid: tuple[int], args: tuple[Any, ...], **meta: Any) -
             os.environ["TRITON_ALWAYS_COMPILE"] = saved
 
 
-def usable(out: Any, ref: Any, ref64: Any) -> bool:
+def usable(out: torch.Tensor | float, ref: torch.Tensor, ref64: torch.Tensor) -> bool:
     """Whether these tensors take the fused path: CUDA, float dtypes, at least one element."""
     tensors = [ref, ref64] + ([] if isinstance(out, (int, float)) else [out])
     return (all(type(x) is torch.Tensor and x.is_cuda and x.dtype in SUPPORTED for x in tensors)
             and ref.numel() > 0 and ref64.device == ref.device and ref64.numel() == ref.numel())
 
 
-def check(out: Any, ref: Any, ref64: Any, atol: float, rtol: float, floor: float, value: float) -> dict[str, float]:
+def check(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Tensor, atol: float, rtol: float, floor: float,
+          value: float) -> dict[str, float]:
     """compare.py's two passes over flat CUDA tensors ``out`` (or the constant ``value`` when ``out`` is
     None), ``ref`` (the problem dtype) and ``ref64`` (the truth); one host sync. Returns the slack, the
     counts, the three squared norms and the two maxima."""

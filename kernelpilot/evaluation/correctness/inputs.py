@@ -4,13 +4,23 @@ caching allocator filled with NaN blocks before a candidate runs (imports torch 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.problem import make_inputs
+
+if TYPE_CHECKING:
+    import torch
 
 SMALL_POOL_BLOCK = 1 << 20  # the caching allocator's small-pool limit (1 MiB)
 
+# A forward's arguments: get_inputs()'s items, tensors and any other Python values (sizes, flags, None)
+Inputs = list[Any]
+# an ``extra_shapes`` entry of the project config: {"name": ..., "inputs": [...]} (kernelpilot.problem.make_inputs)
+ShapeSet = dict[str, Any]
 
 
-def problem_dtype(inputs: list[Any], model: Any) -> Any:
+def problem_dtype(inputs: Inputs, model: torch.nn.Module) -> torch.dtype:
     import torch
 
     for x in inputs:
@@ -23,7 +33,7 @@ def problem_dtype(inputs: list[Any], model: Any) -> Any:
 
 
 # ---- inputs --------------------------------------------------------------------------------------
-def _redraw(x: Any, distribution: str, gen: Any, device: str) -> Any:
+def _redraw(x: torch.Tensor, distribution: str, gen: torch.Generator, device: str) -> torch.Tensor:
     import torch
 
     if distribution == "native":
@@ -45,11 +55,10 @@ def _redraw(x: Any, distribution: str, gen: Any, device: str) -> Any:
 
 
 
-def draw_inputs(module: Any, seed: int, distribution: str, device: str, shape_spec: Any = None) -> list[Any]:
+def draw_inputs(module: ModuleType, seed: int, distribution: str, device: str,
+                shape_spec: ShapeSet | None = None) -> Inputs:
     """One trial's inputs: get_inputs() (or an extra shape set) seeded with ``seed``, floats re-drawn on ``device``."""
     import torch
-
-    from kernelpilot.problem import make_inputs
 
     torch.manual_seed(seed)
     # get_inputs() runs with ``device`` as the default device: problem files draw their tensors with
@@ -58,7 +67,7 @@ def draw_inputs(module: Any, seed: int, distribution: str, device: str, shape_sp
     with torch.device(device):
         raw = list(make_inputs(module, shape_spec))  # shape_spec: an extra_shapes entry {name, inputs} or None
     gen = torch.Generator(device=device).manual_seed(seed + 1)
-    out: list[Any] = []
+    out: Inputs = []
     for x in raw:
         if isinstance(x, torch.Tensor):
             out.append(_redraw(x, distribution, gen, device) if x.is_floating_point() else x.to(device))
@@ -68,14 +77,14 @@ def draw_inputs(module: Any, seed: int, distribution: str, device: str, shape_sp
 
 
 
-def clone_inputs(inputs: list[Any]) -> list[Any]:
+def clone_inputs(inputs: Inputs) -> Inputs:
     import torch
 
     return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
 
 
 
-def inputs_equal(a: list[Any], b: list[Any]) -> bool:
+def inputs_equal(a: Inputs, b: Inputs) -> bool:
     import torch
 
     for x, y in zip(a, b):
@@ -92,11 +101,12 @@ def inputs_equal(a: list[Any], b: list[Any]) -> bool:
 
 
 
-def upcast(inputs: list[Any]) -> list[Any]:
+def upcast(inputs: Inputs) -> Inputs:
     """Float64 copies of the float inputs (new tensors, also for inputs that are float64 already)."""
     import torch
 
-    return [(x.double() if x.dtype != torch.float64 else x.clone()) if isinstance(x, torch.Tensor) and x.is_floating_point()
+    return [(x.double() if x.dtype != torch.float64 else x.clone())
+            if isinstance(x, torch.Tensor) and x.is_floating_point()
             else (x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x)) for x in inputs]
 
 

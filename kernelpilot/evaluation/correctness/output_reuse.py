@@ -18,15 +18,21 @@ returned storage that could not be filled is judged a replay, as before this pro
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal
 
-from kernelpilot.evaluation.correctness.compare import flatten_outputs
+from kernelpilot.evaluation.correctness.compare import Outputs, flatten_outputs
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelpilot.evaluation.correctness.inputs import Inputs
 
 Outcome = Literal["replay", "reuse"]
 _CHUNK = 1 << 26  # elements compared at a time (bounded temporary memory for outputs of many GB)
 
 
-def _pattern(dtype: Any) -> tuple[Any, int] | None:
+def _pattern(dtype: torch.dtype) -> tuple[torch.dtype, int] | None:
     """(the integer view dtype, the bit pattern) written into an output of ``dtype``; None: not poisoned."""
     import torch
 
@@ -39,22 +45,22 @@ def _pattern(dtype: Any) -> tuple[Any, int] | None:
     return None
 
 
-def _storage(t: Any) -> int:
+def _storage(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr()
 
 
-def _tensors(out: Any) -> list[Any]:
+def _tensors(out: object) -> list[torch.Tensor]:
     import torch
 
     return [o for o in flatten_outputs(out) if isinstance(o, torch.Tensor) and o.numel()]
 
 
-def storages(out: Any) -> set[int]:
+def storages(out: object) -> set[int]:
     """The storages (their data pointers) of the non-empty tensors in an output."""
     return {_storage(t) for t in _tensors(out)}
 
 
-def poison(out: Any, spare: list[Any]) -> set[int]:
+def poison(out: object, spare: Sequence[object]) -> set[int]:
     """Fill every tensor of ``out`` whose storage no tensor of ``spare`` shares with its pattern; returns the
     storages filled."""
     spared = storages(spare)
@@ -70,7 +76,7 @@ def poison(out: Any, spare: list[Any]) -> set[int]:
     return filled
 
 
-def _holds_pattern(o: Any) -> bool:
+def _holds_pattern(o: torch.Tensor) -> bool:
     p = _pattern(o.dtype)
     if p is None:
         return False
@@ -79,7 +85,7 @@ def _holds_pattern(o: Any) -> bool:
     return any(bool((flat[i:i + _CHUNK] == p[1]).any()) for i in range(0, flat.numel(), _CHUNK))
 
 
-def input_aliases(out: Any, inputs: list[Any]) -> frozenset[int]:
+def input_aliases(out: object, inputs: Inputs) -> frozenset[int]:
     """The positions (in ``flatten_outputs`` order) of the output tensors whose storage is an input's: the
     output is the input, a view of it, or was written into it."""
     import torch
@@ -89,7 +95,8 @@ def input_aliases(out: Any, inputs: list[Any]) -> frozenset[int]:
                      if isinstance(o, torch.Tensor) and o.numel() and _storage(o) in held)
 
 
-def probe(call: Callable[[], Any], previous: Any, inputs: list[Any], keep: list[Any]) -> tuple[Outcome, str] | None:
+def probe(call: Callable[[], Outputs], previous: object, inputs: Inputs, keep: list[torch.Tensor]
+          ) -> tuple[Outcome, str] | None:
     """Fill ``previous`` (the last output, still alive), make ``call()`` (the candidate on ``inputs``, the tensors
     that gave ``previous``) and judge what came back: None when its storage is new (or an input's), else the
     outcome and a sentence of evidence."""

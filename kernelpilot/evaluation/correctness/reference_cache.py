@@ -54,47 +54,59 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING
+
+from kernelpilot.evaluation.correctness import compare
+from kernelpilot.evaluation.correctness.compare import Outputs, Tolerance, flatten_outputs
+from kernelpilot.evaluation.correctness.inputs import Inputs, ShapeSet, clone_inputs
+from kernelpilot.evaluation.correctness.reference import Reference, bitwise_equal, run_model
+from kernelpilot.evaluation.worker import global_state
+
+if TYPE_CHECKING:
+    import torch
 
 FREE_FRACTION = 0.10  # of free device memory (plus what the cache holds)
 CPU_BYTES = 256 << 20
 ENV = "KERNELPILOT_REFERENCE_CACHE_BYTES"
 ALIGN = 16  # bytes; every packed output starts at a multiple (complex128's element size)
 
+# what fingerprint() gives: shapes, dtypes, devices (repr of the other inputs) and float64 sums
+Fingerprint = list[object]
+# a trial's inputs: (its seed, its distribution, its extra shape set or None for the default shapes)
+Trial = tuple[int, str, ShapeSet | None]
+
 
 @dataclass
 class Entry:
-    packed: Any  # one uint8 tensor on the device
-    layout: list[tuple[int, int, tuple[int, ...], Any]]  # (offset, bytes, shape, dtype) per flat output
+    packed: torch.Tensor  # one uint8 tensor on the device
+    layout: list[tuple[int, int, tuple[int, ...], torch.dtype]]  # (offset, bytes, shape, dtype) per flat output
     n_ref: int  # the first n_ref are the dtype outputs, the rest the float64 ones (none: same as dtype)
-    inputs_print: Any
+    inputs_print: Fingerprint
     nbytes: int
 
 
-def _tensors(out: Any) -> list[Any] | None:
+def _tensors(out: object) -> list[torch.Tensor] | None:
     """The flat outputs when every one is a plain tensor (what the cache can hold), else None."""
     import torch
-
-    from kernelpilot.evaluation.correctness.compare import flatten_outputs
 
     flat = flatten_outputs(out)
     return flat if flat and all(type(o) is torch.Tensor for o in flat) else None
 
 
-def _sizes(flat: list[Any]) -> int:
+def _sizes(flat: list[torch.Tensor]) -> int:
     return sum(-(-o.numel() * o.element_size() // ALIGN) * ALIGN for o in flat)
 
 
-def fingerprint(inputs: list[Any]) -> list[Any]:
+def fingerprint(inputs: Inputs) -> Fingerprint:
     """Shapes, dtypes and float64 sums that move when any value or its position changes (one sync). The
     float64 work goes in chunks (compare.CHUNK elements), so a 6 GiB input costs no 13 GiB copy."""
     import torch
 
-    from kernelpilot.evaluation.correctness.compare import CHUNK
-
-    parts: list[Any] = []
-    sums: list[Any] = []
+    chunk = compare.CHUNK  # read at each call: tests shrink it
+    parts: Fingerprint = []
+    sums: list[torch.Tensor] = []
     for x in inputs:
         if not isinstance(x, torch.Tensor):
             parts.append(repr(x))
@@ -105,7 +117,7 @@ def fingerprint(inputs: list[Any]) -> list[Any]:
         total = torch.zeros((), dtype=torch.float64, device=flat.device)
         weighted = torch.zeros((), dtype=torch.float64, device=flat.device)
         lanes = torch.zeros(64, dtype=torch.float64, device=flat.device)
-        step = CHUNK - CHUNK % 64
+        step = chunk - chunk % 64
         for a in range(0, n, step):
             rows = torch.nan_to_num(flat[a:min(a + step, n)].double()).view(-1, 64)
             row_sums = rows.sum(1)
@@ -123,12 +135,12 @@ def fingerprint(inputs: list[Any]) -> list[Any]:
     return parts
 
 
-def model_print(*models: Any) -> tuple[Any, ...]:
+def model_print(*models: torch.nn.Module | None) -> tuple[object, ...]:
     """Names, shapes, dtypes and float64 sums of the models' parameters and buffers."""
     import torch
 
-    names: list[Any] = []
-    sums: list[Any] = []
+    names: list[object] = []
+    sums: list[torch.Tensor] = []
     for m in models:
         if m is None:
             names.append(None)
@@ -147,23 +159,22 @@ class ReferenceCache:
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self.entries: OrderedDict[Any, Entry] = OrderedDict()
+        self.entries: OrderedDict[tuple[object, ...], Entry] = OrderedDict()
         self.bytes = 0
         self.disabled = ""  # why the cache is off for this problem (a verdict note)
         self.stored = self.refused = 0
         self.verdicts = 0  # verifications of this problem so far (context() is asked once per verify)
 
     # ---- keys ---------------------------------------------------------------------------------
-    def context(self, ref: Any, tol: Any) -> tuple[Any, ...]:
+    def context(self, ref: Reference, tol: Tolerance) -> tuple[object, ...]:
         """The key's part that holds for one verdict: weights, global state, dtype, device, tolerance."""
-        from kernelpilot.evaluation.worker import global_state
-
         self.verdicts += 1
         return (self.device, model_print(ref.model, ref.model64), global_state.Snapshot.take(),
                 (tol.atol, tol.rtol, tol.max_normalized))
 
     @staticmethod
-    def key(context: tuple[Any, ...], trial_seed: int, dist: str, spec: Any, has64: bool) -> Any:
+    def key(context: tuple[object, ...], trial_seed: int, dist: str, spec: ShapeSet | None,
+            has64: bool) -> tuple[object, ...]:
         return (context, trial_seed, dist, json.dumps(spec, sort_keys=True, default=repr), has64)
 
     # ---- budget -------------------------------------------------------------------------------
@@ -179,7 +190,7 @@ class ReferenceCache:
             room = CPU_BYTES
         return room if fixed is None else min(room, fixed)
 
-    def fits(self, out_ref: Any, out64: Any) -> bool:
+    def fits(self, out_ref: object, out64: object) -> bool:
         """Whether an entry for these outputs could be stored at all (checked before the second computation)."""
         ref, ref64 = _tensors(out_ref), _tensors(out64)
         if self.disabled or ref is None or ref64 is None:
@@ -191,7 +202,8 @@ class ReferenceCache:
         return True
 
     # ---- entries ------------------------------------------------------------------------------
-    def lookup(self, key: Any, inputs_print: Any) -> tuple[list[Any], list[Any]] | None:
+    def lookup(self, key: tuple[object, ...], inputs_print: Fingerprint
+               ) -> tuple[list[torch.Tensor], list[torch.Tensor]] | None:
         """The cached (dtype outputs, float64 outputs) as views of the packed buffer, or None."""
         entry = None if self.disabled else self.entries.get(key)
         if entry is None:
@@ -203,7 +215,7 @@ class ReferenceCache:
         views = [entry.packed[off:off + n].view(dtype).view(shape) for off, n, shape, dtype in entry.layout]
         return views[:entry.n_ref], (views[entry.n_ref:] or views[:entry.n_ref])
 
-    def store(self, key: Any, inputs_print: Any, out_ref: Any, out64: Any) -> bool:
+    def store(self, key: tuple[object, ...], inputs_print: Fingerprint, out_ref: object, out64: object) -> bool:
         import torch
 
         ref, ref64 = _tensors(out_ref), _tensors(out64)
@@ -244,38 +256,33 @@ class TrialReference:
     when a second computation agrees bitwise). ``before_candidate`` for reference-first trials,
     ``outputs`` after the candidate call in both orders."""
 
-    def __init__(self, cache: ReferenceCache | None, context: tuple[Any, ...] | None, ref: Any,
-                 pristine: list[Any], device: str, trial: tuple[int, str, Any],
-                 compute: Callable[[Any, list[Any], str], tuple[Any, Any]]) -> None:
+    def __init__(self, cache: ReferenceCache | None, context: tuple[object, ...] | None, ref: Reference,
+                 pristine: Inputs, device: str, trial: Trial,
+                 compute: Callable[[Reference, Inputs, str], tuple[Outputs, Outputs]]) -> None:
         self.cache, self.context, self.ref, self.pristine, self.device = cache, context, ref, pristine, device
         self.trial, self.compute = trial, compute
-        self.fresh: Any = None  # the dtype output called before the candidate (reference-first hit)
-        self.computed: tuple[Any, Any] | None = None
-        self.print: Any = None
+        self.fresh: Outputs = None  # the dtype output called before the candidate (reference-first hit)
+        self.computed: tuple[Outputs, Outputs] | None = None
+        self.print: Fingerprint | None = None
         self.cached = False
 
-    def _key(self) -> Any:
+    def _key(self) -> tuple[object, ...]:
         assert self.context is not None
         return ReferenceCache.key(self.context, *self.trial, self.ref.model64 is not None)
 
-    def _lookup(self) -> tuple[list[Any], list[Any]] | None:
+    def _lookup(self) -> tuple[list[torch.Tensor], list[torch.Tensor]] | None:
         if self.cache is None or self.context is None or self.cache.disabled or not self.cache.entries:
             return None  # nothing kept (a problem's first verdict): no fingerprint to take
         self.print = fingerprint(self.pristine)
         return self.cache.lookup(self._key(), self.print)
 
     def before_candidate(self) -> None:
-        from kernelpilot.evaluation.correctness.inputs import clone_inputs
-        from kernelpilot.evaluation.correctness.reference import run_model
-
         if self._lookup() is not None:  # the state the reference leaves, as without the cache
             self.fresh = run_model(self.ref.model, clone_inputs(self.pristine), self.device)
         else:
             self.computed = self.compute(self.ref, self.pristine, self.device)
 
-    def outputs(self) -> tuple[Any, Any]:
-        from kernelpilot.evaluation.correctness.reference import bitwise_equal
-
+    def outputs(self) -> tuple[Outputs, Outputs]:
         hit = self._lookup() if self.computed is None else None
         if hit is not None:
             out_ref, out64 = hit
@@ -295,14 +302,13 @@ class TrialReference:
         self._verify_and_store(out_ref, out64)
         return out_ref, out64
 
-    def _verify_and_store(self, out_ref: Any, out64: Any) -> None:
-        from kernelpilot.evaluation.correctness.reference import bitwise_equal
-
+    def _verify_and_store(self, out_ref: object, out64: object) -> None:
         cache = self.cache
         # a problem's first verdict stores nothing: most problems are judged once (a suite's one candidate
         # each), and the second computation that proves a reference repeatable would only cost them time;
         # from the second verdict on (an edit of the same problem) entries are proved and kept
-        if cache is None or self.context is None or cache.verdicts < cache.STORE_FROM_VERDICT or not cache.fits(out_ref, out64):
+        if cache is None or self.context is None or cache.verdicts < cache.STORE_FROM_VERDICT \
+                or not cache.fits(out_ref, out64):
             return
         has64 = self.ref.model64 is not None
         again_ref, again64 = self.compute(self.ref, self.pristine, self.device)

@@ -26,12 +26,15 @@ Defences, one per known way to pass a naive check (see the reference doc, sectio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING
 
 from kernelpilot.evaluation.correctness import output_reuse
 from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.evaluation.correctness.compare import (  # noqa: F401 - the comparison's names, as verify has always had them
+    Outputs,
+    Tolerance,
     compare,
     compare_all,
     dtype_name,
@@ -41,6 +44,8 @@ from kernelpilot.evaluation.correctness.compare import (  # noqa: F401 - the com
 )
 from kernelpilot.evaluation.correctness.inputs import (  # noqa: F401 - verify's names, as callers have used them
     SMALL_POOL_BLOCK,
+    Inputs,
+    ShapeSet,
     clone_inputs,
     draw_inputs,
     inputs_equal,
@@ -49,6 +54,7 @@ from kernelpilot.evaluation.correctness.inputs import (  # noqa: F401 - verify's
     upcast,
 )
 from kernelpilot.evaluation.correctness.reference import (  # noqa: F401 - verify's names, as callers have used them
+    Forward,
     Reference,
     bitwise_equal,
     reference_aliases,
@@ -58,18 +64,14 @@ from kernelpilot.evaluation.correctness.reference import (  # noqa: F401 - verif
 from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache, TrialReference, fingerprint
 from kernelpilot.verdict import Correctness, TrialResult
 
-
-@dataclass
-class Tolerance:
-    atol: float
-    rtol: float
-    max_normalized: float
+if TYPE_CHECKING:
+    import torch
 
 
 STASH_BYTES = 4 << 30  # inputs kept for the determinism re-run up to this size; larger ones are drawn again
 
 
-def _nbytes(inputs: list[Any]) -> int:
+def _nbytes(inputs: Inputs) -> int:
     import torch
 
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
@@ -80,12 +82,12 @@ class _Stash:
     drawn again from the trial's seed (copying gigabytes to the host and back took seconds per verdict)
     and checked against a fingerprint of the originals, so the re-run only ever sees the same values."""
 
-    def __init__(self, pristine: list[Any], redraw: Any) -> None:
+    def __init__(self, pristine: Inputs, redraw: Callable[[], Inputs]) -> None:
         self.kept = pristine if _nbytes(pristine) <= STASH_BYTES else None
         self.redraw = redraw
         self.print = None if self.kept is not None else fingerprint(pristine)
 
-    def inputs(self, device: str) -> list[Any] | None:
+    def inputs(self, device: str) -> Inputs | None:
         """A fresh copy of the inputs; None when drawing them again gives other values (a problem whose
         get_inputs draws from another random source than torch's)."""
         if self.kept is not None:
@@ -94,10 +96,10 @@ class _Stash:
         return again if fingerprint(again) == self.print else None
 
 
-def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
-           seed: int, device: str, shape_sets: list[tuple[str, Any]], poison_bytes: int,
+def verify(candidate: Forward, ref: Reference, tol: Tolerance, *, trials: int, distributions: list[str],
+           seed: int, device: str, shape_sets: list[tuple[str, ShapeSet | None]], poison_bytes: int,
            replay: list[str] | None = None, cache: ReferenceCache | None = None,
-           reused: list[str] | None = None, keep: Any = ()) -> Correctness:
+           reused: list[str] | None = None, keep: Iterable[torch.Tensor] = ()) -> Correctness:
     """Run every trial; raises whatever the candidate raises (the worker turns it into a verdict).
 
     ``replay`` collects evidence of a result cache: a call on the very same input tensors returned the
@@ -111,87 +113,23 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
     """
     corr = Correctness(atol=tol.atol, rtol=tol.rtol, max_normalized_error=tol.max_normalized)
     corr.inputs_unmodified, corr.fully_written, corr.outputs_own_storage = True, True, True
-    zero_fails = const_fails = False
-    previous_ref: list[Any] | None = None
-    first: tuple[list[Any], Any] | None = None
     context = cache.context(ref, tol) if cache is not None and not cache.disabled else None
-    first_trial: tuple[int, str, Any] = (seed * 1000, distributions[0], shape_sets[0][1] if shape_sets else None)
+    run = _Run(candidate, ref, tol, device, poison_bytes, cache, context, corr)
+    first: tuple[_Stash, object] | None = None
     for shape_name, spec in shape_sets:
         for i in range(trials):
             trial_seed = seed * 1000 + i
             dist = distributions[i % len(distributions)]
-            order = "candidate_first" if i % 2 == 0 else "reference_first"
-            inputs = draw_inputs(ref.module, trial_seed, dist, device, spec)
-            pristine = clone_inputs(inputs)
-            tref = TrialReference(cache, context, ref, pristine, device, (trial_seed, dist, spec), reference_outputs)
-            if order == "reference_first":
-                tref.before_candidate()
-            poison_allocator(poison_bytes, device)
-            with watchdog.calls("verify", f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
-                                          f"{dist} inputs, {order.replace('_', ' ')})"):
-                out = run_model(candidate, inputs, device)
-            out_ref, out64 = tref.outputs()
-            corr.references_cached += int(tref.cached)
-            res = compare_all(out, out_ref, out64, tol)
-            tr = TrialResult(seed=trial_seed, distribution=dist, order=order, shape_set=shape_name)
-            for key in ("max_abs_error", "max_rel_error", "normalized_error", "reference_normalized_error"):
-                setattr(tr, key, res.get(key))
-            tr.mismatched, tr.total, tr.passed, tr.message = res["mismatched"], res["total"], res["passed"], res["message"]
-            if not inputs_equal(inputs, pristine):
-                corr.inputs_unmodified, tr.passed = False, False
-                tr.message = "the candidate modified its inputs in place"
-            aliased = output_reuse.input_aliases(out, inputs)
-            if res.get("unwritten"):
-                corr.fully_written = False
-            if not (zero_fails and const_fails):  # once both have failed a trial, the problem discriminates
-                zeros, consts = trivial_outputs(out_ref, previous_ref)
-                if not zero_fails:
-                    zero_fails = not compare_all(zeros, out_ref, out64, tol)["passed"]
-                if consts is not None and not const_fails:
-                    const_fails = not compare_all(consts, out_ref, out64, tol)["passed"]
-            previous_ref = [o if o.numel() <= 1 else None for o in flatten_outputs(out_ref)]
-            corr.trials.append(tr)
-            out_ref = out64 = None  # freed before the alias judgement's one more reference call
-            if aliased:
-                _judge_aliases(corr, tr, aliased, ref, pristine, device)
+            out, pristine = run.trial(i, trials, shape_name, spec, trial_seed, dist)
             if first is None:
-                first = (_Stash(pristine, lambda s=trial_seed, d=dist, p=spec: draw_inputs(ref.module, s, d, device, p)),
-                         out)
-            del inputs, pristine, tref
-    rerun_inputs = first[0].inputs(device) if first is not None else None
-    if first is not None and rerun_inputs is None:
-        corr.notes.append("determinism re-run skipped: the problem's get_inputs does not give the same values again "
-                          "from torch's seed, and its inputs are too large to keep")
-    elif first is not None:
-        stash, out0 = first
-        poison_allocator(poison_bytes, device)
-        with watchdog.calls("verify", "candidate call, determinism re-run"):
-            again = run_model(candidate, rerun_inputs, device)
-        shared = _shares_storage(out0, again)  # the first output's storage came back: replayed, or written again
-        if shared:
-            corr.notes.append("determinism not judged: the re-run returned the first call's output storage")
-        else:
-            _determinism(corr, out0, again, stash, device, lambda inputs: TrialReference(
-                cache, context, ref, inputs, device, first_trial, reference_outputs).outputs(), tol, seed,
-                distributions[0])
-        del out0
-        if replay is not None:
-            # the very same input tensors once more, the last output alive and marked: a result cache keyed on
-            # the inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits
-            # here, and a buffer written again is told from one replayed (output_reuse.py)
-            poison_allocator(poison_bytes, device)
-            with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
-                found = output_reuse.probe(lambda: run_model(candidate, rerun_inputs, device), again, rerun_inputs,
-                                           list(keep))
-            if found is None and shared:  # two calls gave one storage, the third another: not seen written
-                found = ("replay", "the re-run on the same values returned the first call's output storage")
-            if found is not None:
-                outcome, evidence = found
-                (reused if outcome == "reuse" and reused is not None else replay).append(evidence)
-        del rerun_inputs, again
-    corr.discriminates = zero_fails and const_fails
+                first = (_Stash(pristine, partial(draw_inputs, ref.module, trial_seed, dist, device, spec)), out)
+            del pristine
+    if first is not None:
+        first_trial = (seed * 1000, distributions[0], shape_sets[0][1] if shape_sets else None)
+        run.rerun(*first, first_trial, seed, distributions[0], keep, replay, reused)
+    corr.discriminates = run.zero_fails and run.const_fails
     if not corr.discriminates:
-        which = "a zero output" if not zero_fails else "a constant output"
+        which = "a zero output" if not run.zero_fails else "a constant output"
         corr.notes.append(f"this problem cannot discriminate: {which} passes the check on every trial")
     if ref.note:
         corr.notes.append(ref.note)
@@ -201,8 +139,105 @@ def verify(candidate: Any, ref: Reference, tol: Tolerance, *, trials: int, distr
     return corr
 
 
-def _determinism(corr: Correctness, out0: Any, again: Any, stash: _Stash, device: str,
-                 reference: Callable[[list[Any]], tuple[Any, Any]], tol: Tolerance, seed: int, dist: str) -> None:
+class _Run:
+    """One verification: the candidate, the reference and the settings every call shares, the Correctness
+    it fills, and whether a zero and a constant output have failed a trial yet (the problem discriminates)."""
+
+    def __init__(self, candidate: Forward, ref: Reference, tol: Tolerance, device: str, poison_bytes: int,
+                 cache: ReferenceCache | None, context: tuple[object, ...] | None, corr: Correctness) -> None:
+        self.candidate, self.ref, self.tol, self.device = candidate, ref, tol, device
+        self.poison_bytes, self.cache, self.context, self.corr = poison_bytes, cache, context, corr
+        self.zero_fails = self.const_fails = False
+        self.previous_ref: list[torch.Tensor | None] | None = None
+
+    def reference(self, inputs: Inputs, trial: tuple[int, str, ShapeSet | None]) -> TrialReference:
+        return TrialReference(self.cache, self.context, self.ref, inputs, self.device, trial, reference_outputs)
+
+    def call(self, inputs: Inputs, what: str) -> Outputs:
+        """The candidate on ``inputs``, the allocator poisoned first, under the watchdog's allowance."""
+        poison_allocator(self.poison_bytes, self.device)
+        with watchdog.calls("verify", what):
+            return run_model(self.candidate, inputs, self.device)
+
+    def trial(self, i: int, trials: int, shape_name: str, spec: ShapeSet | None, trial_seed: int,
+              dist: str) -> tuple[Outputs, Inputs]:
+        """Trial ``i``: fresh inputs, the candidate and the reference in this trial's order, the comparison, the
+        checks on its inputs and storage; the candidate's output and the pristine inputs."""
+        corr, device = self.corr, self.device
+        order = "candidate_first" if i % 2 == 0 else "reference_first"
+        inputs = draw_inputs(self.ref.module, trial_seed, dist, device, spec)
+        pristine = clone_inputs(inputs)
+        tref = self.reference(pristine, (trial_seed, dist, spec))
+        if order == "reference_first":
+            tref.before_candidate()
+        out = self.call(inputs, f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
+                                f"{dist} inputs, {order.replace('_', ' ')})")
+        out_ref, out64 = tref.outputs()
+        corr.references_cached += int(tref.cached)
+        res = compare_all(out, out_ref, out64, self.tol)
+        tr = TrialResult(seed=trial_seed, distribution=dist, order=order, shape_set=shape_name)
+        for key in ("max_abs_error", "max_rel_error", "normalized_error", "reference_normalized_error"):
+            setattr(tr, key, res.get(key))
+        tr.mismatched, tr.total, tr.passed, tr.message = res["mismatched"], res["total"], res["passed"], res["message"]
+        if not inputs_equal(inputs, pristine):
+            corr.inputs_unmodified, tr.passed = False, False
+            tr.message = "the candidate modified its inputs in place"
+        aliased = output_reuse.input_aliases(out, inputs)
+        if res.get("unwritten"):
+            corr.fully_written = False
+        self.judge_trivial(out_ref, out64)
+        corr.trials.append(tr)
+        out_ref = out64 = None  # freed before the alias judgement's one more reference call
+        if aliased:
+            _judge_aliases(corr, tr, aliased, self.ref, pristine, device)
+        del inputs, tref
+        return out, pristine
+
+    def judge_trivial(self, out_ref: Outputs, out64: Outputs) -> None:
+        """Put a zero and a constant output through this trial's check, until both have failed one."""
+        if not (self.zero_fails and self.const_fails):  # once both have failed a trial, the problem discriminates
+            zeros, consts = trivial_outputs(out_ref, self.previous_ref)
+            if not self.zero_fails:
+                self.zero_fails = not compare_all(zeros, out_ref, out64, self.tol)["passed"]
+            if consts is not None and not self.const_fails:
+                self.const_fails = not compare_all(consts, out_ref, out64, self.tol)["passed"]
+        self.previous_ref = [o if o.numel() <= 1 else None for o in flatten_outputs(out_ref)]
+
+    def rerun(self, stash: _Stash, out0: object, first_trial: tuple[int, str, ShapeSet | None], seed: int,
+              dist: str, keep: Iterable[torch.Tensor], replay: list[str] | None, reused: list[str] | None) -> None:
+        """The determinism re-run on the first trial's inputs and, with ``replay``, one more call on the very
+        same input tensors (a result cache, or an output buffer written again)."""
+        corr, device = self.corr, self.device
+        rerun_inputs = stash.inputs(device)
+        if rerun_inputs is None:
+            corr.notes.append("determinism re-run skipped: the problem's get_inputs does not give the same values "
+                              "again from torch's seed, and its inputs are too large to keep")
+            return
+        again = self.call(rerun_inputs, "candidate call, determinism re-run")
+        shared = _shares_storage(out0, again)  # the first output's storage came back: replayed, or written again
+        if shared:
+            corr.notes.append("determinism not judged: the re-run returned the first call's output storage")
+        else:
+            _determinism(corr, out0, again, stash, device,
+                         lambda inputs: self.reference(inputs, first_trial).outputs(), self.tol, seed, dist)
+        del out0
+        if replay is not None:
+            # the very same input tensors once more, the last output alive and marked: a result cache keyed on
+            # the inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits
+            # here, and a buffer written again is told from one replayed (output_reuse.py)
+            poison_allocator(self.poison_bytes, device)
+            with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
+                found = output_reuse.probe(lambda: run_model(self.candidate, rerun_inputs, device), again,
+                                           rerun_inputs, list(keep))
+            if found is None and shared:  # two calls gave one storage, the third another: not seen written
+                found = ("replay", "the re-run on the same values returned the first call's output storage")
+            if found is not None:
+                outcome, evidence = found
+                (reused if outcome == "reuse" and reused is not None else replay).append(evidence)
+
+
+def _determinism(corr: Correctness, out0: object, again: object, stash: _Stash, device: str,
+                 reference: Callable[[Inputs], tuple[Outputs, Outputs]], tol: Tolerance, seed: int, dist: str) -> None:
     """Bitwise comparison of the first trial's output with the re-run's; a difference is a note, a re-run
     outside tolerance a failed trial."""
     same = all(bitwise_equal(a, b) for a, b in zip(flatten_outputs(out0), flatten_outputs(again)))
@@ -219,7 +254,7 @@ def _determinism(corr: Correctness, out0: Any, again: Any, stash: _Stash, device
 
 
 def _judge_aliases(corr: Correctness, tr: TrialResult, aliased: frozenset[int], ref: Reference,
-                   pristine: list[Any], device: str) -> None:
+                   pristine: Inputs, device: str) -> None:
     """An output that is an input's storage, where the reference's output at that place is a new tensor: the
     candidate wrote its result into its input (values equal to the input's, as ReLU on non-negative inputs
     gives, leave the value check nothing to see) or handed the input back. Either way it is no drop-in: the
@@ -242,6 +277,6 @@ def _judge_aliases(corr: Correctness, tr: TrialResult, aliased: frozenset[int], 
     tr.message = f"{tr.message}; {said}" if tr.message else said
 
 
-def _shares_storage(first: Any, second: Any) -> bool:
+def _shares_storage(first: object, second: object) -> bool:
     """Whether two outputs share storage."""
     return bool(output_reuse.storages(first) & output_reuse.storages(second))
