@@ -6,18 +6,32 @@ baseline service measured it; then the speed of light. Split from engine.py (whi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernelpilot.evaluation.audit import threads
+from kernelpilot.evaluation.baselines.values import Baselines
+from kernelpilot.evaluation.correctness.compare import Outputs, Tolerance, flatten_outputs, replay_difference
+from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs
 from kernelpilot.evaluation.settings import EvalSettings
-from kernelpilot.verdict import Finding, Performance, tier_for
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.timing import interleaved as tm
+from kernelpilot.evaluation.timing.speed_of_light import for_problem, suspicion_flags
+from kernelpilot.evaluation.worker import memory
+from kernelpilot.verdict import Finding, Performance, Timing, tier_for
+
+if TYPE_CHECKING:
+    from kernelpilot.evaluation.correctness.reference import Forward
+    from kernelpilot.evaluation.worker.interface import TimingWorker
+    from kernelpilot.evaluation.worker.problem_state import ProblemState
 
 REPLAY_MAX_NORMALIZED = 0.05  # stale results from other inputs sit near sqrt(2)
 REPLAY_BAND = 2.0  # an element is off when |cand - eager| > REPLAY_BAND * (atol + rtol*|eager|)
 DRIFT_FLAG = 0.05  # eager beside the candidate vs the shared baseline's eager: beyond this, say the GPU changed
 
 
-def _replay_check(device: str, tol: Any = None) -> Any:
+def _replay_check(device: str, tol: Tolerance | None = None) -> Callable[[object, Outputs], str]:
     """The check of a timed call's output against eager's on the same inputs (results must not be
     cached). It fails on NaN where eager has none, or when the normalised error is over
     REPLAY_MAX_NORMALIZED *and* some element lies outside the tolerance band around eager: a stale
@@ -25,12 +39,10 @@ def _replay_check(device: str, tol: Any = None) -> Any:
     after a group norm) has a large normalised error from rounding alone, with every element in the band."""
     import torch
 
-    from kernelpilot.evaluation.correctness.compare import flatten_outputs, replay_difference
-
     atol = REPLAY_BAND * float(getattr(tol, "atol", 0.0) or 0.0)
     rtol = REPLAY_BAND * float(getattr(tol, "rtol", 0.0) or 0.0)
 
-    def check(cand: Any, eager: Any) -> str:
+    def check(cand: object, eager: Outputs) -> str:
         for c, e in zip(flatten_outputs(cand), flatten_outputs(eager)):
             if type(c) is not torch.Tensor or c.shape != e.shape:
                 return "timed output has the wrong type or shape"
@@ -45,24 +57,20 @@ def _replay_check(device: str, tol: Any = None) -> Any:
     return check
 
 
-def input_pool(state: Any, s: EvalSettings, device: str) -> tuple[list[list[Any]], Any]:
+def input_pool(state: ProblemState, s: EvalSettings, device: str) -> tuple[list[Inputs], Callable[[Inputs], None]]:
     """Input sets with distinct storage for timing, and the refill that re-draws one in place."""
     import torch
-
-    from kernelpilot.evaluation.correctness.verify import draw_inputs
-
-    from kernelpilot.evaluation.worker import memory
 
     seed = int(s.seed)
     wanted = max(int(s.input_pool), 2)
     # as many distinct input sets as fit beside the three implementations' calls (at least 2)
-    pool_n = memory.input_pool_size(getattr(state, "input_bytes", 0), getattr(state, "call_bytes", 0), wanted,
+    pool_n = memory.input_pool_size(state.input_bytes, state.call_bytes, wanted,
                                     reserve=1 << 30) if device.startswith("cuda") else wanted
     pool = [draw_inputs(state.module, seed + 7000 + j, "normal", device) for j in range(pool_n)]
     signed = [[bool((x < 0).any()) if isinstance(x, torch.Tensor) and x.is_floating_point() else True for x in p]
               for p in pool]
 
-    def refill(inputs: list[Any]) -> None:
+    def refill(inputs: Inputs) -> None:
         idx = next(i for i, p in enumerate(pool) if p is inputs)
         for x, sg in zip(inputs, signed[idx]):
             if isinstance(x, torch.Tensor) and x.is_floating_point():
@@ -73,13 +81,9 @@ def input_pool(state: Any, s: EvalSettings, device: str) -> tuple[list[list[Any]
     return pool, refill
 
 
-def timing_settings(s: EvalSettings, call_s: float = 0.0) -> Any:
+def timing_settings(s: EvalSettings, call_s: float = 0.0) -> tm.TimingSettings:
     """The timing loop's settings; ``call_s``: one eager call's seconds, which ``time_budget_s`` bounds
     the samples by (at least 4 a round, so the round medians still give a noise estimate)."""
-    import math
-
-    from kernelpilot.evaluation.timing import interleaved as tm
-
     rounds, per_round = int(s.rounds), int(s.samples_per_round)
     budget = float(s.time_budget_s or 0.0)
     if budget > 0 and call_s > 0 and rounds > 0:
@@ -89,55 +93,33 @@ def timing_settings(s: EvalSettings, call_s: float = 0.0) -> Any:
                              flush_bytes=s.flush_bytes)
 
 
-def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: EvalSettings, tol: Any,
-               shared: dict[str, Any] | None = None) -> tuple[
+def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compiled: Forward | None, s: EvalSettings,
+              tol: Tolerance, shared: dict[str, Any] | None = None) -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
     """Time the candidate beside eager (and the compiled baseline when this worker compiled it), under
     the GPU's exclusive lock. ``shared``: the problem's baselines measured once by the baseline
     service; its torch.compile time is the one the candidate is compared with, eager is re-timed here."""
-    from kernelpilot.evaluation.timing import gpu_lock
-    from kernelpilot.evaluation.audit import runtime as ra
-    from kernelpilot.evaluation.timing import interleaved as tm
-    from kernelpilot.evaluation.timing.speed_of_light import for_problem, suspicion_flags
-
     device = worker.device
     pool, refill = input_pool(state, s, device)
-    impls: dict[str, Any] = {"eager": state.reference.model}
+    impls: dict[str, Forward] = {"eager": state.reference.model}
     if compiled is not None:
         impls["compiled"] = compiled
     impls["candidate"] = model
     ts = timing_settings(s, state.reference_s)
-    threads0 = ra.ThreadSnapshot.take()
+    threads0 = threads.ThreadSnapshot.take()
     with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
         run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device, tol))
     del pool, refill
-    findings: list[Finding] = ra.thread_findings(threads0, ra.ThreadSnapshot.take(), native=False)
+    findings: list[Finding] = threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False)
     findings += worker.identities.findings("while the candidate was timed")
     if run.replay_failures:
         findings.append(Finding(rule="result-replay", evidence=run.replay_failures[0],
                                 message=f"{len(run.replay_failures)} of {run.replay_checked} re-checked timed calls "
-                                        f"returned a wrong result ({run.replay_failures[0]}); results must not be cached."))
-    cand, eager, comp = run.timings["candidate"], run.timings["eager"], run.timings.get("compiled")
+                                        f"returned a wrong result ({run.replay_failures[0]}); results must not be "
+                                        "cached."))
+    cand, eager = run.timings["candidate"], run.timings["eager"]
     flags = list(run.notes)
-    missing = ""
-    source = "interleaved"
-    known: dict[str, Any] = {}  # the problem's analysis, when the shared baselines carry it
-    if shared is not None:
-        from kernelpilot.evaluation.baselines.values import Baselines
-
-        base = Baselines.from_dict(shared)
-        known = base.problem_info
-        comp, source = base.compiled, "shared"
-        missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
-        if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
-            drift = eager.median_ms / base.eager.median_ms - 1.0
-            if abs(drift) > DRIFT_FLAG:
-                flags.append(f"eager ran {100 * drift:+.0f}% against the shared baseline measured for this problem "
-                             f"({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's state "
-                             "changed; the ratio vs torch.compile uses the compiled time measured then")
-    elif comp is None:
-        missing = state.compile_note or ("the torch.compile baseline is turned off (compile_baseline = false)"
-                                         if not s.compile_baseline else "not measured")
+    comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags)
     perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.compile_mode,
                        cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source)
     perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
@@ -153,10 +135,32 @@ def benchmark(worker: Any, state: Any, model: Any, compiled: Any, s: EvalSetting
         flags.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
         return asdict(perf), None, flags, findings
     try:
-        sol = for_problem(state.analysis(known), str(state.dtype), ceil, getattr(worker, "initial_state", None),
+        sol = for_problem(state.analysis(known), str(state.dtype), ceil, worker.initial_state,
                           candidate_ms=cand.median_ms, compiled_ms=comp.median_ms if comp else None)
         flags += suspicion_flags(sol, cand.median_ms, perf.speedup_vs_compile)
         sol_dict = asdict(sol)
     except Exception as exc:
         flags.append(f"speed of light unavailable ({type(exc).__name__}: {exc})")
     return asdict(perf), sol_dict, flags, findings
+
+
+def _compiled_baseline(timed: Timing | None, eager: Timing, shared: dict[str, Any] | None, state: ProblemState,
+                       s: EvalSettings, flags: list[str]) -> tuple[Timing | None, str, str, dict[str, Any]]:
+    """The torch.compile time the candidate is compared with: the shared baseline's when the baseline service
+    measured one (a flag when eager moved since), else the one timed beside the candidate. The time (None: why
+    not, in the third field), where it comes from, and the problem's analysis when the shared baselines carry it."""
+    if shared is None:
+        missing = "" if timed is not None else state.compile_note or (
+            "the torch.compile baseline is turned off (compile_baseline = false)"
+            if not s.compile_baseline else "not measured")
+        return timed, "interleaved", missing, {}
+    base = Baselines.from_dict(shared)
+    comp = base.compiled
+    missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
+    if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
+        drift = eager.median_ms / base.eager.median_ms - 1.0
+        if abs(drift) > DRIFT_FLAG:
+            flags.append(f"eager ran {100 * drift:+.0f}% against the shared baseline measured for this problem "
+                         f"({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's state "
+                         "changed; the ratio vs torch.compile uses the compiled time measured then")
+    return comp, "shared", missing, base.problem_info

@@ -26,11 +26,19 @@ objects captured when the worker started (``Pristine``), so a candidate that pat
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING
 
 from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.verdict import Timing
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelpilot.evaluation.correctness.compare import Outputs
+    from kernelpilot.evaluation.correctness.inputs import Inputs
+    from kernelpilot.evaluation.correctness.reference import Forward
 
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
 
@@ -40,8 +48,8 @@ class Pristine:
     """Timer and sync functions captured before any candidate code ran."""
 
     perf_counter: Callable[[], float]
-    event_cls: Any
-    record: Callable[..., Any]
+    event_cls: type[torch.cuda.Event]
+    record: Callable[..., object]
     elapsed: Callable[..., float]
     synchronize: Callable[[], None]
 
@@ -149,7 +157,7 @@ def noise_pct(timing: Timing) -> float | None:
     return 100.0 * (max(r) - min(r)) / (2.0 * timing.median_ms)
 
 
-def _graphed(fn: Callable[..., Any], static: list[Any]) -> Callable[..., Any]:
+def _graphed(fn: Forward, static: Inputs) -> Forward:
     """Capture ``fn(*static)`` in a CUDA graph; the returned callable replays it (inputs ignored)."""
     import torch
 
@@ -163,51 +171,29 @@ def _graphed(fn: Callable[..., Any], static: list[Any]) -> Callable[..., Any]:
     with torch.cuda.graph(graph), torch.no_grad():
         out = fn(*static)
 
-    def replay(*_args: Any) -> Any:
+    def replay(*_args: object) -> Outputs:
         graph.replay()
         return out
 
     return replay
 
 
-def measure(impls: dict[str, Callable[..., Any]], pool: list[list[Any]], refill: Callable[[list[Any]], None],
+def measure(impls: dict[str, Forward], pool: list[Inputs], refill: Callable[[Inputs], None],
             settings: TimingSettings, pristine: Pristine, device: str,
-            check: Callable[[Any, Any], str] | None = None, checked: tuple[str, str] = ("candidate", "eager")) -> TimingRun:
+            check: Callable[[object, Outputs], str] | None = None,
+            checked: tuple[str, str] = ("candidate", "eager")) -> TimingRun:
     """Time every implementation interleaved. ``check(candidate_out, eager_out)`` returns "" when they agree."""
-    import torch
-
     run = TimingRun()
     names = list(impls)
-    calls = dict(impls)
-    warm_calls = (max(settings.warmup, 1) + 4 + (6 if settings.cuda_graphs else 0)) * len(names)
-    with watchdog.calls("timing", "warm-up, CUDA-graph capture and spin calibration", n=warm_calls):
-        if settings.cuda_graphs:
-            static = pool[0]
-            for name in names:
-                try:
-                    calls[name] = _graphed(impls[name], static)
-                except Exception as exc:  # capture refused (host sync, allocation): time it eagerly
-                    run.notes.append(f"CUDA graph capture failed for {name} ({type(exc).__name__}); timed without graphs")
-            pool = [static]
-        flush = torch.empty(flush_buffer_bytes(device, settings.flush_bytes) // 4, dtype=torch.int32, device=device)
-        with torch.no_grad():
-            for i in range(max(settings.warmup, 1)):
-                for name in names:
-                    calls[name](*pool[i % len(pool)])
-        pristine.synchronize()
-        spin = _spin_for(calls, pool[0], pristine, device) if settings.hide_launch else None
+    calls, pool, flush, spin = _prepare(impls, pool, settings, pristine, device, run.notes)
     if settings.hide_launch and spin is None and device.startswith("cuda"):
         run.notes.append("torch.cuda._sleep is unavailable: timings include the host's launch overhead")
     total = settings.rounds * settings.samples_per_round
     check_every = max(total // max(settings.replay_checks, 1), 1) if check else 0
-    event_ms: dict[str, list[float]] = {n: [] for n in names}
-    launch_ms: dict[str, list[float]] = {n: [] for n in names}
-    host_ms: dict[str, list[float]] = {n: [] for n in names}
-    rounds: dict[str, list[list[float]]] = {n: [] for n in names}
+    samples = _Samples(names)
     sample = 0
     for r in range(settings.rounds):
-        for n in names:
-            rounds[n].append([])
+        samples.new_round()
         with watchdog.calls("timing", f"timed calls, round {r + 1} of {settings.rounds}",
                             n=settings.samples_per_round * len(names)):
             for _s in range(settings.samples_per_round):
@@ -216,32 +202,13 @@ def measure(impls: dict[str, Callable[..., Any]], pool: list[list[Any]], refill:
                 order = names[sample % len(names):] + names[: sample % len(names)]
                 keep = check is not None and sample % check_every == 0
                 device_timed = spin is not None and (sample % 2 == 0 or keep)
-                outs: dict[str, Any] = {}
+                outs: dict[str, object] = {}
                 for name in order:
-                    flush.zero_()
-                    start, end = pristine.event_cls(enable_timing=True), pristine.event_cls(enable_timing=True)
-                    pristine.synchronize()
+                    out, ms, issue_ms, host_ms = _timed_call(calls[name], inputs, flush, pristine,
+                                                             spin if device_timed else None)
                     if device_timed and spin is not None:
-                        spin.queue()
-                    h0 = pristine.perf_counter()
-                    pristine.record(start)
-                    with torch.no_grad():
-                        out = calls[name](*inputs)
-                    issued = pristine.perf_counter()
-                    pristine.record(end)
-                    pristine.synchronize()
-                    h1 = pristine.perf_counter()
-                    ms = float(pristine.elapsed(start, end))
-                    if device_timed and spin is not None:
-                        spin.saw(name, (issued - h0) * 1000.0)
-                        event_ms[name].append(ms)
-                        rounds[name][-1].append(ms)
-                    else:
-                        launch_ms[name].append(ms)
-                        host_ms[name].append((h1 - h0) * 1000.0)
-                        if spin is None:
-                            event_ms[name].append(ms)
-                            rounds[name][-1].append(ms)
+                        spin.saw(name, issue_ms)
+                    samples.add(name, ms, host_ms, device_timed, spin is not None)
                     if keep and name in checked:
                         outs[name] = _snapshot(out)
                     del out
@@ -253,18 +220,104 @@ def measure(impls: dict[str, Callable[..., Any]], pool: list[list[Any]], refill:
                 sample += 1
     del flush
     for name in names:
-        run.timings[name] = summarise(event_ms[name], host_ms[name], rounds[name], launch_ms[name])
-    if spin is not None:  # an odd slow issue (the spin then grows) is not worth a flag; a pattern is
-        for name, count in spin.short.items():
-            if count < max(3, len(event_ms[name]) // 10):
-                continue
-            run.notes.append(f"{name}: {count} of {len(event_ms[name])} device-timed calls took longer to issue on the "
-                             f"host than the GPU spin before them (a host sync inside forward, or slow Python); "
-                             "those times include launch overhead")
+        run.timings[name] = summarise(samples.event_ms[name], samples.host_ms[name], samples.rounds[name],
+                                      samples.launch_ms[name])
+    if spin is not None:
+        run.notes += _spin_notes(spin, samples.event_ms)
     return run
 
 
-def _spin_for(calls: dict[str, Callable[..., Any]], inputs: list[Any], pristine: Pristine, device: str) -> Spin | None:
+def _prepare(impls: dict[str, Forward], pool: list[Inputs], settings: TimingSettings, pristine: Pristine,
+             device: str, notes: list[str]) -> tuple[dict[str, Forward], list[Inputs], torch.Tensor, Spin | None]:
+    """Before the timed calls, under the watchdog's allowance for them: each implementation captured in a CUDA
+    graph (with ``cuda_graphs``; then its one static input set is the pool), the L2-flush buffer, the warm-up
+    calls and the spin's calibration. The calls to time, the pool, the flush buffer and the spin."""
+    import torch
+
+    names = list(impls)
+    calls = dict(impls)
+    warm_calls = (max(settings.warmup, 1) + 4 + (6 if settings.cuda_graphs else 0)) * len(names)
+    with watchdog.calls("timing", "warm-up, CUDA-graph capture and spin calibration", n=warm_calls):
+        if settings.cuda_graphs:
+            static = pool[0]
+            for name in names:
+                try:
+                    calls[name] = _graphed(impls[name], static)
+                except Exception as exc:  # capture refused (host sync, allocation): time it eagerly
+                    notes.append(f"CUDA graph capture failed for {name} ({type(exc).__name__}); timed without graphs")
+            pool = [static]
+        flush = torch.empty(flush_buffer_bytes(device, settings.flush_bytes) // 4, dtype=torch.int32, device=device)
+        with torch.no_grad():
+            for i in range(max(settings.warmup, 1)):
+                for name in names:
+                    calls[name](*pool[i % len(pool)])
+        pristine.synchronize()
+        spin = _spin_for(calls, pool[0], pristine, device) if settings.hide_launch else None
+    return calls, pool, flush, spin
+
+
+def _timed_call(fn: Forward, inputs: Inputs, flush: torch.Tensor, pristine: Pristine,
+                spin: Spin | None) -> tuple[Outputs, float, float, float]:
+    """One timed call: L2 flushed, the device synchronised, ``spin`` queued first when given (a device-timed
+    sample), the call between two events. Its output, the events' ms, and the host's ms to issue the call and
+    to see it finished."""
+    import torch
+
+    flush.zero_()
+    start, end = pristine.event_cls(enable_timing=True), pristine.event_cls(enable_timing=True)
+    pristine.synchronize()
+    if spin is not None:
+        spin.queue()
+    h0 = pristine.perf_counter()
+    pristine.record(start)
+    with torch.no_grad():
+        out = fn(*inputs)
+    issued = pristine.perf_counter()
+    pristine.record(end)
+    pristine.synchronize()
+    h1 = pristine.perf_counter()
+    return out, float(pristine.elapsed(start, end)), (issued - h0) * 1000.0, (h1 - h0) * 1000.0
+
+
+class _Samples:
+    """Each implementation's timed calls: device times (behind the spin; every call when there is no spin),
+    launch-inclusive event and host times, and the device times of each round."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.event_ms: dict[str, list[float]] = {n: [] for n in names}
+        self.launch_ms: dict[str, list[float]] = {n: [] for n in names}
+        self.host_ms: dict[str, list[float]] = {n: [] for n in names}
+        self.rounds: dict[str, list[list[float]]] = {n: [] for n in names}
+
+    def new_round(self) -> None:
+        for r in self.rounds.values():
+            r.append([])
+
+    def add(self, name: str, ms: float, host_ms: float, device_timed: bool, spin: bool) -> None:
+        if device_timed:
+            self.event_ms[name].append(ms)
+            self.rounds[name][-1].append(ms)
+            return
+        self.launch_ms[name].append(ms)
+        self.host_ms[name].append(host_ms)
+        if not spin:  # no spin at all: launch-inclusive times are the only device times there are
+            self.event_ms[name].append(ms)
+            self.rounds[name][-1].append(ms)
+
+
+def _spin_notes(spin: Spin, event_ms: dict[str, list[float]]) -> list[str]:
+    """An odd slow issue (the spin then grows) is not worth a flag; a pattern is."""
+    notes = []
+    for name, count in spin.short.items():
+        if count < max(3, len(event_ms[name]) // 10):
+            continue
+        notes.append(f"{name}: {count} of {len(event_ms[name])} device-timed calls took longer to issue on the "
+                     f"host than the GPU spin before them (a host sync inside forward, or slow Python); "
+                     "those times include launch overhead")
+    return notes
+
+
+def _spin_for(calls: dict[str, Forward], inputs: Inputs, pristine: Pristine, device: str) -> Spin | None:
     """Calibrate the spin from the slowest host issue time (no sync inside the call) of any implementation."""
     import torch
 
@@ -282,7 +335,7 @@ def _spin_for(calls: dict[str, Callable[..., Any]], inputs: list[Any], pristine:
     return Spin.calibrate(pristine, issue)
 
 
-def times_behind_spin(fn: Callable[[], Any], reps: int, flush: Any = None) -> list[float]:
+def times_behind_spin(fn: Callable[[], object], reps: int, flush: torch.Tensor | None = None) -> list[float]:
     """Sorted CUDA-event times (ms) of ``reps`` calls of a warmed-up ``fn``, each queued behind a GPU spin.
 
     For measurements outside the worker (the ceilings, ``examples/bench_sweep.py``): per call, the
@@ -307,7 +360,7 @@ def times_behind_spin(fn: Callable[[], Any], reps: int, flush: Any = None) -> li
     return sorted(times)
 
 
-def _snapshot(out: Any) -> Any:
+def _snapshot(out: object) -> object:
     import torch
 
     if isinstance(out, torch.Tensor):

@@ -11,9 +11,13 @@ Flags (shown in the verdict, never hidden, never a rejection on their own):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.verdict import SpeedOfLight
+
+if TYPE_CHECKING:
+    from kernelpilot.evaluation.timing.ceilings import Ceilings
+    from kernelpilot.evaluation.worker.global_state import Snapshot
 
 ROOFLINE_MARGIN = 0.05
 SUSPICIOUS_SPEEDUP_VS_COMPILE = 10.0
@@ -53,7 +57,7 @@ def speed_of_light(*, bytes_moved: int | None, flops: int | None, copy_tbps: flo
     return sol
 
 
-def for_problem(info: dict[str, Any], dtype: str, ceil: Any, state: Any, *, candidate_ms: float | None,
+def for_problem(info: dict[str, Any], dtype: str, ceil: Ceilings, state: Snapshot | None, *, candidate_ms: float | None,
                 compiled_ms: float | None) -> SpeedOfLight:
     """The speed of light of a problem (``info``: bytes_moved, flops, flops_by_op from the analysis) at the
     ceilings ``ceil``, its flops at the rates torch's switches in ``state`` (the problem's default global
