@@ -32,12 +32,22 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.rules import KernelBenchHarness
 
+if TYPE_CHECKING:
+    import torch
 
-def _precision(name: str) -> Any:
+    from kernelpilot.evaluation.correctness.inputs import Inputs
+    from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
+
+
+def _precision(name: str) -> torch.dtype:
     import torch
 
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[name]
@@ -51,7 +61,7 @@ def _set_seed(seed: int) -> None:
         torch.cuda.manual_seed(seed)
 
 
-def _process(x: Any, device: str, dtype: Any, harness: KernelBenchHarness) -> Any:
+def _process(x: object, device: str, dtype: torch.dtype, harness: KernelBenchHarness) -> object:
     import torch
 
     if not isinstance(x, torch.Tensor):
@@ -72,7 +82,8 @@ def _sig3(value: float) -> float:
     return float(f"{value:.3g}")
 
 
-def _cuda_event_times(fn: Any, args: list[Any], harness: KernelBenchHarness, device: str, trials: int) -> list[float]:
+def _cuda_event_times(fn: Callable[..., object], args: Inputs, harness: KernelBenchHarness, device: str,
+                      trials: int) -> list[float]:
     import torch
 
     for _ in range(harness.warmup):
@@ -98,33 +109,82 @@ def _cuda_event_times(fn: Any, args: list[Any], harness: KernelBenchHarness, dev
     return times
 
 
-def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, precision: str, device: str,
-          measure: bool, state_note: str = "", inputs_cache: Any = None) -> dict[str, Any]:
+def score(problem_module: ModuleType, new_class: type[torch.nn.Module], harness: KernelBenchHarness, precision: str,
+          device: str, measure: bool, state_note: str = "", inputs_cache: KernelBenchInputs | None = None
+          ) -> dict[str, Any]:
     """KernelBench's verdict on ``new_class`` (the candidate's ModelNew) as a KernelBenchScore dict.
     ``inputs_cache`` (kb_inputs.KernelBenchInputs of this problem) serves the input sets drawn for an
     earlier candidate: the same values and generator states as drawing them again."""
     import torch
 
     dtype = _precision(precision)
-
-    def inputs_for(seed: int) -> list[Any]:
-        def draw() -> list[Any]:  # harness work: the watched block's deadline pauses while it draws
-            from kernelpilot.evaluation.worker import watchdog
-
-            with watchdog.harness_work(f"KernelBench's get_inputs() for seed {seed}"):
-                return [_process(x, device, dtype, harness) for x in problem_module.get_inputs()]
-
-        if inputs_cache is None:
-            _set_seed(seed)
-            return draw()
-        return inputs_cache.get(seed, dtype, harness.cast_inputs, draw, _set_seed)
-
+    inputs = _InputSets(problem_module, harness, dtype, device, inputs_cache)
     tol = harness.tolerance(precision)
     out: dict[str, Any] = {"preset": harness.version, "commit": harness.commit, "precision": precision,
                            "tolerance": tol, "status": "incorrect", "compiled": True, "correctness": False,
                            "trials": "", "max_difference": [], "avg_difference": [], "runtime_ms": None,
                            "ref_runtime_ms": None, "speedup": None, "excessive_speedup": False, "error": "",
                            "notes": [state_note] if state_note else []}
+    models = _models(problem_module, new_class, harness, dtype, device, out)
+    if models is None:
+        return out
+    reference, candidate = models
+    torch.manual_seed(harness.seed)
+    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(harness.trials)]
+    if inputs_cache is not None:  # every set this candidate may need, drawn side by side (kb_inputs.prefetch)
+        inputs.prefetch(seeds + ([harness.seed] if measure else []), out["notes"])
+    if not _trials(reference, candidate, seeds, inputs, tol, device, out):
+        return out
+    if not (measure and out["correctness"]):
+        return out
+    _sync(device)
+    timed_inputs = inputs.get(harness.seed)
+    new_times = _cuda_event_times(candidate, timed_inputs, harness, device, harness.perf_trials)
+    ref_times = _cuda_event_times(reference, timed_inputs, harness, device, harness.perf_trials)
+    runtime, ref_runtime = _sig3(sum(new_times) / len(new_times)), _sig3(sum(ref_times) / len(ref_times))
+    speedup = ref_runtime / runtime if runtime > 0 else math.inf
+    out.update(runtime_ms=runtime, ref_runtime_ms=ref_runtime, speedup=speedup,
+               excessive_speedup=speedup > harness.excessive_speedup)
+    return out
+
+
+class _InputSets:
+    """KernelBench's input sets by seed: ``set_seed(seed)``, ``get_inputs()``, each item processed as the harness
+    does (under the watchdog's harness allowance); from ``cache`` when it keeps them."""
+
+    def __init__(self, problem_module: ModuleType, harness: KernelBenchHarness, dtype: torch.dtype, device: str,
+                 cache: KernelBenchInputs | None) -> None:
+        self.module, self.harness, self.dtype, self.cache = problem_module, harness, dtype, cache
+        self.process: Callable[[object], object] = partial(_process, device=device, dtype=dtype, harness=harness)
+
+    def get(self, seed: int) -> Inputs:
+        def draw() -> Inputs:  # harness work: the watched block's deadline pauses while it draws
+            with watchdog.harness_work(f"KernelBench's get_inputs() for seed {seed}"):
+                return [self.process(x) for x in self.module.get_inputs()]
+
+        if self.cache is None:
+            _set_seed(seed)
+            return draw()
+        return self.cache.get(seed, self.dtype, self.harness.cast_inputs, draw, _set_seed)
+
+    def prefetch(self, seeds: list[int], notes: list[str]) -> None:
+        """Draw these seeds' sets side by side before the first trial (kb_inputs.prefetch); a note when any was."""
+        assert self.cache is not None
+        began = time.monotonic()
+        with watchdog.harness_work("KernelBench's get_inputs() for its trials, side by side"):
+            side = self.cache.prefetch(seeds, self.dtype, self.harness.cast_inputs, self.module.get_inputs,
+                                       self.process, _set_seed)
+        if side:
+            notes.append(f"{side} of its input sets drawn side by side in forked children "
+                         f"({time.monotonic() - began:.1f} s; the same values as drawn one after the other)")
+
+
+def _models(problem_module: ModuleType, new_class: type[torch.nn.Module], harness: KernelBenchHarness,
+            dtype: torch.dtype, device: str, out: dict[str, Any]) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """Steps 1 and 2: the init inputs, ``Model`` and ``ModelNew`` each built after ``set_seed``, both moved (and
+    cast); None, with ``out`` a runtime error, when building or moving ``ModelNew`` raised a RuntimeError."""
+    import torch
+
     _set_seed(harness.seed)
     init = [_process(x, device, dtype, harness) for x in problem_module.get_init_inputs()]
     with torch.no_grad():
@@ -135,60 +195,48 @@ def score(problem_module: Any, new_class: Any, harness: KernelBenchHarness, prec
             _set_seed(harness.seed)
             candidate = new_class(*init)
             if harness.cast_inputs:
-                reference, candidate = reference.to(device=device, dtype=dtype), candidate.to(device=device, dtype=dtype)
+                reference = reference.to(device=device, dtype=dtype)
+                candidate = candidate.to(device=device, dtype=dtype)
             else:
                 reference, candidate = reference.to(device=device), candidate.to(device=device)
             _sync(device)
     except RuntimeError as exc:
         out.update(status="runtime_error", correctness=False, error=f"ModelNew(...) failed: {str(exc)[:400]}")
-        return out
-    torch.manual_seed(harness.seed)
-    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(harness.trials)]
-    if inputs_cache is not None:  # every set this candidate may need, drawn side by side (kb_inputs.prefetch)
-        from kernelpilot.evaluation.worker import watchdog
+        return None
+    return reference, candidate
 
-        began = time.monotonic()
-        with watchdog.harness_work("KernelBench's get_inputs() for its trials, side by side"):
-            side = inputs_cache.prefetch(seeds + ([harness.seed] if measure else []), dtype, harness.cast_inputs,
-                                         problem_module.get_inputs, lambda x: _process(x, device, dtype, harness),
-                                         _set_seed)
-        if side:
-            out["notes"].append(f"{side} of its input sets drawn side by side in forked children "
-                                f"({time.monotonic() - began:.1f} s; the same values as drawn one after the other)")
+
+def _trials(reference: torch.nn.Module, candidate: torch.nn.Module, seeds: list[int], inputs: _InputSets, tol: float,
+            device: str, out: dict[str, Any]) -> bool:
+    """Step 3, the correctness trials, into ``out``; False when one stopped them (a runtime error, a shape
+    mismatch)."""
+    import torch
+
     passed = 0
     with torch.no_grad():
         for seed in seeds:
-            inputs = inputs_for(seed)
+            trial_inputs = inputs.get(seed)
             _set_seed(seed)
-            ref_out = reference(*inputs)
+            ref_out = reference(*trial_inputs)
             _sync(device)
             try:
-                new_out = candidate(*inputs)
+                new_out = candidate(*trial_inputs)
                 _sync(device)
             except Exception as exc:  # noqa: BLE001 - KernelBench records it as a runtime error
                 out.update(status="runtime_error", error=f"{type(exc).__name__}: {str(exc)[:400]}")
-                return out
+                return False
             if ref_out.shape != new_out.shape:
-                out.update(status="incorrect", error=f"Output shape mismatch: Expected {ref_out.shape}, got {new_out.shape}")
-                return out
+                out.update(status="incorrect",
+                           error=f"Output shape mismatch: Expected {ref_out.shape}, got {new_out.shape}")
+                return False
             if torch.allclose(ref_out, new_out, atol=tol, rtol=tol):
                 passed += 1
             else:
                 diff = (ref_out - new_out).abs()
                 out["max_difference"].append(f"{float(diff.max()):.6f}")
                 out["avg_difference"].append(f"{float(diff.float().mean()):.6f}")
-            del ref_out, new_out, inputs
+            del ref_out, new_out, trial_inputs
     out["trials"] = f"({passed} / {len(seeds)})"
     out["correctness"] = passed == len(seeds)
     out["status"] = "correct" if out["correctness"] else "incorrect"
-    if not (measure and out["correctness"]):
-        return out
-    _sync(device)
-    inputs = inputs_for(harness.seed)
-    new_times = _cuda_event_times(candidate, inputs, harness, device, harness.perf_trials)
-    ref_times = _cuda_event_times(reference, inputs, harness, device, harness.perf_trials)
-    runtime, ref_runtime = _sig3(sum(new_times) / len(new_times)), _sig3(sum(ref_times) / len(ref_times))
-    speedup = ref_runtime / runtime if runtime > 0 else math.inf
-    out.update(runtime_ms=runtime, ref_runtime_ms=ref_runtime, speedup=speedup,
-               excessive_speedup=speedup > harness.excessive_speedup)
-    return out
+    return True

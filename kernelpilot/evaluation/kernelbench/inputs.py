@@ -41,7 +41,16 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from kernelpilot.evaluation.kernelbench import draws as kb_draws
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelpilot.evaluation.correctness.inputs import Inputs
 
 DEVICE_FRACTION = 0.15
 HOST_FRACTION = 0.4  # of the available host memory, divided among the host's GPUs (_host_share)
@@ -87,7 +96,7 @@ def _host_share() -> float:
     return HOST_FRACTION / _gpus_on_host()
 
 
-def _scalar_globals(module: Any) -> tuple:
+def _scalar_globals(module: ModuleType) -> tuple[tuple[str, object], ...]:
     out = []
     for name, value in sorted(vars(module).items()):
         if name.startswith("__"):
@@ -97,7 +106,7 @@ def _scalar_globals(module: Any) -> tuple:
     return tuple(out)
 
 
-def _fresh(raw: Any, processed: Any) -> Any:
+def _fresh(raw: object, processed: object) -> object:
     """``processed`` (one item of a set kept as drawn, processed for a use), never sharing the kept item's memory:
     processing that changes nothing (a CPU tensor of the harness's dtype) returns the item itself."""
     import torch
@@ -116,20 +125,21 @@ def child_timeout_s(size: int) -> float:
 class KernelBenchInputs:
     """One problem's KernelBench input sets by key (see the module docstring)."""
 
-    def __init__(self, module: Any, device: str) -> None:
+    def __init__(self, module: ModuleType, device: str) -> None:
         self.module = module
         self.device = device
-        self.sets: dict[tuple, tuple[list[Any], Any, Any]] = {}
+        # (the processed set, the CPU generator state after drawing it, the CUDA one or None)
+        self.sets: dict[tuple[object, ...], tuple[Inputs, torch.Tensor, torch.Tensor | None]] = {}
         # drawn side by side and kept on the host as drawn: (get_inputs()'s items as the child wrote them, the
         # CPU generator state after, how the harness processes an item, kept for every use or only the next)
-        self.held: dict[tuple, tuple[list[Any], Any, Callable[[Any], Any], bool]] = {}
+        self.held: dict[tuple[object, ...], tuple[Inputs, torch.Tensor, Callable[[object], object], bool]] = {}
         self.device_bytes = 0
         self.host_bytes = 0
         self.hits = 0
         self.draws = 0
         self.parallel_draws = 0
 
-    def _key(self, seed: int, precision: Any, cast: bool) -> tuple:
+    def _key(self, seed: int, precision: torch.dtype, cast: bool) -> tuple[object, ...]:
         import torch
 
         default_device = str(torch.get_default_device()) if hasattr(torch, "get_default_device") else ""
@@ -153,8 +163,8 @@ class KernelBenchInputs:
             device, host = min(device, limit), min(host, limit)
         return device, host
 
-    def get(self, seed: int, precision: Any, cast: bool, draw: Callable[[], list[Any]],
-            set_seed: Callable[[int], None]) -> list[Any]:
+    def get(self, seed: int, precision: torch.dtype, cast: bool, draw: Callable[[], Inputs],
+            set_seed: Callable[[int], None]) -> Inputs:
         """The processed input set for ``seed``: ``set_seed(seed)`` then ``draw()`` the first time, copies of
         the kept set (and the generator states drawing leaves) after that."""
         import torch
@@ -186,16 +196,14 @@ class KernelBenchInputs:
             return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         return inputs
 
-    def prefetch(self, seeds: list[int], precision: Any, cast: bool, get_inputs: Callable[[], list[Any]],
-                 process: Callable[[Any], Any], set_seed: Callable[[int], None]) -> int:
+    def prefetch(self, seeds: list[int], precision: torch.dtype, cast: bool, get_inputs: Callable[[], Inputs],
+                 process: Callable[[object], object], set_seed: Callable[[int], None]) -> int:
         """Draw the sets of these seeds that are not kept yet side by side in forked children (kb_draws.py),
         process them as ``get`` would (``process`` per item) and keep them; the number drawn so. Nothing is
         drawn this way for fewer than two missing sets, sets under PARALLEL_MIN_BYTES (they draw fast), a
         ``get_inputs`` the meta device cannot size, or a cache that is off; what is not kept here ``get``
         draws serially, as before."""
         import torch
-
-        from kernelpilot.evaluation.kernelbench import draws as kb_draws
 
         keys = {s: self._key(s, precision, cast) for s in dict.fromkeys(seeds)}
         missing = [s for s, key in keys.items() if key not in self.sets and key not in self.held]
@@ -249,7 +257,7 @@ class KernelBenchInputs:
             self.host_bytes += size_of if reusable else 0
         return count
 
-    def _cuda_state(self) -> Any:
+    def _cuda_state(self) -> torch.Tensor | None:
         """The CUDA generator's state of this device (None off CUDA), recorded with a drawn set."""
         import torch
 
@@ -258,7 +266,7 @@ class KernelBenchInputs:
         return None
 
     @staticmethod
-    def _keepable(inputs: list[Any]) -> bool:
+    def _keepable(inputs: Inputs) -> bool:
         """Dense, contiguous tensors without ``requires_grad`` and immutable scalars only."""
         import torch
 
@@ -267,11 +275,10 @@ class KernelBenchInputs:
         return not any(t.requires_grad or t.is_sparse or not t.is_contiguous()
                        for t in inputs if isinstance(t, torch.Tensor))
 
-    def _keep(self, key: tuple, inputs: list[Any], cpu_state: Any, cuda_state: Any) -> bool:
+    def _keep(self, key: tuple[object, ...], inputs: Inputs, cpu_state: torch.Tensor,
+              cuda_state: torch.Tensor | None) -> bool:
         """Keep the set if it may be kept and fits; True when the drawn tensors themselves were kept."""
         import torch
-
-        from kernelpilot.evaluation.kernelbench import draws as kb_draws
 
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         if not self._keepable(inputs):
