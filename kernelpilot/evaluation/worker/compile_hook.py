@@ -29,7 +29,12 @@ import os
 import sys
 import time
 import types
+from collections.abc import Callable
 from typing import Any
+
+from kernelpilot.evaluation.build.load_inline import failure_key, recorded_failure, stable_load_args
+from kernelpilot.evaluation.worker import watchdog
+from kernelpilot.extension import TORCH_BUILD_FAILURE
 
 _PACKAGE = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # kernelpilot/
 
@@ -49,13 +54,8 @@ def take() -> tuple[float, list[str]]:
     return seconds, names
 
 
-def _wrap(original: Any, kind: str) -> Any:
+def _wrap(original: Callable[..., Any], kind: str) -> Callable[..., Any]:
     def compile_then_load(*args: Any, **kwargs: Any) -> Any:
-        from kernelpilot.evaluation.worker import watchdog
-
-        from kernelpilot.evaluation.build.load_inline import failure_key, recorded_failure, stable_load_args
-        from kernelpilot.extension import TORCH_BUILD_FAILURE
-
         # kernelpilot's own build of a directory candidate (extension.build) is left as it is: only what the
         # candidate's code calls gets the build step's stable paths and its remembered compile failures
         candidates_call = not str(sys._getframe(1).f_globals.get("__name__", "")).startswith("kernelpilot.")
@@ -128,16 +128,12 @@ _open_compiles: list[tuple[float, Any, bool]] = []
 
 
 def _dynamo_started(*args: Any) -> None:
-    from kernelpilot.evaluation.worker import watchdog
-
     trigger = getattr(getattr(args[0], "callback_trigger", None), "name", "") if args else ""
     what = "torch.compile" + (f" ({trigger.lower()})" if trigger else "")
     _open_compiles.append((time.monotonic(), watchdog.compile_started(what), _started_by_candidate()))
 
 
 def _dynamo_ended(*args: Any) -> None:
-    from kernelpilot.evaluation.worker import watchdog
-
     if not _open_compiles:
         return
     began, paused, candidates = _open_compiles.pop()

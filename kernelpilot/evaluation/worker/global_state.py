@@ -5,8 +5,9 @@ at import. In one process those switches also change how the reference and the b
 worker takes a ``Snapshot`` before the candidate is imported (the problem's own default state) and
 another after ModelNew is built (the candidate's), lists every difference, runs the reference and the
 baselines in the default state and the candidate in its own (``Guarded``: a switch its forward flips is
-caught after that call and becomes its state), and restores the default after each candidate. A change that lowers precision (TF32, reduced-precision reductions, a lower
-float32 matmul precision, a lower default dtype) is a finding.
+caught after that call and becomes its state), and restores the default after each candidate. A change that
+lowers precision (TF32, reduced-precision reductions, a lower float32 matmul precision, a lower default dtype)
+is a finding (``state_findings``).
 
 KernelBench's harness imports ModelNew before running anything, so there the reference runs in the
 candidate's state; the KernelBench score reproduces that and says so.
@@ -17,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.rules import Rules
+from kernelpilot.verdict import Finding
+
+if TYPE_CHECKING:
+    import torch
 
 _PRECISION_ORDER = {"highest": 0, "high": 1, "medium": 2}
 
@@ -82,7 +89,8 @@ class Snapshot:
         for name in ("cudnn_allow_tf32", "matmul_allow_tf32", "matmul_fp16_reduced", "matmul_bf16_reduced"):
             if not getattr(self, name) and getattr(other, name):
                 out.append(name)
-        if _PRECISION_ORDER.get(other.float32_matmul_precision, 0) > _PRECISION_ORDER.get(self.float32_matmul_precision, 0):
+        mine, theirs = self.float32_matmul_precision, other.float32_matmul_precision
+        if _PRECISION_ORDER.get(theirs, 0) > _PRECISION_ORDER.get(mine, 0):
             out.append(f"float32_matmul_precision {other.float32_matmul_precision}")
         if self.default_dtype == "float32" and other.default_dtype in ("float16", "bfloat16"):
             out.append(f"default_dtype {other.default_dtype}")
@@ -126,3 +134,32 @@ class Guarded:
                 self.changed.append(after)
             if after != before:
                 before.apply()
+
+
+def candidate_state(default: Snapshot, model: torch.nn.Module, rules: Rules) -> tuple[Snapshot, list[Finding], Guarded]:
+    """torch's global switches as the candidate left them (import and ModelNew): the findings they give,
+    and the candidate wrapped (``global_state.Guarded``) to run in its own state while the reference and
+    baselines run in the problem's default one (restored here, after each call, and by the worker after
+    the evaluation)."""
+    mine = Snapshot.take()
+    found = state_findings(default, mine, "", rules)
+    if mine != default:
+        default.apply()
+    return mine, found, Guarded(model, mine)
+
+
+def state_findings(default: Snapshot, mine: Snapshot, when: str, rules: Rules) -> list[Finding]:
+    """A ``global-state`` warning for any switch ``mine`` sets differently from ``default``, and
+    ``precision-lowered`` for those that lower precision (refused under the default rules)."""
+    changes, lowered = default.changes(mine), default.lowers_precision(mine)
+    found: list[Finding] = []
+    if changes:
+        found.append(Finding(rule="global-state", severity="warn", evidence="; ".join(changes), message=(
+            f"the candidate changed torch's global state{when} ({'; '.join(changes)}); the reference and the "
+            "baselines ran in the problem's own state, the candidate in its own, and the state was restored after it")))
+    if lowered:
+        found.append(Finding(rule="precision-lowered", severity="warn" if rules.kernelbench else "reject",
+                             evidence=", ".join(lowered), message=(
+            f"the candidate lowered torch's precision for everything in the process{when} ({', '.join(lowered)}); "
+            "compute in lower precision inside the kernel, where the check sees it, not through global switches")))
+    return found

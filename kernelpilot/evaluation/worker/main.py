@@ -12,14 +12,18 @@ layer — the Landlock file rules or the seccomp socket filter — and fails wit
 network/PID namespaces alone are fine). The cost: Landlock binds only the calling thread and threads
 it starts later, so the few driver threads CUDA starts during initialisation are not bound by the
 file rules (the seccomp filter is synchronised to every thread). The verdict says so.
-``KERNELPILOT_SANDBOX_ORDER=before-cuda`` confines first, for machines where CUDA starts confined. The reference model, its float64 copy and the torch.compile baseline are cached per
-problem while the worker stays warm. A CUDA error, OOM, patched harness function or stray thread makes
-the worker answer with ``exit: true`` and leave; the caller starts a fresh one next time.
+``KERNELPILOT_SANDBOX_ORDER=before-cuda`` confines first, for machines where CUDA starts confined.
+
+The reference model, its float64 copy and the torch.compile baseline are cached per problem while the worker
+stays warm. A CUDA error, OOM, patched harness function or stray thread makes the worker answer with
+``exit: true`` and leave; the caller starts a fresh one next time. The engine (pipeline.py, timing/candidate.py,
+baselines/measure.py) uses the worker through the protocols of interface.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import hashlib
 import importlib.util
@@ -30,13 +34,27 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import kernelpilot.evaluation.protocol as protocol
 import kernelpilot.evaluation.supersede as supersede
-from kernelpilot.evaluation.settings import settings_of
-from kernelpilot.evaluation.worker.pipeline import CUDA_MARKERS
+import kernelpilot.problem  # noqa: F401 - imported before the integrity baseline, as everything the harness uses
+from kernelpilot.evaluation.audit.identities import Identities
+from kernelpilot.evaluation.baselines.measure import answer as baselines_answer
 from kernelpilot.evaluation.build import load_inline as inline_build
+from kernelpilot.evaluation.correctness import verify  # noqa: F401 - imported before the integrity baseline
+from kernelpilot.evaluation.correctness.inputs import draw_inputs
+from kernelpilot.evaluation.sandbox.confine import apply_from_env
+from kernelpilot.evaluation.settings import settings_of
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.timing.ceilings import Ceilings, gpu_identity
+from kernelpilot.evaluation.timing.ceilings import get as get_ceilings
+from kernelpilot.evaluation.timing.interleaved import Pristine
+from kernelpilot.evaluation.worker import compile_hook, global_state, memory, watchdog
+from kernelpilot.evaluation.worker import crash_frames as native_trace
+from kernelpilot.evaluation.worker.cuda_errors import CUDA_MARKERS
+from kernelpilot.evaluation.worker.pipeline import run_candidate
 from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the worker's names, as before the split
     CandidateError,
     ProblemCache,
@@ -47,6 +65,9 @@ from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the wo
     gpu_shared_backend,
 )
 
+if TYPE_CHECKING:
+    import torch
+
 # a candidate's own compile that failed: built on import without the build step (extension.py), or a
 # load_inline the worker ran (compile_hook.py); the verdict is build_error and the worker is kept
 _BUILD_ERRORS = ("ExtensionBuildError", "InlineBuildError")
@@ -56,8 +77,6 @@ def _sandbox() -> list[str]:
     """Apply the confinement the caller described in $KERNELPILOT_SANDBOX (Landlock, seccomp) to itself."""
     if not os.environ.get("KERNELPILOT_SANDBOX"):
         return []
-    from kernelpilot.evaluation.sandbox.confine import apply_from_env
-
     return [f"worker applied: {', '.join(apply_from_env()) or 'nothing'}"]  # raises when it cannot: no candidate runs
 
 
@@ -77,28 +96,18 @@ class Worker(ProblemCache):
         import torch.utils._python_dispatch  # noqa: F401
         import torch.utils.flop_counter  # noqa: F401
 
-        import kernelpilot.problem  # noqa: F401
-        from kernelpilot.evaluation.worker import pipeline as engine  # noqa: F401 - captured below
-        from kernelpilot.evaluation.audit import runtime as runtime_audit  # noqa: F401 - captured below
-        from kernelpilot.evaluation.timing import interleaved as timing  # noqa: F401 - captured below
-        from kernelpilot.evaluation.correctness import verify  # noqa: F401 - captured below
+        # the harness's own modules are imported at the top of this one, before any of this
         inline_build.install_import_once()  # before the integrity baseline: the harness's own, not a patch
-        from kernelpilot.evaluation.worker import compile_hook
-
         compile_hook.install()  # a load_inline in __init__ or forward: build time, its call's deadline paused
         compile_hook.install_dynamo()  # a torch.compile in the candidate: the same
 
-        from kernelpilot.evaluation.worker import global_state
-
         self.initial_state = global_state.Snapshot.take()  # torch's switches before any candidate
-        self.identities = runtime_audit.Identities()
-        self.pristine = timing.Pristine.capture() if device.startswith("cuda") else None
-        self.ceilings: Any = None
+        self.identities = Identities()
+        self.pristine = Pristine.capture() if device.startswith("cuda") else None
+        self.ceilings: Ceilings | None = None
         self.ceilings_note = ""
         if device.startswith("cuda"):  # measured (first time on this GPU) before any candidate code is loaded
             try:
-                from kernelpilot.evaluation.timing.ceilings import get as get_ceilings
-
                 self.ceilings = get_ceilings(device)
             except Exception as exc:
                 self.ceilings_note = f"ceilings unavailable ({type(exc).__name__}: {exc})"
@@ -116,8 +125,6 @@ class Worker(ProblemCache):
                "hostname_hash": hashlib.sha256(socket.gethostname().encode()).hexdigest()[:12],
                "confinement": self.confinement}
         if self.device.startswith("cuda"):
-            from kernelpilot.evaluation.timing.ceilings import gpu_identity
-
             major, minor = torch.cuda.get_device_capability()
             name, driver, _ = gpu_identity(torch.device(self.device).index or 0)
             env.update(gpu=name, driver=driver, sm=f"sm_{major}{minor}")
@@ -129,9 +136,6 @@ class Worker(ProblemCache):
     def prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Load the problem and, for a benchmark, compile the torch.compile baseline, ahead of the
         evaluation request (sent while the candidate builds). Failures are left for the evaluation to report."""
-        from kernelpilot.evaluation.worker import watchdog
-        from kernelpilot.evaluation.correctness.verify import draw_inputs
-
         s = settings_of(msg)
         watchdog.begin(watchdog.Allowance.from_settings(s))
         try:
@@ -146,7 +150,7 @@ class Worker(ProblemCache):
         return {"ok": True, "op": protocol.PREPARED}
 
     # ---- candidate -----------------------------------------------------------------------------
-    def import_candidate(self, model_file: str) -> Any:
+    def import_candidate(self, model_file: str) -> ModuleType:
         self.count += 1
         self._importing = self.count
         path = Path(model_file).resolve()
@@ -167,7 +171,7 @@ class Worker(ProblemCache):
         self.count_imported = self.count
         return module
 
-    def build_model(self, module: Any, state: ProblemState, seed: int) -> tuple[Any, str]:
+    def build_model(self, module: ModuleType, state: ProblemState, seed: int) -> tuple[torch.nn.Module, str]:
         """ModelNew(*init_inputs), seeded as Model was, and how its weights were made equal to Model's:
         ``by name`` when every parameter and buffer of Model has a same-named, same-shaped counterpart in
         ModelNew (copied), else ``by seed`` (KernelBench's way: both built after the same seed; a candidate
@@ -199,9 +203,6 @@ class Worker(ProblemCache):
 
     # ---- one evaluation ------------------------------------------------------------------------
     def evaluate(self, msg: dict[str, Any]) -> dict[str, Any]:
-
-        from kernelpilot.evaluation.worker.pipeline import run_candidate  # heavy steps live in engine.py
-
         tainted = self.identities.findings("by an earlier candidate")
         if tainted:
             return {"ok": False, "exit": True, "error": "worker integrity check failed; restarting"}
@@ -233,8 +234,6 @@ class Worker(ProblemCache):
             if kb is not None:
                 result["kernelbench"] = kb
             if message.startswith("CUDA out of memory"):
-                from kernelpilot.evaluation.worker import memory
-
                 result["memory"] = memory.report(str(exc))
                 result["error"] = f"{message}\n{memory.describe(result['memory'])}"
             exit_after = fatal
@@ -300,37 +299,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cancel-fd", type=int, default=-1)  # ids of superseded requests (supersede.py)
     parser.add_argument("--device", default=os.environ.get("KERNELPILOT_EVAL_DEVICE", "cuda"))
     args = parser.parse_args(argv)
-    import faulthandler
-
-    from kernelpilot.evaluation.worker import watchdog
-
     faulthandler.enable()  # a crash in native code leaves the Python stack in the log, hence in the verdict
-    from kernelpilot.evaluation.worker import crash_frames as native_trace
-
     native_trace.install()  # and the native frames before it (library + offset of each)
-    from kernelpilot.evaluation.timing import gpu_lock
-
     gpu_lock.current()  # opened before the confinement; the descriptor is kept for the worker's life
     if args.cancel_fd >= 0:
         supersede.install(supersede.CancelPipe(args.cancel_fd))
     try:
-        late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
-        confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
-        worker = Worker(args.device, confinement)
-        if late and (applied := _sandbox()):
-            worker.confinement = applied + ["confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
-        sync = worker.pristine.synchronize if worker.pristine is not None else None
-        watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(args.out_fd, frame), sync))
-        protocol.send(args.out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment(),
-                                "ready_at": time.monotonic()})  # the system-wide clock the client reads too
+        worker = _start(args.device, args.out_fd)
     except Exception as exc:
         traceback.print_exc()
         protocol.send(args.out_fd, {"op": "ready", "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         return 3
+    return _serve(worker, args.in_fd, args.out_fd)
+
+
+def _start(device: str, out_fd: int) -> Worker:
+    """The worker, confined (before or after CUDA starts) and watched, once it has announced ``ready``."""
+    late = os.environ.get("KERNELPILOT_SANDBOX_ORDER", "after-cuda") != "before-cuda"
+    confinement = [] if late else _sandbox()  # before torch exists here: see the module docstring
+    worker = Worker(device, confinement)
+    if late and (applied := _sandbox()):
+        worker.confinement = applied + [
+            "confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
+    sync = worker.pristine.synchronize if worker.pristine is not None else None
+    watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(out_fd, frame), sync))
+    protocol.send(out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment(),
+                           "ready_at": time.monotonic()})  # the system-wide clock the client reads too
+    return worker
+
+
+def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
+    """Answer requests until the caller closes the pipe or asks the worker to leave."""
     prepared_s = 0.0
     while True:
         try:
-            msg = protocol.recv(args.in_fd)
+            msg = protocol.recv(in_fd)
         except protocol.ProtocolError:
             return 0
         op = msg.get("op")
@@ -339,27 +342,16 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
             os._exit(0)  # nothing to clean up; interpreter teardown can crash in a candidate's native code
         if op == "ping":
-            protocol.send(args.out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
+            protocol.send(out_fd, {"ok": True, "pid": os.getpid(), "time": time.time()})
         elif op == "prepare":
             started = time.time()
             answer = worker.prepare(msg)
             prepared_s += time.time() - started
-            protocol.send(args.out_fd, answer)
+            protocol.send(out_fd, answer)
         elif op in ("evaluate", "baselines"):
             started = time.time()
-            if op == "evaluate":
-                pipe = supersede.current()
-                if pipe is not None:
-                    pipe.begin(msg.get("request_id"))
-                try:
-                    response = worker.evaluate(msg)
-                finally:
-                    if pipe is not None:
-                        pipe.end()
-            else:  # eager and torch.compile timed before any candidate: baselines.py
-                from kernelpilot.evaluation.baselines.measure import answer
-
-                response = answer(worker, msg)
+            # eager and torch.compile timed before any candidate: baselines/measure.py
+            response = _evaluate(worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
@@ -368,11 +360,23 @@ def main(argv: list[str] | None = None) -> int:
             prepared_s = 0.0
             sys.stdout.flush()
             sys.stderr.flush()
-            protocol.send(args.out_fd, response)
+            protocol.send(out_fd, response)
             if response.get("exit"):
                 os._exit(0)  # a poisoned CUDA context may hang a normal interpreter shutdown
         else:
-            protocol.send(args.out_fd, {"ok": False, "error": f"unknown op {op!r}"})
+            protocol.send(out_fd, {"ok": False, "error": f"unknown op {op!r}"})
+
+
+def _evaluate(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+    """One evaluation, cancelled when a newer save supersedes it (supersede.py)."""
+    pipe = supersede.current()
+    if pipe is not None:
+        pipe.begin(msg.get("request_id"))
+    try:
+        return worker.evaluate(msg)
+    finally:
+        if pipe is not None:
+            pipe.end()
 
 
 if __name__ == "__main__":

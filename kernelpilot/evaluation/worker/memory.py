@@ -13,12 +13,13 @@ Imports torch lazily; on a CPU worker every figure is None.
 from __future__ import annotations
 
 import re
+from types import ModuleType
 from typing import Any
 
 _last: dict[str, Any] = {"held": None, "phase": ""}
 
 
-def _cuda() -> Any:
+def _cuda() -> ModuleType | None:
     import torch
 
     return torch if torch.cuda.is_available() and torch.cuda.is_initialized() else None
@@ -52,11 +53,12 @@ def report(message: str) -> dict[str, Any]:
 
 
 def describe(rep: dict[str, Any]) -> str:
-    def gib(v: Any) -> str:
+    def gib(v: int | None) -> str:
         return "?" if v is None else f"{v / 2**30:.1f} GiB"
 
-    return (f"out of GPU memory in {rep.get('phase') or 'the candidate'}: the harness held {gib(rep.get('engine_held_bytes'))} "
-            f"when it called the candidate, the failing allocation asked for {gib(rep.get('requested_bytes'))}, "
+    return (f"out of GPU memory in {rep.get('phase') or 'the candidate'}: the harness held "
+            f"{gib(rep.get('engine_held_bytes'))} when it called the candidate, the failing allocation asked for "
+            f"{gib(rep.get('requested_bytes'))}, "
             f"{gib(rep.get('device_free_bytes'))} of {gib(rep.get('device_total_bytes'))} free afterwards")
 
 

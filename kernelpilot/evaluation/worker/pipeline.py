@@ -12,42 +12,45 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Iterator
 
+from kernelpilot.evaluation.audit import threads
+from kernelpilot.evaluation.audit.forward import audit_forward
+from kernelpilot.evaluation.correctness import verify as vf
+from kernelpilot.evaluation.correctness.compare import Tolerance, dtype_name
+from kernelpilot.evaluation.correctness.inputs import Inputs, ShapeSet, clone_inputs, draw_inputs
+from kernelpilot.evaluation.kernelbench import harness as kb
+from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
 from kernelpilot.evaluation.settings import EvalSettings, settings_of
+from kernelpilot.evaluation.static import self_timing
+from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.timing.candidate import benchmark, input_pool, timing_settings  # noqa: F401 - engine's names too
-from kernelpilot.rules import get_rules
-from kernelpilot.verdict import Finding
+from kernelpilot.evaluation.worker import compile_hook, watchdog
+from kernelpilot.evaluation.worker import global_state as gs
+from kernelpilot.evaluation.worker.cuda_errors import is_cuda_error
+from kernelpilot.rules import Rules, get_rules
+from kernelpilot.verdict import Correctness, Finding
 
-# how many times slower a candidate's forward may run under the audit's instruments than its slowest verified
-# call: a Python dispatch mode alone made a loop of 150k small ATen calls 7x (torch 2.11) to 11x (2.14) slower
-# on our 2-core CPU machines, and the operator recorder does more per call; the profiler costs less
-RECORDER_SLOWDOWN = 30.0
-PROFILER_SLOWDOWN = 5.0
+if TYPE_CHECKING:
+    import torch
+
+    from kernelpilot.evaluation.correctness.reference import Forward
+    from kernelpilot.evaluation.worker.interface import CandidateWorker
+    from kernelpilot.evaluation.worker.problem_state import ProblemState
+
 # the findings a PyTorch rewrite gets for being one; "no-kernel" says it, these become warnings
 PURE_COVERED = frozenset({"torch-compute-op", "no-custom-kernel", "library-kernel", "library-only"})
-# what a CUDA error (the candidate broke the GPU context) says
-CUDA_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "AcceleratorError",
-                "unspecified launch failure", "misaligned address", "illegal instruction", "CUBLAS_STATUS",
-                "cudaErrorLaunch", "an illegal memory")
 # rejected, yet what it times is what it computes: timed anyway, so the report can say how fast it is
 TIMED_ANYWAY = frozenset({"output-reuse"})
 
 
-
-def tolerance_for(settings: EvalSettings, dtype_name: str) -> Any:
-    from kernelpilot.evaluation.correctness.verify import Tolerance
-
+def tolerance_for(settings: EvalSettings, dtype_name: str) -> Tolerance:
     atol, rtol = (settings.tolerances or {}).get(dtype_name, (1e-4, 1e-4))
     max_norm = (settings.max_normalized_error or {}).get(dtype_name, 1e-5)
     return Tolerance(float(atol), float(rtol), float(max_norm))
-
-
-def _is_cuda_error(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}"
-    return "out of memory" in text.lower() or any(m in text for m in CUDA_MARKERS)
 
 
 def _rejects(findings: list[Finding]) -> bool:
@@ -57,8 +60,6 @@ def _rejects(findings: list[Finding]) -> bool:
 @contextmanager
 def _phase(phases: dict[str, float], name: str, detail: str = "") -> Iterator[None]:
     """Add the wall time of the block to ``phases[name]`` (shown in the verdict: where did the time go)."""
-    from kernelpilot.evaluation.worker import watchdog
-
     t0 = time.monotonic()
     watchdog.step(name)
     what = f" ({detail})" if detail else ""
@@ -80,11 +81,48 @@ def _forget_candidate_modules(before: set[str], msg: dict[str, Any]) -> None:
             sys.modules.pop(name, None)
 
 
-def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    from kernelpilot.evaluation.audit import runtime as ra
-    from kernelpilot.evaluation.correctness import verify as vf
-    from kernelpilot.evaluation.worker import watchdog
+@dataclass
+class _Job:
+    """One evaluation request inside the worker: what every step of the pipeline reads."""
 
+    worker: CandidateWorker
+    msg: dict[str, Any]
+    s: EvalSettings
+    state: ProblemState
+    tol: Tolerance
+    phases: dict[str, float]
+
+    @property
+    def device(self) -> str:
+        return self.worker.device
+
+    @property
+    def cuda(self) -> bool:
+        return self.worker.device.startswith("cuda")
+
+    @property
+    def seed(self) -> int:
+        return int(self.s.seed)
+
+    @property
+    def timed(self) -> bool:
+        """A benchmark on a GPU: the candidate is timed (when it is ok)."""
+        return self.msg.get("mode", "benchmark") == "benchmark" and self.cuda
+
+
+@dataclass
+class _Candidate:
+    """The candidate as the pipeline runs it."""
+
+    module: ModuleType
+    model: torch.nn.Module
+    weights: str  # how its weights were made equal to Model's (Worker.build_model)
+    call: gs.Guarded  # the candidate run in its own global state
+    state: gs.Snapshot  # torch's global switches as the candidate left them
+    pure: bool  # a PyTorch rewrite: no kernel of its own
+
+
+def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any]:
     s = settings_of(msg)
     watchdog.begin(watchdog.Allowance.from_settings(s))
     device = worker.device
@@ -95,10 +133,9 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     with _phase(phases, "problem"):
         state = worker.problem_state(msg["problem"], seed)
     watchdog.set_reference_seconds(state.reference_s)
-    dname = vf.dtype_name(state.dtype)
-    tol = tolerance_for(s, dname)
+    job = _Job(worker, msg, s, state, tolerance_for(s, dtype_name(state.dtype)), phases)
     notes: list[str] = []
-    sample = vf.draw_inputs(state.module, seed + 500, "normal", device)
+    sample = draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
     # a shared baseline (the baseline service measured eager and torch.compile once for this problem):
     # nothing to compile here, the slot only verifies and times
@@ -108,12 +145,9 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         if state.compile_note:
             notes.append(state.compile_note)
 
-    threads0 = ra.ThreadSnapshot.take()
-    watch = ra.ThreadWatch()
+    threads0 = threads.ThreadSnapshot.take()
+    watch = threads.ThreadWatch()
     modules0 = set(sys.modules)
-    from kernelpilot.evaluation.timing import gpu_lock
-    from kernelpilot.evaluation.static import self_timing
-
     lock = gpu_lock.current()
     waited = lock.waited_s
     timed_self = self_timing.signs(Path(msg["candidate_model"]))
@@ -122,15 +156,13 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     hold = self_timing.gpu_alone("the candidate times itself") if timed_self else lock.shared()
     try:
         with watch, hold:
-            out = _run_with_watch(worker, msg, s, state, tol, sample, compiled, threads0, notes, watch, phases)
+            out = _run_with_watch(job, sample, compiled, threads0, notes, watch)
     finally:
         _forget_candidate_modules(modules0, msg)
     if timed_self:
         out["findings"].append(asdict(self_timing.finding(timed_self)))
     if lock.waited_s > waited:
         phases["gpu_wait"] = round(lock.waited_s - waited, 3)  # waiting for another process's timing
-    from kernelpilot.evaluation.worker import compile_hook
-
     compile_s, compiled_here = compile_hook.take()
     if compile_s:  # build time, not the candidate's: the verdict's build seconds include it
         phases["build_in_worker"] = round(compile_s, 3)
@@ -150,27 +182,64 @@ def run_candidate(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_with_watch(worker: Any, msg: dict[str, Any], s: EvalSettings, state: Any, tol: Any, sample: list[Any],
-                    compiled: Any, threads0: Any, notes: list[str], watch: Any,
-                    phases: dict[str, float]) -> dict[str, Any]:
+def _run_with_watch(job: _Job, sample: Inputs, compiled: Forward | None, threads0: threads.ThreadSnapshot,
+                    notes: list[str], watch: threads.ThreadWatch) -> dict[str, Any]:
+    """The candidate imported, built, verified, audited and (when it is ok, in a GPU benchmark) timed, while the
+    thread hook watches; the worker-side part of its verdict."""
+    worker, s, state = job.worker, job.s, job.state
+    out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
+    rules = get_rules(s.rules)
+    findings: list[Finding] = []
+    cand = _load(job, sample, rules, findings)
+    corr = _verify(job, cand, sample, findings)
+    corr.notes += notes
+    corr.weights = cand.weights
+    threads1 = threads.ThreadSnapshot.take()
+    findings += threads.thread_findings(threads0, threads1, native=job.cuda)
+    findings += worker.identities.findings("while the candidate ran")
+
+    # runtime audit: ops, output type, kernels and streams
+    with _phase(job.phases, "audit"):
+        audit = audit_forward(cand.call, state.module, list(job.msg.get("own_kernels") or []), s, corr.notes,
+                              job.seed, job.device)
+        if cand.pure:  # its torch ops and library kernels are what "no kernel of its own" already says
+            for f in audit:
+                if f.rule in PURE_COVERED:
+                    f.severity = "warn"
+        findings += audit
+    if cand.call.changed:  # a switch flipped inside forward (after ModelNew was built): judged as one set at import
+        findings += gs.state_findings(cand.state, cand.call.changed[-1], " inside forward", rules)
+        cand.state = cand.call.state
+    out["correctness"] = asdict(corr)
+    _judge_and_time(job, cand, compiled, corr, findings, watch, out)
+    if rules.kernelbench:
+        with _phase(job.phases, "kernelbench"):
+            out["kernelbench"] = _kernelbench_score(state, cand.module, rules, s, job.device, job.timed,
+                                                    worker.initial_state, cand.state)
+    if corr.discriminates is False:
+        out["flags"].append("this problem cannot discriminate: a zero or constant output passes its check")
+    if corr.deterministic is False:
+        out["flags"].append("non-deterministic: two runs on the same inputs differ bitwise")
+    exit_after = False
+    if threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False) or worker.identities.changed():
+        exit_after = True  # never reuse a process a candidate has changed
+    out["findings"] = [asdict(f) for f in findings]
+    out["exit"] = exit_after
+    return out
+
+
+def _load(job: _Job, sample: Inputs, rules: Rules, findings: list[Finding]) -> _Candidate:
+    """Import the candidate's module and build ModelNew (the import phase), judge the global state it left, say
+    when it is a PyTorch rewrite, and (Triton) warm it up: what the build could not compile ahead compiles here."""
     import torch
 
-    from kernelpilot.evaluation.audit import runtime as ra
-    from kernelpilot.evaluation.correctness import verify as vf
-
-    device, cuda = worker.device, worker.device.startswith("cuda")
-    mode, seed = msg.get("mode", "benchmark"), int(s.seed)
-    out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
-    findings: list[Finding] = []
-    from kernelpilot.evaluation.worker import compile_hook
-
+    worker, msg = job.worker, job.msg
     compile_hook.install_dynamo()  # again: torch._dynamo.reset() between problems drops its callbacks
-    with _phase(phases, "import", msg["candidate_model"]):
+    with _phase(job.phases, "import", msg["candidate_model"]):
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
-        model, weights = worker.build_model(module, state, seed)
-    rules = get_rules(s.rules)
-    cand_state, more, call = _candidate_state(worker, model, rules)
+        model, weights = worker.build_model(module, job.state, job.seed)
+    cand_state, more, call = gs.candidate_state(worker.initial_state, model, rules)
     findings += more
     pure = msg.get("kind") == "pytorch"
     if pure:
@@ -183,13 +252,21 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: EvalSettings, state: An
                 "no kernel of its own: a PyTorch rewrite (it is verified and timed, so the report can say what "
                 "its speed is made of)")))
     if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
-        with _phase(phases, "build_warmup"):  # before any check or timer; its seconds count as build time
+        with _phase(job.phases, "build_warmup"):  # before any check or timer; its seconds count as build time
             with torch.no_grad():
-                call(*vf.clone_inputs(sample))
-            if cuda:
+                call(*clone_inputs(sample))
+            if job.cuda:
                 torch.cuda.synchronize()
+    return _Candidate(module, model, weights, call, cand_state, pure)
 
-    shape_sets: list[tuple[str, Any]] = [("default", None)]
+
+def _verify(job: _Job, cand: _Candidate, sample: Inputs, findings: list[Finding]) -> Correctness:
+    """The verify phase: every trial and shape set with the allocator poisoned (at least as many bytes as four
+    times the largest input), and the findings of a replayed or reused output."""
+    import torch
+
+    s, state = job.s, job.state
+    shape_sets: list[tuple[str, ShapeSet | None]] = [("default", None)]
     shape_sets += [(e["name"], e) for e in s.extra_shapes or []]
     poison = max(int(s.poison_bytes) or 0, 64 << 20)
     for x in sample:
@@ -197,10 +274,11 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: EvalSettings, state: An
             poison = max(poison, 4 * x.numel() * x.element_size())
     replay: list[str] = []
     reused: list[str] = []
+    model = cand.model
     keep = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
-    with _phase(phases, "verify"):
-        corr = vf.verify(call, state.reference, tol, trials=int(s.trials),
-                         distributions=list(s.distributions or ["normal"]), seed=seed, device=device,
+    with _phase(job.phases, "verify"):
+        corr = vf.verify(cand.call, state.reference, job.tol, trials=int(s.trials),
+                         distributions=list(s.distributions or ["normal"]), seed=job.seed, device=job.device,
                          shape_sets=shape_sets, poison_bytes=poison, replay=replay, cache=state.references,
                          reused=reused, keep=keep)
     del keep
@@ -213,164 +291,59 @@ def _run_with_watch(worker: Any, msg: dict[str, Any], s: EvalSettings, state: An
             f"forward returns one output buffer on every call ({reused[0]}); it is computed each time, so its "
             "timing stands, but it is no drop-in for a module that returns new tensors: return a new tensor "
             "(for a CUDA graph, a clone of its static output)")))
-    corr.notes += notes
-    corr.weights = weights
-    threads1 = ra.ThreadSnapshot.take()
-    findings += ra.thread_findings(threads0, threads1, native=cuda)
-    findings += worker.identities.findings("while the candidate ran")
+    return corr
 
-    # runtime audit: ops, output type, kernels and streams
-    with _phase(phases, "audit"):
-        audit = _audit(call, msg, s, state, corr, seed, device)
-        if pure:  # its torch ops and library kernels are what "no kernel of its own" already says
-            for f in audit:
-                if f.rule in PURE_COVERED:
-                    f.severity = "warn"
-        findings += audit
-    if call.changed:  # a switch flipped inside forward (after ModelNew was built): judged as one set at import
-        findings += _state_findings(cand_state, call.changed[-1], " inside forward", rules)
-        cand_state = call.state
-    out["correctness"] = asdict(corr)
 
-    exit_after = False
+def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr: Correctness,
+                    findings: list[Finding], watch: threads.ThreadWatch, out: dict[str, Any]) -> None:
+    """The status from the findings and the check (a reject finding before a failed check), and the timing of a
+    candidate that is ok, or rejected only for what its timing still measures, in a GPU benchmark."""
     # a PyTorch rewrite is rejected and timed anyway: what its claimed speed-up is made of
-    timed_anyway = all(f.rule in TIMED_ANYWAY or (pure and f.rule in PURE_COVERED | {"no-kernel"})
+    timed_anyway = all(f.rule in TIMED_ANYWAY or (cand.pure and f.rule in PURE_COVERED | {"no-kernel"})
                        for f in findings if f.severity == "reject")
     if _rejects(findings):
         out["status"] = "rejected"
     elif not corr.passed:
         out["status"] = "incorrect"
-    if corr.passed and (out["status"] == "ok" or timed_anyway) and mode == "benchmark" and cuda:
-        # the thread hook stops here: the compiled baseline may start helper threads if it ever recompiles;
-        # threads the candidate leaves running are still caught by the snapshot after timing
-        watch.__exit__(None, None, None)
-        with _phase(phases, "timing"):
-            timed_call = call if call.state != worker.initial_state else model  # no guard's host time if needless
-            perf, sol, flags, timed = benchmark(worker, state, timed_call, compiled, s, tol, msg.get("baseline"))
-        findings += timed
-        out["performance"], out["speed_of_light"] = perf, sol
-        out["flags"] += flags
-        if _rejects(timed):
-            out["status"] = "rejected"
-    if rules.kernelbench:
-        with _phase(phases, "kernelbench"):
-            out["kernelbench"] = _kernelbench_score(state, module, rules, s, device, mode == "benchmark" and cuda,
-                                                    worker.initial_state, cand_state)
-    if corr.discriminates is False:
-        out["flags"].append("this problem cannot discriminate: a zero or constant output passes its check")
-    if corr.deterministic is False:
-        out["flags"].append("non-deterministic: two runs on the same inputs differ bitwise")
-    if ra.thread_findings(threads0, ra.ThreadSnapshot.take(), native=False) or worker.identities.changed():
-        exit_after = True  # never reuse a process a candidate has changed
-    out["findings"] = [asdict(f) for f in findings]
-    out["exit"] = exit_after
-    return out
+    if not (corr.passed and (out["status"] == "ok" or timed_anyway) and job.timed):
+        return
+    # the thread hook stops here: the compiled baseline may start helper threads if it ever recompiles;
+    # threads the candidate leaves running are still caught by the snapshot after timing
+    watch.__exit__(None, None, None)
+    with _phase(job.phases, "timing"):
+        # no guard's host time if needless
+        timed_call: Forward = cand.call if cand.call.state != job.worker.initial_state else cand.model
+        perf, sol, flags, timed = benchmark(job.worker, job.state, timed_call, compiled, job.s, job.tol,
+                                            job.msg.get("baseline"))
+    findings += timed
+    out["performance"], out["speed_of_light"] = perf, sol
+    out["flags"] += flags
+    if _rejects(timed):
+        out["status"] = "rejected"
 
 
-def _audit(model: Any, msg: dict[str, Any], s: EvalSettings, state: Any, corr: Any, seed: int,
-           device: str) -> list[Finding]:
-    """What ran inside forward: ATen ops, the output's type, and (CUDA) the kernels and their streams."""
-    from kernelpilot.evaluation.audit import runtime as ra
-    from kernelpilot.evaluation.correctness import verify as vf
-    from kernelpilot.evaluation.worker import watchdog
-
-    cuda = device.startswith("cuda")
-    found: list[Finding] = []
-    audit_inputs = vf.draw_inputs(state.module, seed + 900, "normal", device)
-    ops: dict[str, Any] | None = None
-    try:
-        with watchdog.calls("audit", "forward under the operator recorder", slowdown=RECORDER_SLOWDOWN):
-            ops, audit_out = ra.record_ops(model, audit_inputs)
-        found += ra.op_findings(ops, list(s.allowed_libraries or []), int(s.small_numel),
-                                rules=str(s.rules or "kernelpilot"))
-        found += ra.output_type_findings(audit_out)
-        del audit_out
-    except Exception as exc:
-        if _is_cuda_error(exc):
-            raise
-        # a forward that only fails while its operators are recorded is hiding from the audit
-        found.append(Finding(rule="audit-failed", evidence=f"{type(exc).__name__}: {str(exc)[:200]}",
-                             message="forward raised while the harness recorded its operators; it must "
-                                     "behave the same under the audit."))
-    if cuda:  # other tensors than record_ops saw (both alive: distinct addresses), so a cache cannot hit
-        profile_inputs = vf.draw_inputs(state.module, seed + 901, "normal", device)
-        try:
-            # the call alone under its allowance; the profiler's start, stop and export under the harness's
-            trace = ra.profile_call(model, profile_inputs, device, watch=lambda: watchdog.calls(
-                "audit", "forward under torch.profiler", slowdown=PROFILER_SLOWDOWN))
-        except Exception as exc:
-            if _is_cuda_error(exc):
-                raise
-            trace = ra.KernelTrace()  # kernel_findings reports the profiler as unavailable
-            corr.notes.append(f"torch.profiler failed ({type(exc).__name__}: {str(exc)[:200]})")
-        del profile_inputs
-        if ops is not None:  # which ops ran while another stream was current (the side-stream rule needs it)
-            trace.off_stream_ops = sorted(n for n, use in ops.items() if use.off_stream)
-            trace.watched_dispatch = True
-        found += ra.kernel_findings(trace, list(msg.get("own_kernels") or []), list(s.allowed_libraries or []),
-                                    rules=str(s.rules or "kernelpilot"))
-    return found
-
-
-def _candidate_state(worker: Any, model: Any, rules: Any) -> tuple[Any, list[Finding], Any]:
-    """torch's global switches as the candidate left them (import and ModelNew): the findings they give,
-    and the candidate wrapped (``global_state.Guarded``) to run in its own state while the reference and
-    baselines run in the problem's default one (restored here, after each call, and by the worker after
-    the evaluation)."""
-    from kernelpilot.evaluation.worker import global_state as gs
-
-    default = worker.initial_state
-    mine = gs.Snapshot.take()
-    found = _state_findings(default, mine, "", rules)
-    if mine != default:
-        default.apply()
-    return mine, found, gs.Guarded(model, mine)
-
-
-def _state_findings(default: Any, mine: Any, when: str, rules: Any) -> list[Finding]:
-    """A ``global-state`` warning for any switch ``mine`` sets differently from ``default``, and
-    ``precision-lowered`` for those that lower precision (refused under the default rules)."""
-    changes, lowered = default.changes(mine), default.lowers_precision(mine)
-    found: list[Finding] = []
-    if changes:
-        found.append(Finding(rule="global-state", severity="warn", evidence="; ".join(changes), message=(
-            f"the candidate changed torch's global state{when} ({'; '.join(changes)}); the reference and the "
-            "baselines ran in the problem's own state, the candidate in its own, and the state was restored after it")))
-    if lowered:
-        found.append(Finding(rule="precision-lowered", severity="warn" if rules.kernelbench else "reject",
-                             evidence=", ".join(lowered), message=(
-            f"the candidate lowered torch's precision for everything in the process{when} ({', '.join(lowered)}); "
-            "compute in lower precision inside the kernel, where the check sees it, not through global switches")))
-    return found
-
-
-def _kernelbench_score(state: Any, module: Any, rules: Any, s: EvalSettings, device: str, measure: bool,
-                       default: Any, mine: Any) -> dict[str, Any]:
+def _kernelbench_score(state: ProblemState, module: ModuleType, rules: Rules, s: EvalSettings, device: str,
+                       measure: bool, default: gs.Snapshot, mine: gs.Snapshot) -> dict[str, Any]:
     """KernelBench's own score (kernelbench_harness.py), run as KernelBench runs it: in the candidate's
     global state for the reference too; every candidate call under one watchdog allowance."""
-    from kernelpilot.evaluation.worker import global_state as gs
-    from kernelpilot.evaluation.kernelbench import harness as kb
-    from kernelpilot.evaluation.worker import watchdog
-    from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
-
     harness = rules.harness
+    assert harness is not None  # rules.kernelbench: a KernelBench preset
     if state.kb_inputs is None:
         state.kb_inputs = KernelBenchInputs(state.module, device)
     changes = default.changes(mine)
     note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
             f"candidate's global state ({'; '.join(changes)}), here too") if changes else ""
     calls = 2 * (harness.trials + (harness.warmup + harness.perf_trials + harness.discard_first if measure else 0)) + 2
-    from kernelpilot.evaluation.static.self_timing import gpu_alone
-
     try:
         # KernelBench runs on a GPU of its own: ModelNew(...), its trials (a first call that may tune itself) and
         # its timing get this GPU to themselves here too, never beside another process's compile (self_timing.py)
-        with gpu_alone("KernelBench's harness"), \
-                watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), gs.applied(mine):
+        with self_timing.gpu_alone("KernelBench's harness"), \
+                watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), \
+                gs.applied(mine):
             return kb.score(state.module, module.ModelNew, harness, str(s.kb_precision or "fp32"), device,
                             measure, note, inputs_cache=state.kb_inputs)
     except Exception as exc:
-        if _is_cuda_error(exc):
+        if is_cuda_error(exc):
             raise
         # what escapes KernelBench's eval_kernel_against_ref (ModelNew(...) raising anything but a RuntimeError,
         # say) is caught by its batch scorer as "other_error", with compiled=False
@@ -378,4 +351,3 @@ def _kernelbench_score(state: Any, module: Any, rules: Any, s: EvalSettings, dev
                 "error": f"{type(exc).__name__}: {str(exc)[:400]}",
                 "notes": ([note] if note else []) + ["KernelBench's batch scorer records an exception that escapes its "
                                                      "harness as not compiled (other_error)"]}
-

@@ -14,11 +14,24 @@ import hashlib
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs, problem_dtype
+from kernelpilot.evaluation.correctness.reference import Forward, Reference
+from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache
+from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
 from kernelpilot.evaluation.settings import settings_of
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.worker import memory
+import kernelpilot.problem as problem_files
+from kernelpilot.rules import get_rules
+
+if TYPE_CHECKING:
+    import torch
 
 
 class CandidateError(Exception):
@@ -33,19 +46,19 @@ class ProblemTooLarge(Exception):
 @dataclass
 class ProblemState:
     key: str
-    module: Any
-    init_inputs: list[Any]
-    reference: Any  # verify.Reference
-    dtype: Any
-    compiled: Any = None
+    module: ModuleType
+    init_inputs: Inputs
+    reference: Reference
+    dtype: torch.dtype
+    compiled: Forward | None = None
     compile_note: str = ""
     info: dict[str, Any] | None = None  # the problem's analysis (bytes moved, flops): analysis() makes it once
     path: str = ""  # the problem file, for analysis()
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
     input_bytes: int = 0  # one input set
     call_bytes: int = 0  # what one eager call allocates at its peak (outputs and temporaries)
-    references: Any = None  # reference_cache.ReferenceCache: reference outputs per input seed, between edits
-    kb_inputs: Any = None  # kb_inputs.KernelBenchInputs: KernelBench's input sets per seed, between candidates
+    references: ReferenceCache | None = None  # reference outputs per input seed, between edits
+    kb_inputs: KernelBenchInputs | None = None  # KernelBench's input sets per seed, between candidates
 
     def analysis(self, known: dict[str, Any] | None = None) -> dict[str, Any]:
         """The problem's analysis on the meta device (bytes moved, flops, flops by op; or a note why not),
@@ -56,9 +69,7 @@ class ProblemState:
             self.info = dict(known)
         if self.info is None:
             try:
-                from kernelpilot.problem import analyse, load_problem
-
-                info = analyse(load_problem(Path(self.path)), device="meta")
+                info = problem_files.analyse(problem_files.load_problem(Path(self.path)), device="meta")
                 self.info = {"bytes_moved": info.bytes_moved, "flops": info.flops, "flops_by_op": info.flops_by_op}
             except Exception as exc:  # noqa: BLE001 - the speed of light is then unavailable, and says why
                 self.info = {"note": f"problem analysis failed ({type(exc).__name__}: {exc})"}
@@ -77,17 +88,15 @@ def compile_failure(exc: BaseException) -> str:
     return f"torch.compile baseline failed ({text})"
 
 
-def gpu_shared_backend(mode: str) -> Any:
+def gpu_shared_backend(mode: str) -> Callable[[torch.fx.GraphModule, list[torch.Tensor]], Forward]:
     """torch.compile's own backend for ``mode`` (``torch._TorchCompileInductorWrapper``, what
     ``torch.compile(model, mode=mode)`` uses), whose compiled graphs run under this process's GPU lock,
     shared: compiling (CPU work) never holds the GPU, running and autotuning never overlaps a timing."""
     import torch
 
-    from kernelpilot.evaluation.timing import gpu_lock
-
     inductor = torch._TorchCompileInductorWrapper(None if mode == "default" else mode, None, None)
 
-    def backend(gm: Any, example_inputs: Any) -> Any:
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Forward:
         compiled = inductor(gm, example_inputs)
 
         def run(*args: Any) -> Any:
@@ -108,8 +117,6 @@ def kernelbench_failure(msg: dict[str, Any], imported: bool, message: str, const
     exception: compile_error when its module did not even import (KernelBench's compiled=False), or when
     ``ModelNew(...)`` raised anything but a RuntimeError (it escapes eval_kernel_against_ref, and KernelBench's
     batch scorer records it as compiled=False); runtime_error otherwise."""
-    from kernelpilot.rules import get_rules
-
     try:
         rules = get_rules(settings_of(msg).rules)
     except Exception:  # noqa: BLE001
@@ -131,8 +138,6 @@ class ProblemCache:
     def problem_state(self, path: str, seed: int) -> ProblemState:
         import torch
 
-        from kernelpilot.evaluation.correctness.verify import Reference, draw_inputs, problem_dtype
-
         p = Path(path).resolve()
         # the bytes and the seed too: the reference (and the outputs it keeps) are those of this file as
         # it is now, built after this seed (a rewrite within the file system's mtime resolution is seen)
@@ -141,9 +146,7 @@ class ProblemCache:
         if key in self.problems:
             return self.problems[key]
         self.forget_problems()  # everything the last problem made is gone before this one's tensors exist
-        from kernelpilot.problem import load_problem
-
-        module = load_problem(p).load_module()
+        module = problem_files.load_problem(p).load_module()
         torch.manual_seed(seed)
         init_inputs = list(module.get_init_inputs())
         message = ""
@@ -158,7 +161,7 @@ class ProblemCache:
             self.forget_problems()
             raise ProblemTooLarge(f"one eager call of the problem's Model does not fit in this GPU's memory with "
                                   f"nothing else held ({message})")
-        model64: Any = None
+        model64: torch.nn.Module | None = None
         try:
             model64 = copy.deepcopy(model).double().eval()
         except Exception:  # noqa: BLE001 - no float64 copy (it does not fit, or a module refuses): dtype reference
@@ -167,14 +170,12 @@ class ProblemCache:
                              problem_dtype(sample, model), path=str(p))
         state.input_bytes = sum(x.numel() * x.element_size() for x in sample if isinstance(x, torch.Tensor))
         state.reference_s, state.call_bytes = reference_s, call_bytes
-        from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache
-
         state.references = ReferenceCache(self.device)
         del sample
         self.problems[key] = state
         return state
 
-    def _time_reference(self, model: Any, sample: list[Any]) -> tuple[float, int]:
+    def _time_reference(self, model: torch.nn.Module, sample: Inputs) -> tuple[float, int]:
         """Seconds of one warm reference call (after a warm-up call), device synchronised, and the bytes
         that call allocates at its peak (outputs and temporaries; what the memory plan sizes by)."""
         import torch
@@ -210,11 +211,9 @@ class ProblemCache:
         self.problems.clear()
         if had_compiled:
             torch._dynamo.reset()  # the compiled baseline's graphs, guards and code caches
-        from kernelpilot.evaluation.worker import memory
-
         memory.release(self.device)
 
-    def compiled(self, state: ProblemState, mode: str, sample: list[Any]) -> Any:
+    def compiled(self, state: ProblemState, mode: str, sample: Inputs) -> Forward | None:
         import torch
 
         if state.compiled is None and not state.compile_note:
