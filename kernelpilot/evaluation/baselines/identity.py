@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.evaluation.baselines.values import software_versions
 from kernelpilot.evaluation.timing.gpu_lock import gpu_key
+
+if TYPE_CHECKING:
+    from kernelpilot.evaluation.settings import EvalSettings
 
 # settings that change what a baseline measures (a stored baseline is reused only where they are equal)
 TIMING_FIELDS = ("compile_mode", "compile_baseline", "cuda_graphs", "seed", "warmup", "rounds", "samples_per_round",
@@ -18,7 +22,7 @@ TIMING_FIELDS = ("compile_mode", "compile_baseline", "cuda_graphs", "seed", "war
 
 
 
-def request_key(problem: Path, settings: Any) -> str:
+def request_key(problem: Path, settings: EvalSettings | Mapping[str, Any]) -> str:
     """The problem's exact bytes and the settings that change what its baselines measure."""
     digest = hashlib.sha256(Path(problem).read_bytes())
     values = settings.to_dict() if hasattr(settings, "to_dict") else dict(settings)

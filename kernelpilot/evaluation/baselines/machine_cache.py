@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.evaluation.baselines.identity import current_identity, identity_mismatch, request_key
 from kernelpilot.evaluation.baselines.values import Baselines
+from kernelpilot.evaluation.settings import EvalSettings
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +129,8 @@ def cache_file() -> Path:
     return Path(platformdirs.user_cache_dir("kernelpilot")) / "baselines.sqlite"
 
 
-def machine_key(problem: Path, settings: Any, identity: dict[str, Any]) -> str:
+def machine_key(problem: Path, settings: EvalSettings, identity: dict[str, Any]) -> str:
     """The problem's bytes and timing settings (the session memo's key) and this machine's identity."""
-    from kernelpilot.evaluation.baselines.identity import request_key
-
     named = {"gpu_uuid": str(identity.get("gpu_uuid") or "").removeprefix("GPU-").lower(),
              "clocks": dict(sorted((identity.get("clocks") or {}).items())),
              **{k: str(identity.get(k) or "") for k in ("driver", "torch", "triton", "cuda")}}
@@ -142,12 +142,10 @@ def machine_key(problem: Path, settings: Any, identity: dict[str, Any]) -> str:
 def _identity(gpu: int | None, identity: dict[str, Any] | None) -> dict[str, Any]:
     if identity is not None:
         return identity
-    from kernelpilot.evaluation.baselines.identity import current_identity
-
     return current_identity(gpu)
 
 
-def lookup(problem: Path, settings: Any, gpu: int | None = None, *, identity: dict[str, Any] | None = None,
+def lookup(problem: Path, settings: EvalSettings, gpu: int | None = None, *, identity: dict[str, Any] | None = None,
            path: Path | None = None) -> CachedBaselines | None:
     """This problem's baselines from an earlier session on this machine (None when there are none for
     this key). Raises CacheUnavailable when the file exists but cannot be read."""
@@ -176,7 +174,7 @@ def lookup(problem: Path, settings: Any, gpu: int | None = None, *, identity: di
         raise CacheUnavailable(f"the machine's baseline cache {where} holds an unreadable row ({exc})") from None
 
 
-def record(problem: Path, settings: Any, gpu: int | None, baselines: Baselines, *,
+def record(problem: Path, settings: EvalSettings, gpu: int | None, baselines: Baselines, *,
            identity: dict[str, Any] | None = None, path: Path | None = None) -> Baselines:
     """Store ``baselines`` (measured in this session) for the next session's card; returns them. Never
     raises: a cache that cannot be written is logged and skipped."""
@@ -184,8 +182,6 @@ def record(problem: Path, settings: Any, gpu: int | None, baselines: Baselines, 
         return baselines
     where = Path(path) if path is not None else cache_file()
     try:
-        from kernelpilot.evaluation.baselines.identity import identity_mismatch
-
         now = _identity(gpu, identity)
         differs = identity_mismatch(baselines.identity(), now)
         if differs:  # the worker timed another GPU or software than this process names: a key would lie

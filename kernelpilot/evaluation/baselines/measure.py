@@ -13,14 +13,25 @@ this module imports neither torch nor CUDA.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.evaluation.baselines.values import Baselines, software_versions  # noqa: F401 - measure's names too
+from kernelpilot.evaluation.correctness.inputs import draw_inputs
 from kernelpilot.evaluation.settings import settings_of
+from kernelpilot.evaluation.timing import candidate as engine
+from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.timing import interleaved as tm
+from kernelpilot.evaluation.timing.speed_of_light import for_problem
+from kernelpilot.evaluation.worker import watchdog
+
+if TYPE_CHECKING:
+    from kernelpilot.evaluation.correctness.reference import Forward
+    from kernelpilot.evaluation.worker.interface import BaselineWorker
 
 
-def answer(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def answer(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     """The worker's answer to ``{"op": "baselines", "problem": PATH, "settings": {...}}``: ``ok`` and
     ``baselines``, or ``ok: False`` and ``error`` (with ``exit`` when the CUDA context is unusable)."""
     try:
@@ -30,15 +41,11 @@ def answer(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "error": message.splitlines()[0] if message else type(exc).__name__, "exit": fatal}
 
 
-def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+def measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     """With ``msg["exclusive"]`` (a problem so large that it must not share the GPU's memory with a
     candidate being verified) the whole measurement holds the GPU lock exclusively; otherwise loading
     the problem and torch.compile's runs hold it shared, its compiling none, and the timing exclusively."""
-    from kernelpilot.evaluation.timing import gpu_lock
-
     if msg.get("exclusive"):
-        import time
-
         t0 = time.monotonic()
         with gpu_lock.current().exclusive():
             result = _measure(worker, msg)
@@ -48,17 +55,7 @@ def measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     return _measure(worker, msg)
 
 
-def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
-    import time
-
-    from kernelpilot.evaluation.timing import gpu_lock
-
-    from kernelpilot.evaluation.timing import candidate as engine
-    from kernelpilot.evaluation.worker import watchdog
-    from kernelpilot.evaluation.timing import interleaved as tm
-    from kernelpilot.evaluation.timing.speed_of_light import for_problem
-    from kernelpilot.evaluation.correctness.verify import draw_inputs
-
+def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     t0 = time.monotonic()
     s = settings_of(msg)
     device = worker.device
@@ -74,7 +71,7 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     watchdog.step("compile_baseline")
     mode = str(s.compile_mode)
     out = Baselines(compile_mode=mode, gpu=str(worker.environment().get("gpu", "")))
-    impls: dict[str, Any] = {"eager": state.reference.model}
+    impls: dict[str, Forward] = {"eager": state.reference.model}
     out.gpu_uuid, out.driver, out.torch, out.clocks = gpu_fingerprint(device)
     out.triton, out.cuda = software_versions()
     if s.compile_baseline:
@@ -104,7 +101,7 @@ def _measure(worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
     else:
         out.ceilings = asdict(ceil)
         out.problem_info = state.analysis()
-        sol = for_problem(out.problem_info, str(state.dtype), ceil, getattr(worker, "initial_state", None),
+        sol = for_problem(out.problem_info, str(state.dtype), ceil, worker.initial_state,
                           candidate_ms=None, compiled_ms=out.compiled.median_ms if out.compiled else None)
         out.speed_of_light = sol
         if sol.floor_ms and out.eager.median_ms > 0:

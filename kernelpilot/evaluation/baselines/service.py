@@ -26,7 +26,7 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,6 +36,11 @@ from kernelpilot.evaluation.baselines.identity import (  # noqa: F401 - the serv
     identity_mismatch,
     request_key,
 )
+from kernelpilot.evaluation.baselines.values import Baselines
+from kernelpilot.evaluation.evaluator import Evaluator
+from kernelpilot.evaluation.settings import EvalSettings
+from kernelpilot.evaluation.timing.gpu_lock import gpu_key
+from kernelpilot.problem import analyse, load_problem
 
 
 class BaselineCache(Protocol):
@@ -48,8 +53,8 @@ class BaselineCache(Protocol):
 class Request:
     key: str
     problem: Path
-    settings: Any
-    future: Future[Any]
+    settings: EvalSettings
+    future: Future[Baselines]
     need_bytes: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -58,8 +63,6 @@ def estimate_bytes(problem: Path) -> int:
     """GPU memory a baseline of ``problem`` takes at its peak: its inputs, parameters and outputs sized on
     the meta device, times the timing pool and the calls beside it (16 GiB when the meta device cannot run it)."""
     try:
-        from kernelpilot.problem import analyse, load_problem
-
         info = analyse(load_problem(problem), device="meta")
         moved = int(info.bytes_moved or 0)
     except Exception:  # noqa: BLE001 - sized generously instead
@@ -92,8 +95,6 @@ def _device_bytes(gpu: int | None) -> int:
     try:
         import pynvml
 
-        from kernelpilot.evaluation.timing.gpu_lock import gpu_key
-
         pynvml.nvmlInit()
         return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(gpu_key(gpu))).total)
     except Exception:  # noqa: BLE001
@@ -103,7 +104,7 @@ def _device_bytes(gpu: int | None) -> int:
 class BaselineService:
     """Baselines of problems on one GPU, measured by ``processes`` workers of their own, once each."""
 
-    def __init__(self, settings: Any, workdir: Path, *, gpu: int | None = None, processes: int = 4,
+    def __init__(self, settings: EvalSettings, workdir: Path, *, gpu: int | None = None, processes: int = 4,
                  memory_fraction: float = 0.25, cache: BaselineCache | None = None,
                  estimate: Callable[[Path], int] = estimate_bytes) -> None:
         self.settings = settings
@@ -116,24 +117,22 @@ class BaselineService:
         self._memory = _Memory(int(device * memory_fraction))
         self.exclusive_bytes = int(device * 0.2)
         self._queue: queue.Queue[Request | None] = queue.Queue()
-        self._requests: dict[str, Future[Any]] = {}
+        self._requests: dict[str, Future[Baselines]] = {}
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"kp-baseline-{i}", daemon=True)
                          for i in range(max(1, processes))]
         for t in self._threads:
             t.start()
 
-    def request(self, problem: Path, settings: Any = None) -> Future[Any]:
+    def request(self, problem: Path, settings: EvalSettings | None = None) -> Future[Baselines]:
         """A Future of the problem's ``Baselines`` (the same Future for every sample of the problem)."""
-        from kernelpilot.evaluation.baselines.values import Baselines
-
         settings = settings or self.settings
         problem = Path(problem).resolve()
         key = request_key(problem, settings)
         with self._lock:
             if key in self._requests:
                 return self._requests[key]
-            future: Future[Any] = Future()
+            future: Future[Baselines] = Future()
             self._requests[key] = future
         notes: list[str] = []
         stored = self.cache.get(key) if self.cache is not None else None
@@ -156,10 +155,6 @@ class BaselineService:
     # ---- worker threads --------------------------------------------------------------------------
     def _serve(self, index: int) -> None:
         """One baseline worker process, launched from (and dying with) this long-lived thread."""
-        from dataclasses import replace
-
-        from kernelpilot.evaluation.evaluator import Evaluator
-
         settings = replace(self.settings, confine=False)
         evaluator = Evaluator(settings, workdir=self.workdir / f"baseline-{index}", keep_warm=True, gpu=self.gpu,
                               worker_env={"TORCHINDUCTOR_COMPILE_THREADS": "1"})
@@ -188,6 +183,6 @@ class BaselineService:
             evaluator.close()
 
 
-def as_message(baselines: Any) -> dict[str, Any]:
+def as_message(baselines: Baselines) -> dict[str, Any]:
     """A Baselines as the worker's evaluate request carries it."""
     return asdict(baselines)
