@@ -12,10 +12,13 @@ so a kernel at least as accurate as PyTorch always passes.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.rules import Rules
+
+if TYPE_CHECKING:
+    from kernelpilot.config import ProjectConfig
 
 
 
@@ -97,7 +100,7 @@ class EvalSettings:
         return get_rules(self.rules)
 
     @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "EvalSettings":
+    def from_config(cls, config: ProjectConfig, **overrides: Any) -> "EvalSettings":
         values: dict[str, Any] = {}
         for name in ("trials", "extra_shapes", "allowed_libraries", "relaxed_policy", "compile_mode", "cuda_graphs"):
             if getattr(config, name, None) is not None:

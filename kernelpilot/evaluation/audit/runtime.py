@@ -48,4 +48,9 @@ from kernelpilot.evaluation.audit.ops import (  # noqa: F401
     output_type_findings,
     record_ops,
 )
-from kernelpilot.evaluation.audit.threads import ThreadSnapshot, ThreadWatch, harness_thread, thread_findings  # noqa: F401
+from kernelpilot.evaluation.audit.threads import (  # noqa: F401
+    ThreadSnapshot,
+    ThreadWatch,
+    harness_thread,
+    thread_findings,
+)

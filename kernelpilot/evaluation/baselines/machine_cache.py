@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.evaluation.baselines.identity import current_identity, identity_mismatch, request_key
+from kernelpilot.evaluation.baselines.identity import (
+    current_identity,
+    identity_mismatch,
+    request_key,
+)
 from kernelpilot.evaluation.baselines.values import Baselines
 from kernelpilot.evaluation.settings import EvalSettings
 

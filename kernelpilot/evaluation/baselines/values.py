@@ -9,6 +9,7 @@ from typing import Any
 
 from kernelpilot.verdict import SpeedOfLight, Timing, from_plain
 
+
 @dataclass
 class Baselines:
     eager: Timing | None = None

@@ -22,7 +22,12 @@ from kernelpilot.evaluation.build import diagnostics as diag
 from kernelpilot.evaluation.build.processes import run_in_session
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.extension import ExtensionSpec, make_spec, ninja_is_current, options_from_source
+from kernelpilot.extension import (
+    ExtensionSpec,
+    make_spec,
+    ninja_is_current,
+    options_from_source,
+)
 from kernelpilot.native import device_build, identity
 from kernelpilot.native.device_build import DevicePlan, Part
 from kernelpilot.native.records import (

@@ -29,7 +29,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.evaluation.build.processes import run_in_session, scratch_dir, superseded_report
+from kernelpilot.evaluation.build.processes import (
+    run_in_session,
+    scratch_dir,
+    superseded_report,
+)
+from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 RESULT_MARKER = "KERNELPILOT_TRITON_RESULT "
@@ -43,7 +48,7 @@ def capability_of(arch: str) -> int:
     return int(normalize_arch(arch)[3:].rstrip("af"))
 
 
-def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str], timeout_s: float,
+def build_triton(candidate: Candidate, *, problem: Path | None, env: Mapping[str, str], timeout_s: float,
                  directory: Path, cancel: Any = None, confine: bool = False) -> BuildReport:
     """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises.
     ``cancel`` (supersede.CancelToken): a newer save kills the build; ``confine``: the subprocess runs under
@@ -113,7 +118,7 @@ def build_triton(candidate: Any, *, problem: Path | None, env: Mapping[str, str]
 RECORD_DIR = "kernelpilot-triton-builds"
 
 
-def _record_path(candidate: Any, problem: Path, arch: str, env: Mapping[str, str]) -> Path | None:
+def _record_path(candidate: Candidate, problem: Path, arch: str, env: Mapping[str, str]) -> Path | None:
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 

@@ -10,15 +10,21 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch and Triton are imported in the child's run, not here
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import CompiledKernel
 
 from kernelpilot.evaluation.build.triton_ahead import RESULT_MARKER
+
 
 # ---- child side ------------------------------------------------------------------------------------
 class _AheadDriver:
     """Triton's active driver while building: answers the target, device 0 and stream 0; never touches CUDA."""
 
-    def __init__(self, target: Any, real: Any) -> None:
+    def __init__(self, target: GPUTarget, real: object) -> None:
         self.target = target
         self.real = real
 
@@ -88,7 +94,7 @@ class _Recorder:
 class _Pointer:
     """What Triton's specialisation reads of a tensor argument: its dtype and its address's alignment."""
 
-    def __init__(self, tensor: Any) -> None:
+    def __init__(self, tensor: torch.Tensor) -> None:
         self.dtype = tensor.dtype
         self.shape = tuple(tensor.shape)
         self._strides = tuple(tensor.stride())
@@ -105,21 +111,21 @@ class _Pointer:
 
 
 
-def _pointer(value: Any) -> Any:
+def _pointer(value: object) -> object:
     import torch
 
     return _Pointer(value) if isinstance(value, torch.Tensor) else value
 
 
 
-def _name(fn: Any) -> str:
+def _name(fn: object) -> str:
     while hasattr(fn, "fn") and not hasattr(fn, "starting_line_number"):
         fn = fn.fn
     return str(getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "kernel"))
 
 
 
-def _resources(kernel: Any, cuobjdump: str | None) -> dict[str, Any]:
+def _resources(kernel: CompiledKernel, cuobjdump: str | None) -> dict[str, Any]:
     """Registers and local memory of one compiled kernel (Triton's n_regs and n_spills x 4) from its cubin."""
     import subprocess
     import tempfile
@@ -166,7 +172,7 @@ def _error_location(exc: BaseException, recorder: _Recorder, model_file: Path) -
 
 
 
-def _def_line(fn: Any) -> int:
+def _def_line(fn: object) -> int:
     """The file line of a JITFunction's ``def`` (its source, which error lines count from, starts there)."""
     if hasattr(fn, "def_file_line_number"):
         return int(fn.def_file_line_number)

@@ -24,6 +24,7 @@ from kernelpilot.evaluation.client.failures import (
     WorkerTimeout,
     describe_exit,
 )
+from kernelpilot.evaluation.supersede import CancelToken
 
 LOG_TAIL_LINES = 80  # a native crash: its frames (native_trace.py), then the Python stack
 
@@ -310,7 +311,7 @@ class WorkerClient:
                 continue
             return frame
 
-    def request(self, message: dict[str, Any], timeout: float, cancel: Any = None,
+    def request(self, message: dict[str, Any], timeout: float, cancel: CancelToken | None = None,
                 grace_s: float = 1.0) -> dict[str, Any]:
         """Send one request and wait for its answer, following the worker's watch frames (the hang
         watchdog); ``timeout`` bounds the whole request. ``cancel`` (supersede.CancelToken): when it is

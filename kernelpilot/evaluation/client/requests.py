@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.client.pool import WorkerOwner
+from kernelpilot.evaluation.client.process import WorkerClient
 from kernelpilot.verdict import Environment, Verdict, worker_death
 
 
@@ -92,7 +93,7 @@ class WorkerRequests(WorkerOwner):
                        f"({first.error.splitlines()[0] if first.error else 'no message'}); the second attempt {second}")
         return response
 
-    def _environment(self, v: Verdict, client: Any) -> None:
+    def _environment(self, v: Verdict, client: WorkerClient) -> None:
         env = dict(client.environment)
         confinement = list(client.confinement) + [c for c in env.get("confinement", []) if c not in client.confinement]
         relaxed = v.environment.relaxed_rules

@@ -59,9 +59,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kernelpilot.evaluation.correctness import compare
-from kernelpilot.evaluation.correctness.compare import Outputs, Tolerance, flatten_outputs
+from kernelpilot.evaluation.correctness.compare import (
+    Outputs,
+    Tolerance,
+    flatten_outputs,
+)
 from kernelpilot.evaluation.correctness.inputs import Inputs, ShapeSet, clone_inputs
-from kernelpilot.evaluation.correctness.reference import Reference, bitwise_equal, run_model
+from kernelpilot.evaluation.correctness.reference import (
+    Reference,
+    bitwise_equal,
+    run_model,
+)
 from kernelpilot.evaluation.worker import global_state
 
 if TYPE_CHECKING:

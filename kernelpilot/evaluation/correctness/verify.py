@@ -31,7 +31,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from kernelpilot.evaluation.correctness import output_reuse
-from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.evaluation.correctness.compare import (  # noqa: F401 - the comparison's names, as verify has always had them
     Outputs,
     Tolerance,
@@ -61,7 +60,12 @@ from kernelpilot.evaluation.correctness.reference import (  # noqa: F401 - verif
     reference_outputs,
     run_model,
 )
-from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache, TrialReference, fingerprint
+from kernelpilot.evaluation.correctness.reference_cache import (
+    ReferenceCache,
+    TrialReference,
+    fingerprint,
+)
+from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.verdict import Correctness, TrialResult
 
 if TYPE_CHECKING:

@@ -195,7 +195,9 @@ def compiler_read_paths(env: Mapping[str, str]) -> list[Path]:
 def _cuda_homes() -> list[Path]:
     homes = [Path(v) for k in ("CUDA_HOME", "CUDA_PATH") if (v := os.environ.get(k))]
     try:
-        from kernelpilot.toolkit import find_cuda_home  # the build part's resolver, when present
+        from kernelpilot.toolkit import (
+            find_cuda_home,  # the build part's resolver, when present
+        )
 
         homes.append(Path(find_cuda_home()))
     except Exception:  # noqa: BLE001 - absent or failing: fall back to the usual places

@@ -12,15 +12,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kernelpilot.evaluation.candidate import LIBRARY_DECLARATION, ORIGIN_DECLARATION, declarations
+from kernelpilot.evaluation.candidate import (
+    LIBRARY_DECLARATION,
+    ORIGIN_DECLARATION,
+    Candidate,
+    declarations,
+)
 from kernelpilot.evaluation.settings import EvalSettings
-from kernelpilot.verdict import Finding, Verdict
+from kernelpilot.verdict import Finding, Performance, Verdict
 
 INDUCTOR_TOLERANCE = 0.05
 _KNOWN_LIBRARIES = ("cublas", "cudnn", "attention")
 
 
-def declared_settings(candidate: Any, settings: EvalSettings, verdict: Verdict) -> tuple[EvalSettings, dict[str, Any]]:
+def declared_settings(candidate: Candidate, settings: EvalSettings, verdict: Verdict) -> tuple[EvalSettings, dict[str, Any]]:
     """The request settings with the candidate's declared libraries allowed, and its declarations.
     Adds a ``library-call`` finding per declared library to ``verdict``."""
 
@@ -66,7 +71,7 @@ def runs_torch_compile_libraries(declared: dict[str, Any], settings: EvalSetting
         lib in _KNOWN_LIBRARIES or _is_aten_op(lib) for lib in allowed)
 
 
-def within_compile_flag(declared: dict[str, Any], performance: Any) -> list[str]:
+def within_compile_flag(declared: dict[str, Any], performance: Performance | None) -> list[str]:
     """A flag when an Inductor-origin candidate's time is not within 5% of torch.compile's."""
     if declared.get(ORIGIN_DECLARATION) != "inductor" or performance is None:
         return []

@@ -19,7 +19,6 @@ import ast
 import fnmatch
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from kernelpilot.evaluation.static.native_scan import check_native
 from kernelpilot.evaluation.static.policy_tables import (
@@ -33,6 +32,7 @@ from kernelpilot.evaluation.static.python_checker import (
     top_module,
 )
 from kernelpilot.extracted import generated_files
+from kernelpilot.rules import Rules
 from kernelpilot.verdict import Finding
 
 __all__ = ["ALLOWED_MODULES", "RULES", "blocking", "check_candidate", "check_native", "check_python", "is_relaxed",
@@ -150,7 +150,7 @@ def problem_imports(problem_path: str | Path | None) -> frozenset[str]:
     return frozenset(top_module(m) for m in modules if module_verdict(m) == NOT_ALLOWED)
 
 
-def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Any = None,
+def check_candidate(candidate_path: str | Path, relaxed: Iterable[str] = (), rules: Rules | None = None,
                     problem: str | Path | None = None) -> list[Finding]:
     """Check a candidate directory (every .py and native source) or a single-file .py candidate.
 

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpilot.evaluation.audit import threads
 from kernelpilot.evaluation.baselines.values import Baselines
-from kernelpilot.evaluation.correctness.compare import Outputs, Tolerance, flatten_outputs, replay_difference
+from kernelpilot.evaluation.correctness.compare import (
+    Outputs,
+    Tolerance,
+    flatten_outputs,
+    replay_difference,
+)
 from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.timing import gpu_lock

@@ -179,7 +179,7 @@ def measure(device: str = "cuda") -> Ceilings:
     n = 8192
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    tflops["bfloat16"] = 2 * n**3 / (_median_ms(lambda: torch.mm(a, b)) * 1e-3) / 1e12
+    tflops["bfloat16"] = 2 * n**3 / (_median_ms(lambda a=a, b=b: torch.mm(a, b)) * 1e-3) / 1e12
     del a, b
     old = torch.backends.cuda.matmul.allow_tf32
     try:
@@ -188,10 +188,10 @@ def measure(device: str = "cuda") -> Ceilings:
         for m in (4096, 8192):
             a32 = torch.randn(m, m, device=device)
             b32 = torch.randn(m, m, device=device)
-            rates.append(2 * m**3 / (_median_ms(lambda: torch.mm(a32, b32)) * 1e-3) / 1e12)
+            rates.append(2 * m**3 / (_median_ms(lambda a32=a32, b32=b32: torch.mm(a32, b32)) * 1e-3) / 1e12)
         tflops["float32"] = max(rates)
         torch.backends.cuda.matmul.allow_tf32 = True
-        tflops["tf32"] = 2 * m**3 / (_median_ms(lambda: torch.mm(a32, b32)) * 1e-3) / 1e12
+        tflops["tf32"] = 2 * m**3 / (_median_ms(lambda a32=a32, b32=b32: torch.mm(a32, b32)) * 1e-3) / 1e12
         del a32, b32
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old

@@ -32,7 +32,11 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from kernelpilot.evaluation.build.load_inline import failure_key, recorded_failure, stable_load_args
+from kernelpilot.evaluation.build.load_inline import (
+    failure_key,
+    recorded_failure,
+    stable_load_args,
+)
 from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.extension import TORCH_BUILD_FAILURE
 

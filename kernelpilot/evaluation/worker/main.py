@@ -60,9 +60,9 @@ from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the wo
     ProblemCache,
     ProblemState,
     ProblemTooLarge,
-    kernelbench_failure,
     compile_failure,
     gpu_shared_backend,
+    kernelbench_failure,
 )
 
 if TYPE_CHECKING:

@@ -21,13 +21,22 @@ from kernelpilot.evaluation.audit import threads
 from kernelpilot.evaluation.audit.forward import audit_forward
 from kernelpilot.evaluation.correctness import verify as vf
 from kernelpilot.evaluation.correctness.compare import Tolerance, dtype_name
-from kernelpilot.evaluation.correctness.inputs import Inputs, ShapeSet, clone_inputs, draw_inputs
+from kernelpilot.evaluation.correctness.inputs import (
+    Inputs,
+    ShapeSet,
+    clone_inputs,
+    draw_inputs,
+)
 from kernelpilot.evaluation.kernelbench import harness as kb
 from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
 from kernelpilot.evaluation.settings import EvalSettings, settings_of
 from kernelpilot.evaluation.static import self_timing
 from kernelpilot.evaluation.timing import gpu_lock
-from kernelpilot.evaluation.timing.candidate import benchmark, input_pool, timing_settings  # noqa: F401 - engine's names too
+from kernelpilot.evaluation.timing.candidate import (  # noqa: F401 - engine's names too
+    benchmark,
+    input_pool,
+    timing_settings,
+)
 from kernelpilot.evaluation.worker import compile_hook, watchdog
 from kernelpilot.evaluation.worker import global_state as gs
 from kernelpilot.evaluation.worker.cuda_errors import is_cuda_error

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+import kernelpilot.problem as problem_files
 from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs, problem_dtype
 from kernelpilot.evaluation.correctness.reference import Forward, Reference
 from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache
@@ -27,7 +28,6 @@ from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
 from kernelpilot.evaluation.settings import settings_of
 from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.worker import memory
-import kernelpilot.problem as problem_files
 from kernelpilot.rules import get_rules
 
 if TYPE_CHECKING:
