@@ -235,9 +235,12 @@ def main(argv: list[str] | None = None) -> int:
                    "--elementwise", str(args.folder_elementwise)]
     original = Path(args.kernelbench_original).resolve() if args.kernelbench_original else None
     # the folders and the corpus copy as today's sources write them; verdicts of files that changed are taken out
-    changed = {"corpus": refresh_corpus(work / "corpus"), "folder": refresh_folder(gen, checkout, folder_args)}
-    roots = {"corpus": levels_root, "folder": levels_root}
-    folders = {"corpus": work / "corpus", "folder": gen}
+    changed = {"corpus": refresh_corpus(work / "corpus")}
+    roots = {"corpus": levels_root}
+    folders = {"corpus": work / "corpus"}
+    # the generated folder is written only when a run of the plan judges it (writing it sizes 60+ problems)
+    if args.only in (None, "folder") and any(n.split("~", 1)[0].startswith("folder-") for n in args.plan):
+        changed["folder"], roots["folder"], folders["folder"] = refresh_folder(gen, checkout, folder_args), levels_root, gen
     if original is not None:  # folder-kernelbench-v0.1 on the original sizes, every elementwise problem: small there
         folders["folder-v0.1"] = work / "generations-v0.1"
         roots["folder-v0.1"] = original / "KernelBench" if (original / "KernelBench" / "level1").is_dir() else original
@@ -256,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     taken: dict[str, list[dict]] = {}
     for run in sorted(d for d in work.iterdir() if (d / "results.sqlite").is_file()):
         key = source_of(run.name)
-        if key is None:
+        if key is None or key not in folders:
             continue
         taken[run.name] = take_out(run, set(changed[key] or ()), "its file changed since it was judged")
         rules = run.name.split("~", 1)[0].split("-", 1)[1]
