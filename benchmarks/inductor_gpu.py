@@ -48,7 +48,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def inductor_part(out: Path, ev: Evaluator, record: dict) -> tuple[list[list[str]], int]:
-    from kernelpilot.inductor import ConversionError
+    from kernelpilot.inductor.helpers import ConversionError
     from kernelpilot.inductor.generate import inductor_candidate
 
     rows, failures = [], 0

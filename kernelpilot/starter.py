@@ -202,7 +202,7 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
 def inductor_command(problem: str, target: Path, compile_mode: str = "default", recording: Path | None = None,
                      helpers: Path | None = None) -> int:
     """``kernelpilot init --from-inductor PROBLEM``: torch.compile's kernels as a Triton candidate."""
-    from kernelpilot.inductor import ConversionError
+    from kernelpilot.inductor.helpers import ConversionError
 
     if target.exists() and any(target.iterdir()):
         raise KernelpilotError(f"{target} is not empty; pass --out with a new directory, or remove it.")
@@ -213,7 +213,7 @@ def inductor_command(problem: str, target: Path, compile_mode: str = "default", 
 
             conversion = inductor_candidate(problem, target, compile_mode)
         else:
-            from kernelpilot.inductor import candidate_from_recording, write_candidate
+            from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
 
             conversion = candidate_from_recording(problem, json.loads(_read(recording, "--recordings")), helper_text)
             write_candidate(target, conversion)
@@ -240,8 +240,8 @@ def inductor_batch_command(source: Path, out: Path, recordings: Path | None, hel
 
     Without ``recordings``, torch.compile is recorded first into ``out/_recordings`` (only the problems not
     recorded there yet: the same command run again after a killed call does what is left)."""
-    from kernelpilot.inductor import ConversionError
     from kernelpilot.inductor.batch import INDEX, convert_all, discover, record_all
+    from kernelpilot.inductor.helpers import ConversionError
 
     items = discover([source], levels)
     helper_text = _read(helpers, "--helpers") if helpers else None

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from kernelpilot.evaluation.static.policy import blocking, check_candidate
-from kernelpilot.inductor import ConversionError, candidate_from_recording, write_candidate
+from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
+from kernelpilot.inductor.helpers import ConversionError
 from kernelpilot.inductor.smoke import check_candidate_dir
 
 pytest.importorskip("triton")

@@ -11,8 +11,9 @@ import pytest
 
 from kernelpilot.evaluation.candidate import declarations, load_candidate, triton_kernels
 from kernelpilot.evaluation.static.policy import blocking, check_candidate
-from kernelpilot.inductor import ConversionError, candidate_from_code, write_candidate
+from kernelpilot.inductor.c0 import candidate_from_code, write_candidate
 from kernelpilot.inductor.convert import graph_inputs, parse_kernels
+from kernelpilot.inductor.helpers import ConversionError
 
 pytest.importorskip("triton")
 ROOT = Path(__file__).resolve().parents[1]

@@ -252,7 +252,7 @@ async def inductor_kernel(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, compile_mode: str = "default") -> Any:
     """Record torch.compile's output on the GPU, convert it, and replace the candidate's files with it."""
-    from kernelpilot.inductor import candidate_from_recording
+    from kernelpilot.inductor.c0 import candidate_from_recording
     from kernelpilot.inductor.generate import record
 
     rec = record(problem, compile_mode)
@@ -267,7 +267,7 @@ def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, com
 
 
 async def inductor(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    from kernelpilot.inductor import ConversionError
+    from kernelpilot.inductor.helpers import ConversionError
 
     mode = str(getattr(ctx.config, "compile_mode", "default") or "default")
 

@@ -45,8 +45,8 @@ def convert_one(key: str, problem: str, recording: str, out: str, helpers: str |
         if recording_status(data) == "failed":
             return {**row, "candidate": None, "outcome": "failed",
                     "reason": "torch.compile failed: " + str(data.get("error")).splitlines()[0][:400]}
-        from kernelpilot.inductor import ConversionError, candidate_from_recording, write_candidate
-        from kernelpilot.inductor.c0 import recording_graphs
+        from kernelpilot.inductor.c0 import candidate_from_recording, recording_graphs, write_candidate
+        from kernelpilot.inductor.helpers import ConversionError
 
         conversion = candidate_from_recording(problem, data, helpers)
         target = Path(out) / key

@@ -20,6 +20,9 @@ stopped tracing. c0 runs the same, in the same order:
 
 The kernels' ``triton_helpers`` come from the torch that recorded (the recording's ``runtime`` sources,
 or ``helpers_source`` for a recording made before generate.py stored them).
+
+``candidate_from_code`` converts bare output code of one graph (no recording); ``write_candidate`` writes a
+conversion's files.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.inductor import render
-from kernelpilot.inductor.convert import Conversion, Source, convert, convert_traced, graph_inputs
+from kernelpilot.inductor.convert import Conversion, Source, convert, convert_traced, graph_inputs, parse_graph
 from kernelpilot.inductor.facts import ModelFacts, model_facts
 from kernelpilot.inductor.helpers import ConversionError
 from kernelpilot.inductor.problem_source import problem_definitions
+from kernelpilot.inductor.trace import eager_libraries, trace_forward
 
 
 def problem_name(facts: ModelFacts) -> str:
@@ -74,8 +78,6 @@ def candidate_from_recording(problem: str | Path, recording: dict[str, Any], hel
             return convert(code, mapped, params=facts.params, buffers=facts.buffers, inputs=facts.given,
                            problem_name=name, configs=graph.get("configs"), torch_version=version,
                            helpers_source=helpers)
-    from kernelpilot.inductor.trace import trace_forward
-
     trace = trace_forward(facts)
     if trace.graphs != len(graphs):
         raise ConversionError(f"the recording has {len(graphs)} graphs, dynamo here makes {trace.graphs} of the "
@@ -94,8 +96,6 @@ def candidate_from_recording(problem: str | Path, recording: dict[str, Any], hel
 
 
 def _returns(code: str) -> int:
-    from kernelpilot.inductor.convert import parse_graph
-
     return len(parse_graph(code, {}).body.returns) if "def call(" in code else 0
 
 
@@ -140,8 +140,6 @@ def _wrap(text: str, width: int = 100) -> list[str]:
 
 def eager_candidate(facts: ModelFacts, name: str) -> Conversion:
     """c0 where dynamo compiled no graph: the problem's own Model, its library calls declared."""
-    from kernelpilot.inductor.trace import eager_libraries
-
     declared = eager_libraries(facts)
     notes = _wrap("torch.compile compiled no graph for this problem: dynamo leaves its forward to eager PyTorch "
                   "(an nn.LSTM, nn.GRU or nn.RNN at the start of forward makes it skip the whole frame), so what "
@@ -152,3 +150,34 @@ def eager_candidate(facts: ModelFacts, name: str) -> Conversion:
                          ["ModelNew is the problem's Model, unchanged: what torch.compile runs for it."])
     text = head + "\n\n\n" + problem_definitions(facts.problem)
     return Conversion({"model_new.py": text}, [], declared, "recorded", "eager", notes)
+
+
+def candidate_from_code(problem: str | Path, code: str, configs: dict[str, Any] | None = None,
+                        sources: dict[str, str] | list[str] | None = None, helpers_source: str | None = None,
+                        torch_version: str = "") -> Conversion:
+    """Convert Inductor output ``code`` (one graph) for ``problem``; ``configs`` (kernel name -> chosen
+    config) and ``sources`` (graph input -> ``x`` / ``self.linear.weight``, or a list by position) come
+    from a recording run on the GPU. ``helpers_source``: the triton_helpers.py of the torch
+    (``torch_version``) that generated ``code``; without either, this torch's helpers are used."""
+    if not code:
+        raise ConversionError("no output code to convert: a recording with no graph or several graphs has its "
+                              "graphs in recording.data; convert it with candidate_from_recording(problem, recording.data).")
+    recording = {"code": code, "configs": configs, "sources": sources, "torch": torch_version}
+    if sources is None:  # matched by shape and stride, as before a recording observed them
+        facts = model_facts(problem)
+        return convert(code, None, params=facts.params, buffers=facts.buffers, inputs=facts.given,
+                       problem_name=problem_name(facts), configs=configs, torch_version=torch_version,
+                       helpers_source=helpers_source)
+    return candidate_from_recording(problem, recording, helpers_source)
+
+
+def write_candidate(directory: str | Path, conversion: Conversion) -> list[Path]:
+    """Write the candidate's files into ``directory`` (created); returns the paths written."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in conversion.files.items():
+        path = target / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -79,7 +79,7 @@ def record(problem: str | Path, compile_mode: str = "default", timeout_s: float 
 
 def inductor_candidate(problem: str | Path, directory: str | Path, compile_mode: str = "default") -> Any:
     """Record on the GPU, convert, write into ``directory``; returns the Conversion."""
-    from kernelpilot.inductor import candidate_from_recording, write_candidate
+    from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
 
     rec = record(problem, compile_mode)
     conversion = candidate_from_recording(problem, rec.data)
