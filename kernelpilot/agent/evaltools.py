@@ -15,7 +15,7 @@ from typing import Any
 from kernelpilot.agent import fileops
 from kernelpilot.agent.candidates import CandidateRecord
 from kernelpilot.agent.events import CandidateEvaluated
-from kernelpilot.agent.tools import ToolContext, ToolFailure, ToolResult
+from kernelpilot.agent.toolbase import ToolContext, ToolFailure, ToolResult
 from kernelpilot.agent.verdict_text import build_for_model, verdict_for_model
 from kernelpilot.verdict import Verdict
 

@@ -9,61 +9,15 @@ workspace guard) and the evaluation engine.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+import re
 from pathlib import Path
 from typing import Any
 
+from kernelpilot import skills
+from kernelpilot.agent import evaltools as ev
 from kernelpilot.agent import fileops
-from kernelpilot.agent.candidates import CandidateBook
-from kernelpilot.agent.events import Event
+from kernelpilot.agent.toolbase import Tool, ToolContext, ToolFailure, ToolResult
 from kernelpilot.errors import KernelpilotError
-
-
-@dataclass
-class ToolResult:
-    text: str
-    ok: bool = True
-    events: list[Event] = field(default_factory=list)  # e.g. CandidateEvaluated, yielded by the loop
-    proposal: str = ""  # candidate id the model proposes; the loop asks the engineer
-    summary: str = ""
-
-
-@dataclass
-class ToolContext:
-    """What the tools act on."""
-
-    problem: Any  # kernelpilot.problem.Problem
-    workspace: Any  # kernelpilot.workspace.Workspace
-    evaluator: Any  # kernelpilot.evaluation.Evaluator (or an object with the same interface)
-    config: Any = None  # kernelpilot.config.ProjectConfig
-    candidate_rel: Path = Path("kernels/candidate")  # relative to the worktree root
-    book: CandidateBook = field(default_factory=CandidateBook)
-    skills_dir: Path | None = None
-    cache: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def root(self) -> Path:
-        return Path(self.workspace.path)
-
-    @property
-    def candidate_dir(self) -> Path:
-        return self.root / self.candidate_rel
-
-
-Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
-
-
-@dataclass
-class Tool:
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    handler: Handler
-
-    def schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
 def _obj(props: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
@@ -72,10 +26,6 @@ def _obj(props: dict[str, Any] | None = None, required: list[str] | None = None)
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
-
-
-class ToolFailure(Exception):
-    """Raised inside a handler to return ``ok=False`` text to the model."""
 
 
 # ----------------------------------------------------------------------------- file tools
@@ -132,8 +82,6 @@ async def grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     rel = str(args.get("path") or ".")
     start = fileops.resolve_readable(ctx.root, rel)
     max_results = max(1, min(int(args.get("max_results") or 50), 200))
-    import re
-
     try:
         hits, count = fileops.grep(ctx.root.resolve(), start, pattern, args.get("glob"), max_results)
     except re.error as exc:
@@ -187,15 +135,11 @@ async def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 async def list_skills(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    from kernelpilot import skills
-
     text = await asyncio.to_thread(skills.index_text, ctx.skills_dir)
     return ToolResult(text or "no skills installed")
 
 
 async def read_skill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    from kernelpilot import skills
-
     name = _required(args, "name")
     return ToolResult(await asyncio.to_thread(skills.read_skill, name, ctx.skills_dir))
 
@@ -211,8 +155,6 @@ def _required(args: dict[str, Any], key: str) -> str:
 
 
 def build_tools() -> dict[str, Tool]:
-    from kernelpilot.agent import evaltools as ev
-
     tools = [
         Tool("list_files", "List files in the worktree (default: everything), marking the writable candidate files.",
              _obj({"path": {**_STR, "description": "directory relative to the worktree root"}}), list_files),
