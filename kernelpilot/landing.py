@@ -8,6 +8,10 @@ engineer confirmed that status), when the candidate changes nothing, on a detach
 engineer has uncommitted changes to any of those files, or (unless ``overwrite_committed``) when the
 branch changed them since the session started. The commit is made with git plumbing under the engineer's identity;
 commit hooks do not run.
+
+``approve`` is what the approving layer calls (the agent's proposal flow, the UI's manual mode): ``land``,
+then the drop-in operator of an extracted problem's candidate in the same commit
+(``kernelpilot.dropin.on_approve``), then the workspace's record of the approval.
 """
 
 from __future__ import annotations
@@ -16,11 +20,23 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from kernelpilot.approval_rule import check_status, require_approvable
+from kernelpilot.dropin.on_approve import register_after_approval
 from kernelpilot.errors import WorkspaceError
 from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list
 
 if TYPE_CHECKING:
     from kernelpilot.workspace import Workspace
+
+
+def approve(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False, confirmed: str = "") -> str:
+    """Land the candidate's files on the engineer's current branch as one commit and return its sha (``land``
+    says what is refused: by its last verdict, see ``approval_rule``; ``confirmed`` names the status the
+    engineer confirmed, e.g. ``incorrect``). A candidate of an extracted problem gets its drop-in operator
+    in that commit (a failure there is a note in ``ws.notes``, never an undone approval)."""
+    new = land(ws, candidate_id, overwrite_committed=overwrite_committed, confirmed=confirmed)
+    new, note = register_after_approval(ws, candidate_id, new)
+    ws.record_approval(candidate_id, new, note)
+    return new
 
 
 def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False, confirmed: str = "") -> str:

@@ -6,7 +6,9 @@ Uncommitted changes in the user's tree are not in it. Each evaluated candidate b
 on that branch (built from the candidate files only, with git plumbing, so nothing else the
 engineer staged sneaks in). The candidate id -> commit map is kept as JSON in the repository's
 git dir (``.git/kernelpilot/sessions/<session>.json``) and in a ``Kernelpilot-Candidate`` trailer
-of each commit, so a session survives a restart and even ``cleanup``.
+of each commit, so a session survives a restart and even ``cleanup``. Approving (landing the files on
+the engineer's branch) is ``kernelpilot.landing.approve``'s, called by the layer that approves; it records
+the approval here.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from kernelpilot.approval_rule import check_approval
 from kernelpilot.errors import GuardError, WorkspaceError
-from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list  # noqa: F401 - landing and dropin use them
+from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list
 from kernelpilot.guard import PathRules, default_globs, normalize
 
 BOT_IDENTITY = {
@@ -320,30 +323,20 @@ class Workspace:
 
     def record_verdict(self, candidate_id: str, verdict: Any) -> None:
         """Keep the candidate's last verdict (a dict or a Verdict): approval goes by it (approval_rule)."""
-        from kernelpilot.approval_rule import check_approval
-
         check = check_approval(candidate_id, verdict)
         record = self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
         record.verdict, record.verdict_summary = check.status, check.summary
         self._save()
 
-    def approve(self, candidate_id: str, *, overwrite_committed: bool = False, confirmed: str = "") -> str:
-        """Land the candidate's files on the user's current branch as one commit; returns its sha
-        (``kernelpilot.landing.land``, which says what is refused: by its last verdict, see
-        ``approval_rule``; ``confirmed`` names the status the engineer confirmed, e.g. ``incorrect``)."""
-        from kernelpilot.landing import land
-
-        new = land(self, candidate_id, overwrite_committed=overwrite_committed, confirmed=confirmed)
-        from kernelpilot.dropin.on_approve import register_after_approval  # extracted problems: the drop-in operator
-
-        new, note = register_after_approval(self, candidate_id, new)
+    def record_approval(self, candidate_id: str, commit: str, note: str = "") -> None:
+        """Keep that the candidate landed as ``commit`` on the engineer's branch (``kernelpilot.landing.approve``
+        lands it); ``note``: what the engineer should know about it (the drop-in operator written, or why not)."""
         if note:
             self.notes.append(note)
-        self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
-        self.candidates[candidate_id].status = "approved"
-        self.candidates[candidate_id].approved_sha = new
+        record = self.candidates.setdefault(candidate_id, CandidateRecord(sha=self.resolve(candidate_id), message=""))
+        record.status = "approved"
+        record.approved_sha = commit
         self._save()
-        return new
 
     def reject(self, candidate_id: str, reason: str) -> None:
         """Keep the candidate on the session branch, marked rejected with ``reason`` (JSON + git note)."""

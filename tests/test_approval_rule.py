@@ -13,6 +13,7 @@ import pytest
 from agent_support import VERDICTS, FixtureEvaluator, candidate_files, open_project
 from kernelpilot.approval_rule import check_approval, shown_status
 from kernelpilot.errors import ApprovalConfirmationError, ApprovalRefusedError
+from kernelpilot.landing import approve
 from kernelpilot.workspace import Workspace
 
 D = "kernels/vector_scale"
@@ -74,7 +75,7 @@ def test_a_verdict_that_cannot_be_approved_is_refused_and_nothing_changes(
     head = git(root, "rev-parse", "HEAD")
     for confirmed in ("", verdict["status"] if verdict else "unevaluated"):  # a confirmation does not help
         with pytest.raises(ApprovalRefusedError, match="cannot be approved") as refused:
-            ws.approve("e1", confirmed=confirmed)
+            approve(ws, "e1", confirmed=confirmed)
         assert said in str(refused.value) and "nothing was changed" in str(refused.value)
         assert refused.value.kind == "approval_refused"
     assert git(root, "rev-parse", "HEAD") == head and git(root, "status", "--porcelain") == ""
@@ -94,10 +95,10 @@ def test_a_verdict_that_needs_confirmation_lands_only_confirmed_and_says_so(
     head = git(root, "rev-parse", "HEAD")
     for wrong in ("", "ok", "incorrect" if status != "incorrect" else "built"):
         with pytest.raises(ApprovalConfirmationError, match=f"verdict is {status} .*explicit confirmation") as asked:
-            ws.approve("c1", confirmed=wrong)
+            approve(ws, "c1", confirmed=wrong)
         assert asked.value.status == status and asked.value.kind == "needs_confirmation"
     assert git(root, "rev-parse", "HEAD") == head
-    new = ws.approve("c1", confirmed=status)
+    new = approve(ws, "c1", confirmed=status)
     message = git(root, "log", "-1", "--format=%B", new)
     assert message.startswith(f"kernelpilot: [{status.upper()}] ")
     assert f"Its verdict: {status}" in message and "Approved by the engineer although" in message
@@ -108,7 +109,7 @@ def test_a_verdict_that_needs_confirmation_lands_only_confirmed_and_says_so(
 def test_an_ok_verdict_lands_without_confirmation_and_the_commit_names_it(tmp_path: Path) -> None:
     root, ws = project(tmp_path)
     ws.checkpoint("c1", "ok: 1.31x vs torch.compile", fixture("vector_scale_ok.json"))
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     message = git(root, "log", "-1", "--format=%B", new)
     assert message.startswith("kernelpilot: ok: 1.31x vs torch.compile\n") and "Kernelpilot-Verdict: ok" in message
 
@@ -120,10 +121,10 @@ def test_the_last_verdict_counts_and_survives_a_restart(tmp_path: Path) -> None:
     again = Workspace.open(root, ws.session_id, candidate_dir=D, problem=root / "vector_scale.py")
     assert again.candidates["c1"].verdict == "timeout"
     with pytest.raises(ApprovalRefusedError, match="its verdict is timeout"):
-        again.approve("c1")
+        approve(again, "c1")
     ws.checkpoint("c1", "ok")  # a new commit under the same id is unevaluated until its verdict comes
     with pytest.raises(ApprovalRefusedError, match="unevaluated"):
-        ws.approve("c1")
+        approve(ws, "c1")
 
 
 # ---- the agent's approval path --------------------------------------------------------------------

@@ -117,6 +117,7 @@ def test_a_wrong_kernel_fails_the_gradient_check_and_training_stops(mlp_problem:
 
 def test_approval_writes_the_dropin_in_the_same_commit(mlp_problem: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpilot.landing import approve
     from kernelpilot.workspace import Workspace
 
     monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
@@ -134,7 +135,7 @@ def test_approval_writes_the_dropin_in_the_same_commit(mlp_problem: Path, tmp_pa
     ws.write_file(f"{rel}/candidate/model_new.py", (DATA / "dropin" / "mlp_candidate.py").read_text())
     ws.checkpoint("c1", "ok: 1.3x torch.compile", {"status": "ok", "mode": "benchmark"})
     before = git(repo, "rev-parse", "HEAD")
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before  # one commit
     files = git(repo, "show", "--name-only", "--format=", new).splitlines()
     assert sorted(files) == sorted(f"{rel}/candidate/{n}" for n in ("model_new.py", "dropin.py", "dropin_swap.py", ".gitignore"))

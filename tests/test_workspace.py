@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import GuardError, WorkspaceError
+from kernelpilot.landing import approve
 from kernelpilot.workspace import Workspace
 
 
@@ -216,7 +217,7 @@ def test_approve_lands_one_commit_on_the_users_branch(repo: Path) -> None:
     ws.write_file("kernels/binding.cpp", "// glue\n")
     ws.checkpoint("c1", "ok: 2.0x torch.compile", OK)
     before = git(repo, "rev-parse", "HEAD")
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before
     assert git(repo, "log", "-1", "--format=%s|%an", new) == "kernelpilot: ok: 2.0x torch.compile|Test User"
     assert (repo / "kernels" / "softmax.cu").read_text() == "// fast\n"
@@ -232,7 +233,7 @@ def test_approve_applies_deletions(repo: Path) -> None:
     ws = open_ws(repo)
     (ws.path / "kernels" / "old.cuh").unlink()
     ws.checkpoint("c1", "ok", OK)
-    ws.approve("c1")
+    approve(ws, "c1")
     assert not (repo / "kernels" / "old.cuh").exists()
     assert git(repo, "status", "--porcelain") == ""
     assert "old.cuh" not in git(repo, "ls-files")
@@ -249,7 +250,7 @@ def test_approve_onto_dirty_same_file_is_refused_and_loses_nothing(repo: Path, h
         git(repo, "add", target)
     before = git(repo, "rev-parse", "HEAD")
     with pytest.raises(WorkspaceError, match=f"uncommitted changes to {target}.*commit or stash them.*nothing was changed"):
-        ws.approve("c1")
+        approve(ws, "c1")
     assert (repo / target).read_text() == "// my precious edit\n"
     assert git(repo, "rev-parse", "HEAD") == before
     if how == "staged":
@@ -264,7 +265,7 @@ def test_approve_with_unrelated_dirty_and_staged_files_keeps_them(repo: Path) ->
     (repo / "notes.txt").write_text("staged notes\n")
     git(repo, "add", "notes.txt")
     (repo / "scratch.txt").write_text("untracked\n")
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     assert git(repo, "diff-tree", "--no-commit-id", "--name-only", "-r", new) == "kernels/softmax.cu"
     assert (repo / "README.md").read_text() == "work in progress\n"
     assert (repo / "scratch.txt").read_text() == "untracked\n"
@@ -280,7 +281,7 @@ def test_approve_after_the_user_committed_meanwhile(repo: Path) -> None:
     (repo / "README.md").write_text("user kept working\n")
     git(repo, "commit", "-q", "-am", "user commit")
     user_head = git(repo, "rev-parse", "HEAD")
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     assert git(repo, "rev-parse", f"{new}^") == user_head
     assert git(repo, "show", f"{new}:README.md") == "user kept working"
     assert git(repo, "show", f"{new}:kernels/softmax.cu") == "// fast"
@@ -294,9 +295,9 @@ def test_approve_refuses_to_overwrite_a_newer_commit_of_the_same_file(repo: Path
     git(repo, "commit", "-q", "-am", "user improved the kernel")
     head = git(repo, "rev-parse", "HEAD")
     with pytest.raises(WorkspaceError, match="kernels/softmax.cu changed on main since the session started"):
-        ws.approve("c1")
+        approve(ws, "c1")
     assert git(repo, "rev-parse", "HEAD") == head
-    new = ws.approve("c1", overwrite_committed=True)
+    new = approve(ws, "c1", overwrite_committed=True)
     assert git(repo, "show", f"{new}:kernels/softmax.cu") == "// fast"
 
 
@@ -306,7 +307,7 @@ def test_approve_on_detached_head_explains(repo: Path) -> None:
     ws.checkpoint("c1", "ok", OK)
     git(repo, "checkout", "-q", "--detach")
     with pytest.raises(WorkspaceError, match="detached HEAD .*check out a branch"):
-        ws.approve("c1")
+        approve(ws, "c1")
     assert (repo / "kernels" / "softmax.cu").read_text() == "// original kernel\n"
 
 
@@ -314,9 +315,9 @@ def test_approve_twice_says_nothing_to_do(repo: Path) -> None:
     ws = open_ws(repo)
     ws.write_file("kernels/softmax.cu", "// fast\n")
     ws.checkpoint("c1", "ok", OK)
-    ws.approve("c1")
+    approve(ws, "c1")
     with pytest.raises(WorkspaceError, match="already contains candidate c1"):
-        ws.approve("c1")
+        approve(ws, "c1")
 
 
 def test_dirty_tree_and_untracked_files(repo: Path) -> None:
@@ -390,7 +391,7 @@ def test_project_in_a_subdirectory(repo: Path) -> None:
         ws.guard("problem.py")
     ws.write_file("kernels/k.cu", "// k\n")
     ws.checkpoint("c1", "ok", OK)
-    new = ws.approve("c1")
+    new = approve(ws, "c1")
     assert git(repo, "show", f"{new}:ops/kernels/k.cu") == "// k"
     assert (sub / "kernels" / "k.cu").read_text() == "// k\n"
 

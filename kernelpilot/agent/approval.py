@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpilot.agent.events import ErrorEvent, Event, ProposalApproved, ProposalReady, ProposalRejected
 from kernelpilot.approval_rule import check_approval, require_approvable
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.landing import approve
 
 if TYPE_CHECKING:
     from kernelpilot.agent.tools import ToolResult
@@ -44,7 +45,7 @@ class ProposalMixin:
             self._wake.set()
             return ""
         self._check_verdict(candidate_id, confirmed)
-        commit = str(await asyncio.to_thread(partial(self.workspace.approve, candidate_id, confirmed=confirmed)))
+        commit = str(await asyncio.to_thread(partial(approve, self.workspace, candidate_id, confirmed=confirmed)))
         self.book.approved, self.book.approved_commit = candidate_id, commit
         self._record(ProposalApproved(candidate_id=candidate_id, commit=commit))  # type: ignore[attr-defined]
         return commit
@@ -127,7 +128,7 @@ class ProposalMixin:
             approved, reason = await self._sanitizer_gate(cid)
         if approved:
             try:
-                land = partial(self.workspace.approve, cid, confirmed=confirmed)
+                land = partial(approve, self.workspace, cid, confirmed=confirmed)
                 commit = str(await asyncio.shield(asyncio.to_thread(land)))
             except KernelpilotError as exc:
                 yield self._not_landed(cid, exc, result)

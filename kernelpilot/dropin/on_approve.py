@@ -1,6 +1,6 @@
 """After approval: the drop-in operator of a candidate of an extracted problem, in the same commit.
 
-``Workspace.approve`` lands the candidate's files (``kernelpilot.landing``); when they sit in
+``kernelpilot.landing.approve`` lands the candidate's files (``landing.land``), then calls this: when they sit in
 ``<problem dir>/candidate/`` of a problem ``kernelpilot hotspots --extract`` wrote (``origin.json``),
 this writes the registration beside them in the engineer's checkout (``kernelpilot.dropin.registration``,
 gradient check included) and replaces the approval commit by one that also holds those files (the
@@ -10,11 +10,13 @@ approval: it is returned as a note.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kernelpilot.dropin.registration import Registration, problem_dir_of, write_registration
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.gitcmd import git_run
 
 
 def apply_command_for(problem_dir: Path, script: str) -> str:
@@ -32,8 +34,6 @@ def candidate_dir_of(paths: list[str], top: Path) -> Path | None:
 
 def register_after_approval(ws: Any, candidate_id: str, commit: str) -> tuple[str, str]:
     """(the commit now on the branch, a note for the engineer: what was written, or why not)."""
-    from kernelpilot.workspace import _git
-
     user = ws.user_repo
     top = Path(user.working_tree_dir)
     candidate = candidate_dir_of(ws.changed_files(candidate_id), top)
@@ -46,16 +46,16 @@ def register_after_approval(ws: Any, candidate_id: str, commit: str) -> tuple[st
     updates: dict[str, tuple[str, str] | None] = {}
     for file in reg.files:
         rel = file.relative_to(top).as_posix()
-        updates[rel] = ("100644", _git(user, "hash-object", "-w", "--", rel))
-    parent = _git(user, "rev-parse", f"{commit}^")
+        updates[rel] = ("100644", git_run(user, "hash-object", "-w", "--", rel))
+    parent = git_run(user, "rev-parse", f"{commit}^")
     tree = ws.tree_with(user, commit, updates)
-    message = _git(user, "log", "-1", "--format=%B", commit)
-    amended = _git(user, "commit-tree", tree, "-p", parent, stdin=message.encode())
+    message = git_run(user, "log", "-1", "--format=%B", commit)
+    amended = git_run(user, "commit-tree", tree, "-p", parent, stdin=message.encode())
     branch = user.active_branch.name
-    _git(user, "update-ref", "-m", f"kernelpilot: drop-in operator of {candidate_id}", f"refs/heads/{branch}", amended, commit)
+    git_run(user, "update-ref", "-m", f"kernelpilot: drop-in operator of {candidate_id}", f"refs/heads/{branch}", amended, commit)
     for rel, entry in updates.items():  # the index follows the new commit for these paths
         assert entry is not None
-        _git(user, "update-index", "--add", "--cacheinfo", f"{entry[0]},{entry[1]},{rel}")
+        git_run(user, "update-index", "--add", "--cacheinfo", f"{entry[0]},{entry[1]},{rel}")
     problem_dir = problem_dir_of(candidate)
     assert problem_dir is not None
     training = "training too" if reg.training else "inference only"
@@ -65,8 +65,6 @@ def register_after_approval(ws: Any, candidate_id: str, commit: str) -> tuple[st
 
 
 def _script(problem_dir: Path) -> str:
-    import json
-
     try:
         return str(json.loads((problem_dir / "origin.json").read_text()).get("script") or "SCRIPT")
     except (OSError, ValueError):

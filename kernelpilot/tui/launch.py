@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.landing import approve
 from kernelpilot.tui.startup import ResumeOffer, Startup
 
 
@@ -105,7 +106,7 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
 
     started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
                              worktree=str(workspace.path), branch=workspace.branch)
-    session = EventStreamSession([started], on_approve=workspace.approve, on_reject=workspace.reject)
+    session = EventStreamSession([started], on_approve=partial(approve, workspace), on_reject=workspace.reject)
     # A save's test verdict is drawn first (about a second for a kernel edit), then its benchmark's; no GPU:
     # a build-only verdict (diagnostics, registers and spills, honestly labelled).
     first = "test" if gpu else "build"

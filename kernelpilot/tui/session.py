@@ -165,7 +165,7 @@ class EventStreamSession:
         events: Iterable[Event] = (),
         *,
         delay: float = 0.0,
-        on_approve: Callable[..., str] | None = None,  # (candidate_id, confirmed=STATUS): Workspace.approve
+        on_approve: Callable[..., str] | None = None,  # (candidate_id, confirmed=STATUS): landing.approve
         on_reject: Callable[[str, str], Any] | None = None,
         model: str = "",
         replay: bool = False,

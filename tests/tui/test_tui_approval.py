@@ -6,6 +6,7 @@ build-only one lands only after a second confirmation that names its status, and
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from agent_support import VERDICTS, FixtureEvaluator, candidate_files, git, open_project
 from kernelpilot.agent.events import SessionStarted
+from kernelpilot.landing import approve
 from kernelpilot.tui.app import KernelpilotApp
 from kernelpilot.tui.pairing import WorkspaceEditEvaluator
 from kernelpilot.tui.review import ConfirmModal, ReviewScreen
@@ -31,7 +33,7 @@ def manual_app(tmp_path: Path, verdict_file: str, mode: str = "benchmark"
     ws = p.workspace
     started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
-    session = EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject)
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
     watch_dir = ws.path / D
     edit = WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d, mode=mode))
     startup = Startup(session=session, model="", worktree=ws.path, watch_dir=watch_dir, edit_evaluator=edit,

@@ -5,6 +5,7 @@ reaches the loop, and the engineer's own saves are noticed, evaluated and report
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from agent_support import FixtureEvaluator, candidate_files, git, open_project
 from kernelpilot.agent.events import SessionStarted
 from kernelpilot.agent.loop import AgentSession, Budgets
 from kernelpilot.agent.scripted import ScriptedClient
+from kernelpilot.landing import approve
 from kernelpilot.tui.app import KernelpilotApp
 from kernelpilot.tui.pairing import AgentEditEvaluator, WorkspaceEditEvaluator
 from kernelpilot.tui.review import ReasonModal, ReviewScreen
@@ -139,7 +141,7 @@ async def test_manual_mode_banner_edit_detection_and_approve(tmp_path: Path) -> 
     ws = p.workspace
     started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
-    session = EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject)
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
     watch_dir = ws.path / D
     edit = WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d))
     startup = Startup(session=session, model="", worktree=ws.path, watch_dir=watch_dir, edit_evaluator=edit,
@@ -176,7 +178,7 @@ async def test_a_save_shows_its_test_verdict_before_its_benchmark(tmp_path: Path
     ws = p.workspace
     started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
-    session = EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject)
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
     watch_dir = ws.path / D
     waited: list[bool] = []
 

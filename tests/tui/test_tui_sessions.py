@@ -9,10 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 from agent_support import FixtureEvaluator, candidate_files, git, make_project, open_project
 from kernelpilot.agent.events import SessionStarted
+from kernelpilot.landing import approve
 from kernelpilot.tui.app import KernelpilotApp
 from kernelpilot.tui.pairing import WorkspaceEditEvaluator
 from kernelpilot.tui.session import EventStreamSession
@@ -35,7 +37,7 @@ async def test_quitting_says_the_session_how_to_resume_it_and_how_to_remove_it(t
     started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
     watch_dir = ws.path / D
-    startup = Startup(session=EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject), model="",
+    startup = Startup(session=EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject), model="",
                       session_id=ws.session_id, worktree=ws.path, watch_dir=watch_dir, workspace=ws, problem=p.problem,
                       gpu=False, edit_evaluator=WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d)))
     app = KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1)
@@ -86,7 +88,7 @@ def test_sessions_lists_and_removes_only_the_sessions_worktree_and_branch(tmp_pa
     kept = Workspace.open(root, "20261201-100000-aaaaaa", candidate_dir=D, problem=problem)
     kept.write_file(f"{D}/kernel.cu", "// approved\n")
     kept.checkpoint("c1", "ok", {"status": "ok"})
-    approved = kept.approve("c1")
+    approved = approve(kept, "c1")
     gone = Workspace.open(root, "20261202-100000-bbbbbb", candidate_dir=D, problem=problem)
     gone.write_file(f"{D}/kernel.cu", "// broken\n")
     gone.checkpoint("e1", "engineer edit", {"status": "build_error"})

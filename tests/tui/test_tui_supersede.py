@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from textual.widgets import Input
 from agent_support import git
 from kernelpilot.agent.events import SessionStarted
 from kernelpilot.evaluation import EvalSettings, Evaluator
+from kernelpilot.landing import approve
 from kernelpilot.tui.app import KernelpilotApp
 from kernelpilot.tui.engine_thread import EngineThread
 from kernelpilot.tui.pairing import WorkspaceEditEvaluator
@@ -52,7 +54,7 @@ def _manual_app(tmp_path: Path) -> tuple[KernelpilotApp, Evaluator, Path]:
                                   close=evaluator.close, cancel=evaluator.cancel)
     started = SessionStarted(session_id=ws.session_id, problem=problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
-    session = EventStreamSession([started], on_approve=ws.approve, on_reject=ws.reject)
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
     startup = Startup(session=session, model="", worktree=ws.path, watch_dir=watch_dir, edit_evaluator=edit,
                       workspace=ws, engine=engine)
     return KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1), evaluator, watch_dir
