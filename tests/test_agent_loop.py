@@ -291,7 +291,7 @@ async def test_resume_continues_from_the_transcript(tmp_path: Path) -> None:
     events = await collect(first)
     assert events[-1].reason == "budget" and "c1" in first.book.records  # type: ignore[attr-defined]
 
-    from kernelpilot.agent.headless import build_session
+    from kernelpilot.agent.factory import build_session
 
     class Args:
         resume = "s1"

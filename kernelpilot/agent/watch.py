@@ -15,6 +15,11 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from kernelpilot.agent.events import CandidateEvaluated
+from kernelpilot.agent.factory import make_evaluator
+from kernelpilot.agent.verdict_text import verdict_for_model
+from kernelpilot.problem import load_problem
+
 WATCHED_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".py")
 
 
@@ -77,9 +82,6 @@ async def watch(paths: Iterable[Path], interval_s: float = 0.5, settle_s: float 
 
 async def watch_loop(problem: Any, candidate: Path, evaluator: Any, out: TextIO, *, jsonl: bool = False,
                      interval_s: float = 0.5, max_evaluations: int | None = None) -> int:
-    from kernelpilot.agent.events import CandidateEvaluated
-    from kernelpilot.agent.verdict_text import verdict_for_model
-
     count = 0
 
     async def evaluate(reason: str) -> None:
@@ -115,9 +117,6 @@ async def watch_loop(problem: Any, candidate: Path, evaluator: Any, out: TextIO,
 
 
 def watch_command(args: Any, out: TextIO | None = None) -> int:
-    from kernelpilot.agent.headless import make_evaluator
-    from kernelpilot.problem import load_problem
-
     out = out or sys.stdout
     config = args.config
     problem = load_problem(args.problem)

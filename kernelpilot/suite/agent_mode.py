@@ -70,7 +70,7 @@ class SuiteBudget:
 
 async def run_problem(ref: ProblemRef, run_dir: Path, args: argparse.Namespace, evaluator: Any,
                       budget: SuiteBudget, client_factory: Callable[[Any], Any]) -> tuple[Job, Verdict | None, str | None]:
-    from kernelpilot.agent.headless import build_session
+    from kernelpilot.agent.factory import build_session
     from kernelpilot.config import load_config
 
     repo = run_dir / "agent" / ref.key.replace("/", "__")
@@ -100,7 +100,7 @@ async def run_agent_suite(problems: list[ProblemRef], store: Store, run_dir: Pat
                           evaluator: Any, on_result: Callable[[Job, str, Any], None] | None = None,
                           concurrency: int = 2, client_factory: Callable[[Any], Any] | None = None) -> int:
     """One session per problem without a stored verdict, ``concurrency`` at a time; returns how many were stored."""
-    from kernelpilot.agent.headless import make_client
+    from kernelpilot.agent.factory import make_client
 
     factory = client_factory or (lambda ns: make_client(ns, ns.config))
     budget = SuiteBudget(getattr(args, "suite_budget_usd", None))

@@ -46,7 +46,7 @@ def _config(args: Any) -> Any:
 
 def build_startup(args: Any, resume_id: str | None) -> Startup:
     """Runs in a thread worker: imports the agent, the engine and git here, never at app import."""
-    from kernelpilot.agent.headless import make_evaluator
+    from kernelpilot.agent.factory import make_evaluator
     from kernelpilot.agent.loop import candidate_rel
     from kernelpilot.problem import load_problem
     from kernelpilot.workspace import Workspace
@@ -88,7 +88,7 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
                                   budgets=dict(config.budgets), notes=list(workspace.notes),
                                   problem=problem, gpu=gpu, evaluator=evaluator, engine=engine)
     if model or replay:
-        from kernelpilot.agent.headless import make_client
+        from kernelpilot.agent.factory import make_client
         from kernelpilot.agent.loop import AgentSession, Budgets
         from kernelpilot.agent.transcript import Transcript
         from kernelpilot.tui.pairing import AgentEditEvaluator
