@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot import cli
+from kernelpilot.argtypes import duration
 from kernelpilot.config import load_config
 from kernelpilot.problem import load_problem
 
@@ -307,4 +308,4 @@ def test_missing_implementation_module(monkeypatch: pytest.MonkeyPatch, capsys: 
 
 
 def test_duration_parsing() -> None:
-    assert cli._duration("90") == 90 and cli._duration("30m") == 1800 and cli._duration("2h") == 7200
+    assert duration("90") == 90 and duration("30m") == 1800 and duration("2h") == 7200
