@@ -140,7 +140,7 @@ def test_a_holder_called_with_an_object_is_not_swapped_and_says_why(tmp_path: Pa
 def test_a_module_called_with_a_kv_cache_is_refused_with_the_fix(tmp_path: Path) -> None:
     from kernelpilot.dropin.swap import install
     from kernelpilot.profiling.extract_graph import _objects_hint
-    from kernelpilot.profiling.trace import ModuleCall
+    from kernelpilot.profiling.records import ModuleCall
 
     origin = {"kind": "module", "path": "layers.0", "objects": {"past_key_values": "DynamicCache"}}
     with pytest.raises(ValueError, match="past_key_values=<DynamicCache>"):
@@ -282,9 +282,9 @@ def test_each_run_that_swaps_other_modules_compiles_afresh(monkeypatch: pytest.M
 
 def test_a_child_is_called_with_its_recorded_arguments_or_inlined() -> None:
     from kernelpilot.profiling import holder_calls
-    from kernelpilot.profiling.hotspots import TensorArg
     from kernelpilot.profiling.program import Program
-    from kernelpilot.profiling.trace import ModuleCall, TensorRef, Trace
+    from kernelpilot.profiling.records import ModuleCall, TensorArg, TensorRef
+    from kernelpilot.profiling.trace import Trace
 
     prog = Program(Trace(), [], [], [])
     prog.names.update({1: "v1", 2: "x1", 3: "x2"})

@@ -19,6 +19,7 @@ from typing import Any
 from kernelpilot.profiling.diagnosis import diagnose, findings
 from kernelpilot.profiling.ncu import BASELINE_RANGE, CANDIDATE_RANGE, KernelProfile, build_command, ncu_path, parse_csv
 from kernelpilot.profiling.roofline import Roofline
+from kernelpilot.profiling.runner import run_sandboxed
 
 MAX_LINES = 40
 
@@ -128,8 +129,6 @@ def profile_candidate(
     env: dict[str, str] | None = None,
 ) -> ProfileSummary:
     """Profile the candidate's kernels and the torch.compile baseline's, confined, with a timeout."""
-    from kernelpilot.profiling.runner import run_sandboxed
-
     start = time.monotonic()
     target = [sys.executable, "-m", "kernelpilot.profiling.target", "--problem", str(problem),
               "--candidate", str(candidate), "--iters", str(iters)]
@@ -160,8 +159,6 @@ def profile_candidate(
 def _torch_profile(
     target: list[str], timeout_s: float, env: dict[str, str] | None, writable: list[Path], roofline: Roofline | None
 ) -> ProfileSummary:
-    from kernelpilot.profiling.runner import run_sandboxed
-
     out = Path(tempfile.mkdtemp(prefix="kp-torchprof-")) / "kernels.json"
     proc = run_sandboxed(target + ["--torch-profiler", str(out)], timeout_s=timeout_s, extra_env=env,
                          writable=[*writable, out.parent])

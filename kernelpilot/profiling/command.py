@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.profiling import profile_candidate
+from kernelpilot.profiling.roofline import roofline_from_verdict
 
 
 def _roofline(path: str | None) -> object | None:
     if not path:
         return None
-    from kernelpilot.profiling.roofline import roofline_from_verdict
-
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -35,8 +35,6 @@ def _roofline(path: str | None) -> object | None:
 
 
 def profile_command(args: argparse.Namespace) -> int:
-    from kernelpilot.profiling import profile_candidate
-
     use_ncu = False if getattr(args, "no_ncu", False) else None
     summary = profile_candidate(Path(args.problem), Path(args.candidate), roofline=_roofline(args.verdict),
                                 iters=args.iters, timeout_s=args.timeout or 300, use_ncu=use_ncu)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.profiling.hotspots import Hotspot, TensorArg
 from kernelpilot.profiling.program import tensor_maker as _maker  # one way to write a recorded tensor
+from kernelpilot.profiling.records import Hotspot, TensorArg
 
 
 def _literal(v: Any, names: list[str], specs: list[TensorArg]) -> str:

@@ -31,7 +31,8 @@ from kernelpilot.profiling import holder_calls
 from kernelpilot.profiling.fusion import Chain
 from kernelpilot.profiling.module_table import ModuleGroup
 from kernelpilot.profiling.program import Program, full_name, param_maker, tensor_maker
-from kernelpilot.profiling.trace import ModuleCall, Trace, vids_in
+from kernelpilot.profiling.records import ModuleCall, vids_in
+from kernelpilot.profiling.trace import Trace
 
 HOLDER_FILE = "holder.py"
 WEIGHTS_FILE = "weights.pt"

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpilot.profiling.trace import VIEW_OPS, OpRecord, Trace
+from kernelpilot.profiling.records import VIEW_OPS, OpRecord, TensorRef
+from kernelpilot.profiling.trace import Trace
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
               "aten::convolution", "aten::_convolution"}
@@ -98,8 +99,6 @@ class Chain:
 
 
 def _shape_key(v: Any) -> str:
-    from kernelpilot.profiling.trace import TensorRef
-
     if isinstance(v, TensorRef):
         return v.spec.key()
     if isinstance(v, list):

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpilot.profiling.program import Program
-from kernelpilot.profiling.trace import ModuleCall, Trace, vids_in
+from kernelpilot.profiling.records import ModuleCall, vids_in
+from kernelpilot.profiling.trace import Trace
 
 TENSORS_HELPER = '''
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 import runpy
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.profiling.extract import write_problem
+from kernelpilot.profiling.grouped import grouped_command
+from kernelpilot.profiling.records import Hotspot, TensorArg
 from kernelpilot.profiling.script_run import misplaced_note, script_failure
 
 # Metadata-only operators: no kernel runs, nothing to optimise.
@@ -31,40 +33,6 @@ _SKIP = {
 
 class _StopScript(BaseException):
     """Raised inside the script once --steps forward calls were recorded."""
-
-
-@dataclass
-class TensorArg:
-    shape: tuple[int, ...]
-    dtype: str  # e.g. "torch.bfloat16"
-    low: int | None = None  # integer tensors: observed range, so extracted inputs stay valid
-    high: int | None = None
-
-    def key(self) -> str:
-        return f"T{list(self.shape)}:{self.dtype.removeprefix('torch.')}"
-
-
-@dataclass
-class Hotspot:
-    op: str  # "aten::_softmax"
-    overload: str  # "default"
-    args: list[Any]
-    kwargs: dict[str, Any]
-    calls: int = 0
-    total_ms: float = 0.0
-    pending: list[Any] = field(default_factory=list)  # CUDA event pairs not yet read
-
-    def signature(self) -> str:
-        parts = [_describe(a) for a in self.args] + [f"{k}={_describe(v)}" for k, v in self.kwargs.items()]
-        return f"{self.op}({', '.join(parts)})"
-
-
-def _describe(v: Any) -> str:
-    if isinstance(v, TensorArg):
-        return v.key()
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_describe(x) for x in v) + "]"
-    return repr(v)
 
 
 def _spec(v: Any) -> Any:
@@ -197,8 +165,6 @@ def hotspots_command(args: Any) -> int:
     if note:
         print(note, file=sys.stderr)
     if getattr(args, "group", "op") in ("module", "fusion"):
-        from kernelpilot.profiling.grouped import grouped_command
-
         return grouped_command(args)
     recorder = HotspotRecorder(steps=getattr(args, "steps", None))
     recorder.run_script(script, list(getattr(args, "args", None) or getattr(args, "script_args", None) or []))
@@ -209,8 +175,6 @@ def hotspots_command(args: Any) -> int:
     print(ranking_table(entries, top=top))
     extract = getattr(args, "extract", None)
     if extract is not None:
-        from kernelpilot.profiling.extract import write_problem
-
         if not isinstance(extract, int):
             raise KernelpilotError(f"--extract {extract!r}: with --group op pass a row number (1 to {len(entries)}).")
         if not 1 <= extract <= len(entries):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelpilot.profiling.trace import ModuleCall, Trace
+from kernelpilot.profiling.records import ModuleCall
+from kernelpilot.profiling.trace import Trace
 
 
 @dataclass

@@ -12,6 +12,8 @@ import csv
 import io
 from dataclasses import asdict, dataclass, field
 
+from kernelpilot.profiling.runner import cuda_tool
+
 # Stall reasons, in the order ncu's documentation lists them. Ratio = warps stalled for this reason
 # per issued instruction; the largest few say why a kernel waits.
 STALL_REASONS: tuple[str, ...] = (
@@ -92,8 +94,6 @@ class KernelProfile:
 
 def ncu_path() -> str | None:
     """The ncu binary, from PATH or the CUDA toolkit."""
-    from kernelpilot.profiling.runner import cuda_tool
-
     return cuda_tool("ncu")
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.profiling.trace import OpRecord, TensorRef, Trace
+from kernelpilot.profiling.records import OpRecord, TensorRef
+from kernelpilot.profiling.trace import Trace
 
 
 def full_name(scope: str, local: str) -> str:

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from kernelpilot.toolkit import find_cuda_home
+
 
 def cuda_tool(name: str) -> str | None:
     """A CUDA toolkit program (``ncu``, ``compute-sanitizer``): from PATH, else the toolkit's bin/."""
@@ -20,8 +22,6 @@ def cuda_tool(name: str) -> str | None:
     if found:
         return found
     try:
-        from kernelpilot.toolkit import find_cuda_home
-
         path = Path(find_cuda_home()) / "bin" / name
         return str(path) if path.exists() else None
     except Exception:  # no toolkit: no tool either

@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from kernelpilot.profiling.runner import cuda_tool, run_sandboxed
+
 _ERROR_START = re.compile(
     r"^=+\s+(?P<what>(Invalid|Misaligned|Out-of-range|Program hit|Error:|Uninitialized|Race|Barrier|Cuda API)[^\n]*)$"
 )
@@ -92,8 +94,6 @@ def uses_shared_memory(candidate: Path) -> bool:
 
 
 def sanitizer_path() -> str | None:
-    from kernelpilot.profiling.runner import cuda_tool
-
     return cuda_tool("compute-sanitizer")
 
 
@@ -125,8 +125,6 @@ def run_sanitizer(
     env: dict[str, str] | None = None,
 ) -> SanitizerReport:
     """Run memcheck (and racecheck when the candidate uses shared memory) on a small input."""
-    from kernelpilot.profiling.runner import run_sandboxed
-
     binary = sanitizer_path()
     if tools is None:
         tools = ["memcheck"] + (["racecheck"] if uses_shared_memory(candidate) else [])

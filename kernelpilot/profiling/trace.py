@@ -11,83 +11,16 @@ CPU. Tensors autograd saves for backward are noted (``saved``).
 
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpilot.profiling.hotspots import TensorArg
+from kernelpilot.profiling.op_timer import ProfilerTimer, choice
+from kernelpilot.profiling.records import VIEW_OPS, ModuleCall, OpRecord, TensorArg, TensorRef, vids_in
+from kernelpilot.profiling.script_run import run_script
 
-VIEW_OPS = {
-    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::t", "aten::transpose",
-    "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select", "aten::detach",
-    "aten::alias", "aten::as_strided", "aten::_reshape_alias", "aten::lift_fresh", "aten::split",
-    "aten::unbind", "aten::chunk", "aten::split_with_sizes", "aten::view_as_real", "aten::view_as_complex",
-    "aten::narrow", "aten::expand_as", "aten::view_as", "aten::unflatten", "aten::flatten", "aten::diagonal",
-}
 LIFT_OPS = {"aten::lift_fresh", "aten::lift_fresh_copy", "aten::lift"}
 MAX_CONSTANT = 1024  # elements of a lifted constant kept by value (larger ones stay externals)
-FREE_OPS = VIEW_OPS | {"aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty"}
-
-
-@dataclass
-class TensorRef:
-    """A tensor argument: its value id and what it looked like."""
-
-    vid: int
-    spec: TensorArg
-    nbytes: int  # bytes of distinct elements (stride-0 dimensions counted once)
-
-
-@dataclass
-class OpRecord:
-    index: int
-    name: str  # "aten::add"
-    overload: str  # "Tensor"
-    args: list[Any]  # TensorRef where a tensor was passed, literals (or "<type>") elsewhere
-    kwargs: dict[str, Any]
-    outputs: list[int | None]  # value ids of the flattened result (None: not a tensor)
-    out_kind: str  # "tensor" | "tuple" | "list" | "none" | "other"
-    out_bytes: int
-    phase: str  # "forward" | "backward" | "other"
-    stack: tuple[str, ...]  # module paths active (outermost first); backward: the creating module's ancestry
-    step: int
-    ms: float = 0.0
-
-    def tensor_inputs(self) -> list[TensorRef]:
-        out: list[TensorRef] = []
-        for v in [*self.args, *self.kwargs.values()]:
-            out.extend(_refs(v))
-        return out
-
-    @property
-    def free(self) -> bool:
-        return self.name in FREE_OPS
-
-
-def _refs(v: Any) -> list[TensorRef]:
-    if isinstance(v, TensorRef):
-        return [v]
-    if isinstance(v, list):
-        return [r for x in v for r in _refs(x)]
-    return []
-
-
-@dataclass
-class ModuleCall:
-    path: str  # "layers.3.mlp" ("" for the root)
-    cls: str  # "LlamaMLP"
-    module_id: int
-    step: int
-    first_op: int  # index of the first op of its forward
-    last_op: int = -1  # one past its last op
-    inputs: list[tuple[str, TensorRef]] = field(default_factory=list)  # ("0", ref) positional / ("name", ref) keyword
-    literals: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments, "0" / "name"
-    objects: dict[str, str] = field(default_factory=dict)  # arguments that are objects (a KV cache ...): their type
-    output: Any = None  # structure: vid (int), None, literal repr str via ("lit", repr), tuple/list/dict of those
-    grad: bool = False
-
-    def signature(self) -> str:
-        return ", ".join(f"{k}={r.spec.key()}" if not k.isdigit() else r.spec.key() for k, r in self.inputs)
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -257,7 +190,7 @@ class Trace:
         call.last_op = len(self.ops)
         call.output = self.structure(output)
         if not self._stack:
-            self.root_outputs.update(_vids_in(call.output))
+            self.root_outputs.update(vids_in(call.output))
 
     # ---- ops -------------------------------------------------------------------------------------
     def _flush_nodes(self) -> None:
@@ -366,19 +299,6 @@ class Trace:
         return out
 
 
-def _vids_in(structure: Any) -> list[int]:
-    if isinstance(structure, int):
-        return [structure]
-    if isinstance(structure, tuple) and len(structure) == 2 and structure[0] in ("tuple", "list", "dict"):
-        items = structure[1].values() if structure[0] == "dict" else structure[1]
-        return [v for item in items for v in _vids_in(item)]
-    return []
-
-
-def vids_in(structure: Any) -> list[int]:
-    return _vids_in(structure)
-
-
 def _flat(values: Any) -> list[Any]:
     out: list[Any] = []
     for v in values:
@@ -388,14 +308,8 @@ def _flat(values: Any) -> list[Any]:
 
 def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]:
     """Run ``script`` for ``steps`` steps under the trace; returns (trace, ScriptRun)."""
-    import contextlib
-
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from kernelpilot.profiling.script_run import run_script
-
-    from kernelpilot.profiling.op_timer import ProfilerTimer, choice
 
     trace = Trace()
     how = choice(torch.cuda.is_available())
