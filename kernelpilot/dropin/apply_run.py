@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import ScriptError
-from kernelpilot.profiling.script_run import _median_spread, run_script
+from kernelpilot.profiling.script_run import median_spread, run_script
 
 _LOADED: dict[Path, Any] = {}  # a drop-in module registers its operator: load each once per process
 
@@ -49,7 +49,7 @@ class RunResult:
     error: str = ""
 
     def median(self, warmup: int) -> tuple[float, float]:
-        return _median_spread(self.step_ms[warmup:] or self.step_ms)
+        return median_spread(self.step_ms[warmup:] or self.step_ms)
 
 
 def _clone(value: Any) -> Any:

@@ -208,10 +208,11 @@ def median_step_ms(script: Path, argv: list[str], steps: int, *, warmup: int = 1
     step starts (synchronized on the GPU); the first ``warmup`` steps are left out."""
     run = run_script(script, argv, steps=steps)
     times = run.step_times_ms()[warmup:] or run.step_times_ms()
-    return _median_spread(times)
+    return median_spread(times)
 
 
-def _median_spread(times: list[float]) -> tuple[float, float]:
+def median_spread(times: list[float]) -> tuple[float, float]:
+    """(median, spread) of ``times``: the spread is the 10th to 90th percentile range."""
     if not times:
         return 0.0, 0.0
     ordered = sorted(times)
