@@ -27,7 +27,7 @@ from kernelpilot.machine import require_gpu
 from kernelpilot.project import require_git, resolve_problem
 
 IMPLEMENTATIONS = {
-    "pair": "kernelpilot.tui.app:run_app",
+    "pair": "kernelpilot.tui.launch:run_app",
     "run": "kernelpilot.agent.headless:run_command",
     "eval": "kernelpilot.evaluation.command:run_eval",
     "init": "kernelpilot.starter:init_command",

@@ -7,6 +7,7 @@ config (``[keys]`` table, action = "key"): main screen ``quit``, ``review``, ``c
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from kernelpilot.tui.actions import ReviewActions
-from kernelpilot.tui.commands import SlashCommandProvider
+from kernelpilot.tui.commands import BY_NAME, SlashCommandProvider
 from kernelpilot.tui.edits import EngineerEdits
 from kernelpilot.tui.eventview import EventView
 from kernelpilot.tui.gpu import GpuSource, NvmlGpuSource
@@ -33,7 +34,8 @@ from kernelpilot.tui.pairing import CandidateWatcher
 from kernelpilot.tui.problem_card import CardFacts
 from kernelpilot.tui.review import ConfirmModal
 from kernelpilot.tui.session import SessionRunner
-from kernelpilot.tui.startup import ResumeFinder, Startup, StartupFactory
+from kernelpilot.tui.slash import run_slash
+from kernelpilot.tui.startup import MODEL_HELP, ResumeFinder, Startup, StartupFactory
 from kernelpilot.tui.widgets.candidates import CandidatesPanel
 from kernelpilot.tui.widgets.conversation import ConversationPane
 from kernelpilot.tui.widgets.statusbar import BusyLine, StatusBar
@@ -242,8 +244,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
         if not text:
             return
         if text.startswith("/"):
-            from kernelpilot.tui.slash import run_slash
-
             await run_slash(self, text)
             return
         await self.send_to_agent(text)
@@ -254,8 +254,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
             self.notify("The session is still starting.", severity="warning")
             return
         if s.manual:
-            from kernelpilot.tui.startup import MODEL_HELP
-
             await self.conversation.note(f"No model is configured, so there is no agent to message; to pair "
                                          f"with one, restart with {MODEL_HELP}.", "warning")
             return
@@ -269,9 +267,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
 
     def pick_command(self, name: str) -> None:
         """From the command palette: run it, or put it in the input when it needs an argument."""
-        from kernelpilot.tui.commands import BY_NAME
-        from kernelpilot.tui.slash import run_slash
-
         cmd = BY_NAME[name]
         prompt = self.query_one("#prompt", Input)
         if cmd.needs_arg:
@@ -282,8 +277,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
             self.run_worker(run_slash(self, f"/{name}"), group="command", exit_on_error=False)
 
     def action_help(self) -> None:
-        from kernelpilot.tui.slash import run_slash
-
         self.run_worker(run_slash(self, "/help"), group="command", exit_on_error=False)
 
     # ---- errors and quitting ---------------------------------------------------------------
@@ -333,15 +326,6 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
         clean = True
         if self.runner is not None:
             clean = await self.runner.shutdown(timeout=15.0)
-        import asyncio
-
         await asyncio.to_thread(self._close_evaluator)
         self._gpu.close()
         self.exit(0 if clean else 1)
-
-
-def run_app(args: Any) -> int:
-    """Entry from the CLI: ``kernelpilot [PATH] [--model M] [--replay FILE] [--resume [ID]]``."""
-    from kernelpilot.tui.launch import launch
-
-    return launch(args)

@@ -10,18 +10,30 @@ GPU is visible, and the Evaluator for the baselines, called on one long-lived en
 from __future__ import annotations
 
 import json
+import threading
 import time
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.agent.build_only import BuildOnlyEvaluator
+from kernelpilot.agent.events import SessionStarted
+from kernelpilot.agent.transcript import Transcript, TranscriptError, find_transcript, sessions_dir
 from kernelpilot.landing import approve
+from kernelpilot.machine import gpu_count
+from kernelpilot.problem import load_problem
+from kernelpilot.project import resolve_problem
+from kernelpilot.sessions import session_exists
+from kernelpilot.tui.app import KernelpilotApp
+from kernelpilot.tui.engine_thread import EngineThread
+from kernelpilot.tui.pairing import AgentEditEvaluator, WorkspaceEditEvaluator
+from kernelpilot.tui.session import EventStreamSession
 from kernelpilot.tui.startup import ResumeOffer, Startup
+from kernelpilot.workspace import Workspace
 
 
-def launch(args: Any) -> int:
-    from kernelpilot.tui.app import KernelpilotApp
-
+def run_app(args: Any) -> int:
+    """Entry from the CLI: ``kernelpilot [PATH] [--model M] [--replay FILE] [--resume [ID]]``."""
     config = _config(args)
     finder = None
     if not getattr(args, "resume", None) and not getattr(args, "replay", None):
@@ -36,51 +48,42 @@ def launch(args: Any) -> int:
 def _config(args: Any) -> Any:
     config = getattr(args, "config", None)
     if config is None:
-        from kernelpilot.project import resolve_problem
-
         overrides = {"model": args.model} if getattr(args, "model", None) else {}
         config, args.problem = resolve_problem(getattr(args, "path", None), overrides)
         args.config = config
     return config
 
 
+def _resumed(resume: str | None, config: Any) -> tuple[Any, str | None]:
+    """(the transcript, the session id) of the session to resume, (None, None) for a new one."""
+    if not resume:
+        return None, None
+    try:
+        path = find_transcript(resume)
+    except TranscriptError:
+        if not session_exists(config.root, resume):  # neither a transcript nor a session of this repository
+            raise
+        return None, resume  # a session without a transcript (manual mode): its worktree and branch
+    transcript = Transcript(path)
+    return transcript, str(transcript.load().header.get("session_id") or path.stem)
+
+
 def build_startup(args: Any, resume_id: str | None) -> Startup:
-    """Runs in a thread worker: imports the agent, the engine and git here, never at app import."""
+    """Runs in a thread worker: the agent loop and the engine are imported here, never at app import (the first
+    paint does not wait for them)."""
     from kernelpilot.agent.factory import make_evaluator
     from kernelpilot.agent.loop import candidate_rel
-    from kernelpilot.problem import load_problem
-    from kernelpilot.workspace import Workspace
 
     config = _config(args)
     problem = load_problem(args.problem)
     model = getattr(args, "model", None) or config.model
     replay = getattr(args, "replay", None)
-    resume = resume_id or getattr(args, "resume", None)
-    transcript = None
-    session_id = None
-    if resume:
-        from kernelpilot.agent.transcript import Transcript, TranscriptError, find_transcript
-        from kernelpilot.sessions import session_exists
-
-        try:
-            path = find_transcript(resume)
-        except TranscriptError:
-            if not session_exists(config.root, resume):  # neither a transcript nor a session of this repository
-                raise
-            session_id = resume  # a session without a transcript (manual mode): its worktree and branch
-        else:
-            transcript = Transcript(path)
-            session_id = str(transcript.load().header.get("session_id") or path.stem)
-    from kernelpilot.machine import gpu_count
-    from kernelpilot.tui.engine_thread import EngineThread
-
+    transcript, session_id = _resumed(resume_id or getattr(args, "resume", None), config)
     workspace = Workspace.open(config.root, session_id, candidate_dir=config.candidate_dir, problem=problem.path)
     watch_dir = workspace.path / candidate_rel(problem, workspace, config)
     evaluator = make_evaluator(config)
     gpu = gpu_count() > 0
     if replay and not gpu:  # a replay needs no GPU: its evaluations are builds
-        from kernelpilot.agent.build_only import BuildOnlyEvaluator
-
         evaluator = BuildOnlyEvaluator(evaluator)
     engine = EngineThread()
     common: dict[str, Any] = dict(project=str(config.root), session_id=workspace.session_id,
@@ -88,22 +91,28 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
                                   budgets=dict(config.budgets), notes=list(workspace.notes),
                                   problem=problem, gpu=gpu, evaluator=evaluator, engine=engine)
     if model or replay:
-        from kernelpilot.agent.factory import make_client
-        from kernelpilot.agent.loop import AgentSession, Budgets
-        from kernelpilot.agent.transcript import Transcript
-        from kernelpilot.tui.pairing import AgentEditEvaluator
+        return _agent_startup(args, config, transcript, common)
+    return _manual_startup(common)
 
-        client = make_client(args, config)
-        session = AgentSession(problem, workspace, evaluator, client, Budgets.from_config(config), config,
-                               transcript=transcript or Transcript.for_session(workspace.session_id),
-                               auto_approve=None, session_id=workspace.session_id)
-        return Startup(session=session, model=str(client.label), replay=bool(replay),
-                       edit_evaluator=AgentEditEvaluator(session), **common)
 
-    from kernelpilot.agent.events import SessionStarted
-    from kernelpilot.tui.pairing import WorkspaceEditEvaluator
-    from kernelpilot.tui.session import EventStreamSession
+def _agent_startup(args: Any, config: Any, transcript: Any, common: dict[str, Any]) -> Startup:
+    """An AgentSession with a litellm or scripted client; the engineer's edits become its candidates."""
+    from kernelpilot.agent.factory import make_client
+    from kernelpilot.agent.loop import AgentSession, Budgets
 
+    workspace = common["workspace"]
+    client = make_client(args, config)
+    session = AgentSession(common["problem"], workspace, common["evaluator"], client, Budgets.from_config(config),
+                           config, transcript=transcript or Transcript.for_session(workspace.session_id),
+                           auto_approve=None, session_id=workspace.session_id)
+    return Startup(session=session, model=str(client.label), replay=bool(getattr(args, "replay", None)),
+                   edit_evaluator=AgentEditEvaluator(session), **common)
+
+
+def _manual_startup(common: dict[str, Any]) -> Startup:
+    """No model: every save evaluated; approval lands the candidate (landing.approve)."""
+    workspace, problem, evaluator, engine = common["workspace"], common["problem"], common["evaluator"], common["engine"]
+    gpu, watch_dir = common["gpu"], common["watch_dir"]
     started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
                              worktree=str(workspace.path), branch=workspace.branch)
     session = EventStreamSession([started], on_approve=partial(approve, workspace), on_reject=workspace.reject)
@@ -121,8 +130,6 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
 def prebuild(evaluator: Any, candidate_dir: Path) -> Any:
     """Start the session's first full build of the candidate now, in a thread, so the engineer's first save
     builds only what it changed (a kernel edit: device code alone); returns what waits for it."""
-    import threading
-
     if not candidate_dir.is_dir() or not any(candidate_dir.glob("*.cu")):
         return None
     thread = threading.Thread(target=evaluator.prebuild, args=(candidate_dir,), name="kp-prebuild", daemon=True)
@@ -132,8 +139,6 @@ def prebuild(evaluator: Any, candidate_dir: Path) -> Any:
 
 def find_resume(project_root: Path, problem: Path | None) -> ResumeOffer | None:
     """The latest unfinished session of this project (and problem), from the transcript dir."""
-    from kernelpilot.agent.transcript import Transcript, sessions_dir
-
     folder = sessions_dir()
     if not folder.is_dir():
         return None
@@ -159,8 +164,6 @@ def find_resume(project_root: Path, problem: Path | None) -> ResumeOffer | None:
         turns = sum(1 for e in state.events if e.kind == "assistant_message")
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(header.get("created") or path.stat().st_mtime)))
         sid = str(header.get("session_id") or path.stem)
-        from kernelpilot.sessions import session_exists
-
         if not session_exists(Path(project_root), sid):  # removed (`kernelpilot sessions rm`): its transcript stays
             continue
         return sid, f"session {sid} from {when} ({turns} turns, {len(state.candidates)} candidates, {reason})"
