@@ -74,6 +74,12 @@ class GuardError(WorkspaceError):
     kind = "guard"
 
 
+class ExtensionBuildError(KernelpilotError):
+    """The candidate's extension did not compile, link or load."""
+
+    kind = "build_failed"
+
+
 class ToolchainError(KernelpilotError):
     """The CUDA toolkit (nvcc, CUDA_HOME) could not be found or used."""
 

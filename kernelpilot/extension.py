@@ -13,7 +13,6 @@ subprocess) reads them from the source without executing it, so both builds use 
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import os
@@ -25,7 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.errors import ExtensionBuildError, KernelpilotError
+from kernelpilot.extension_options import options_from_source
 from kernelpilot.extension_reload import already_loaded, fresh_module
 from kernelpilot.native import replace
 from kernelpilot.toolchain_probe import linker_flags, nvcc_flags
@@ -48,8 +48,6 @@ BASE_CUDA_FLAGS = ("-O3", "-lineinfo", "-Xptxas=-v", "-std=c++17")
 BASE_CXX_FLAGS = ("-O1",)
 # kernelpilot/launch.h (a candidate's host code launches its kernels through it) and its siblings
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-# keyword arguments of load_extension that model_new.py may pass (as literals)
-BUILD_OPTIONS = ("name", "arch", "arch_specific", "extra_cuda_cflags", "extra_cflags", "extra_ldflags")
 
 
 
@@ -76,12 +74,6 @@ class ExtensionSpec:
 
 
 TORCH_BUILD_FAILURE = "Error building extension"  # how torch.utils.cpp_extension's message of a failed compile starts
-
-
-class ExtensionBuildError(KernelpilotError):
-    """The candidate's extension did not compile, link or load."""
-
-    kind = "build_failed"
 
 
 def default_name(directory: Path) -> str:
@@ -321,52 +313,6 @@ def load_extension(
         extra_ldflags=extra_ldflags,
     )
     return build(spec, verbose=verbose, load_module=not build_only)
-
-
-def options_from_source(model_file: Path) -> dict[str, Any]:
-    """The literal keyword arguments of the ``load_extension(...)`` call in ``model_file``."""
-    try:
-        tree = ast.parse(model_file.read_text(encoding="utf-8"), filename=str(model_file))
-    except SyntaxError as exc:
-        raise ExtensionBuildError(
-            f"{model_file.name} line {exc.lineno}: syntax error ({exc.msg}): fix the Python source."
-        ) from exc
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if called != "load_extension":
-            continue
-        options: dict[str, Any] = {}
-        for kw in node.keywords:
-            if kw.arg not in BUILD_OPTIONS:
-                continue
-            try:
-                value = ast.literal_eval(kw.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError) as exc:
-                raise ExtensionBuildError(
-                    f"{model_file.name} line {kw.value.lineno}: load_extension({kw.arg}=...) must be a "
-                    "literal (a string, bool or list of strings) so the build step can read it."
-                ) from exc
-            options[kw.arg] = _checked_option(kw.arg, value, model_file, kw.value.lineno)
-        return options
-    return {}
-
-
-def _checked_option(key: str, value: Any, model_file: Path, line: int) -> Any:
-    if key.startswith("extra_"):
-        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-        kind = "a list of strings"
-    elif key == "arch_specific":
-        ok, kind = isinstance(value, bool), "True or False"
-    else:
-        ok, kind = value is None or isinstance(value, str), "a string"
-    if not ok:
-        raise ExtensionBuildError(
-            f"{model_file.name} line {line}: load_extension({key}=...) must be {kind}, not {value!r}."
-        )
-    return list(value) if isinstance(value, tuple) else value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
