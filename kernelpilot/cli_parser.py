@@ -84,9 +84,12 @@ def _run(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     _add_model_args(run)
     run.add_argument("--api-base", metavar="URL", help="base URL of a self-hosted model server (ollama, vLLM, OpenAI-compatible)")
     run.add_argument("--max-turns", type=positive_int, metavar="N", help="stop after N agent turns (default 40)")
-    run.add_argument("--max-tokens", type=positive_int, metavar="N", help="stop after N prompt+completion tokens (default 2000000)")
-    run.add_argument("--budget-usd", type=positive_float, metavar="USD", help="stop when the session has cost USD dollars (default 5)")
-    run.add_argument("--max-wall", type=duration, metavar="DURATION", help="stop after this wall time: seconds, or 90s, 30m, 2h (default 1h)")
+    run.add_argument("--max-tokens", type=positive_int, metavar="N",
+                     help="stop after N prompt+completion tokens (default 2000000)")
+    run.add_argument("--budget-usd", type=positive_float, metavar="USD",
+                     help="stop when the session has cost USD dollars (default 5)")
+    run.add_argument("--max-wall", type=duration, metavar="DURATION",
+                     help="stop after this wall time: seconds, or 90s, 30m, 2h (default 1h)")
     run.add_argument("--auto-approve", choices=("faster-than-compile", "never"), default="never",
                      help="land the best candidate on your branch at the end if it is correct and faster than torch.compile "
                           "(default: never; you approve with the UI or by hand)")
@@ -104,10 +107,12 @@ def _eval(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     _problem_and_candidate(ev)
     ev.add_argument("--json", action="store_true", help="print the verdict as JSON instead of a readable report")
     ev.add_argument("--mode", choices=("build", "test", "benchmark"), default="benchmark", help="how far to go (default: benchmark)")
-    ev.add_argument("--trials", type=positive_int, metavar="N", help="correctness trials with fresh random inputs (default 5)")
+    ev.add_argument("--trials", type=positive_int, metavar="N",
+                    help="correctness trials with fresh random inputs (default 5)")
     ev.add_argument("--compile-mode", choices=("default", "max-autotune"), help="torch.compile mode of the baseline (default: default)")
     ev.add_argument("--cuda-graphs", action="store_const", const=True, help="also time everything captured in CUDA graphs")
-    ev.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="limit for each build or evaluation step (default 300)")
+    ev.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                    help="limit for each build or evaluation step (default 300)")
     ev.add_argument("--rules", choices=RULE_NAMES, help="scoring rules: kernelpilot (default), kernelbench (KernelBench's "
                     "current scorer beside ours), kernelbench-v0.1")
     ev.add_argument("--kb-precision", choices=("fp32", "fp16", "bf16"), help="with a KernelBench preset: the precision "
@@ -123,9 +128,11 @@ def _profile(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     pr.add_argument("--verdict", metavar="FILE", help="a benchmark verdict from `kernelpilot eval --json`: adds the roofline")
     pr.add_argument("--full", action="store_true", help="the baseline's kernels in full detail too, no 40-line limit")
     pr.add_argument("--json", action="store_true", help="print every metric as JSON")
-    pr.add_argument("--iters", type=positive_int, metavar="N", default=2, help="forward calls profiled per implementation (default 2)")
+    pr.add_argument("--iters", type=positive_int, metavar="N", default=2,
+                    help="forward calls profiled per implementation (default 2)")
     pr.add_argument("--no-ncu", action="store_true", help="use torch.profiler even when ncu is available (times only)")
-    pr.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="limit for the profiling run (default 300)")
+    pr.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                    help="limit for the profiling run (default 300)")
 
 
 def _init(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
@@ -183,9 +190,12 @@ def _hotspots(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
         "Run a PyTorch script under the profiler for a few steps, rank the operators by GPU time and,\n"
         "with --extract, write the top ones as KernelBench problem files to pair on.\n"
         "Options go before SCRIPT; everything after SCRIPT is passed to it."))
-    hs.add_argument("--steps", type=positive_int, metavar="N", default=10, help="profile N steps (calls of the profiled step) (default 10)")
-    hs.add_argument("--top", type=positive_int, metavar="N", default=15, help="show the N most expensive operators (default 15)")
-    hs.add_argument("--extract", type=row, metavar="N", help="write hotspot N as a problem file; with --group module|fusion "
+    hs.add_argument("--steps", type=positive_int, metavar="N", default=10,
+                    help="profile N steps (calls of the profiled step) (default 10)")
+    hs.add_argument("--top", type=positive_int, metavar="N", default=15,
+                    help="show the N most expensive operators (default 15)")
+    hs.add_argument("--extract", type=row, metavar="N",
+                    help="write hotspot N as a problem file; with --group module|fusion "
                     "N may also be part of a row's text (a class, a path, a chain such as 'silu -> mul')")
     hs.add_argument("--out", metavar="DIR", default="problems", help="directory for extracted problem files (default: problems)")
     hs.add_argument("--group", choices=("op", "module", "fusion"), default="op",

@@ -151,19 +151,19 @@ def test_a_module_called_with_a_kv_cache_is_refused_with_the_fix(tmp_path: Path)
 
 
 def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
-    from kernelpilot.dropin.apply_command import _disjoint, _overlap
     from kernelpilot.dropin.apply_run import RunResult
+    from kernelpilot.dropin.apply_swaps import disjoint, overlap
 
     def module(*paths: str) -> tuple[list[str], set[str], list[str]]:
         return list(paths), set(), list(paths)
 
-    assert _overlap(module("layers.0"), module("layers.0.mlp")) and _overlap(module("layers.1.mlp"), module("layers.1"))
-    assert _overlap(module(""), module("norm")) and not _overlap(module("layers.1"), module("layers.10"))
+    assert overlap(module("layers.0"), module("layers.0.mlp")) and overlap(module("layers.1.mlp"), module("layers.1"))
+    assert overlap(module(""), module("norm")) and not overlap(module("layers.1"), module("layers.10"))
     # a chain replayed in layers.0 that calls its mlp and inlines its post-attention norm
     chain = (["layers.0"], {"layers.0"}, ["layers.0.post_attention_layernorm"])
-    assert not _overlap(chain, module("layers.0.mlp")) and not _overlap(chain, module("layers.0.input_layernorm"))
-    assert _overlap(chain, module("layers.0.post_attention_layernorm")) and _overlap(chain, module("layers.0"))
-    assert _overlap(chain, module(""))
+    assert not overlap(chain, module("layers.0.mlp")) and not overlap(chain, module("layers.0.input_layernorm"))
+    assert overlap(chain, module("layers.0.post_attention_layernorm")) and overlap(chain, module("layers.0"))
+    assert overlap(chain, module(""))
     dropins = {}
     for name, paths, ms in (("norm", ["layers.0.norm", "layers.1.norm", "norm"], 9.0),
                             ("layer_chain", ["layers.0", "layers.1"], 8.0), ("head", ["head"], 9.5)):
@@ -172,7 +172,7 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
         (d.parent.parent / "origin.json").write_text(json.dumps({"paths": paths}))
         dropins[name] = (d, RunResult(step_ms=[ms] * 8))
     passed = [d for d, _ in dropins.values()]
-    together, apart = _disjoint(passed, {d: r for d, r in dropins.values()}, 10.0)
+    together, apart = disjoint(passed, {d: r for d, r in dropins.values()}, 10.0)
     # the layer chain gained most; the norms inside the layers cannot run with it; the head can
     assert together == [dropins["layer_chain"][0], dropins["head"][0]]
     assert apart == [(dropins["norm"][0], dropins["layer_chain"][0])]
@@ -181,7 +181,7 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
     mlp.parent.mkdir(parents=True)
     (mlp.parent.parent / "origin.json").write_text(json.dumps({"paths": ["layers.0.mlp", "layers.1.mlp"]}))
     results = {d: r for d, r in dropins.values()} | {mlp: RunResult(step_ms=[8.5] * 8)}
-    together, apart = _disjoint([*passed, mlp], results, 10.0)  # gains: norm 1.0 + mlp 1.5 + head 0.5 > chain 2.0 + head
+    together, apart = disjoint([*passed, mlp], results, 10.0)  # gains: norm 1.0 + mlp 1.5 + head 0.5 > chain 2.0 + head
     assert together == [dropins["norm"][0], dropins["head"][0], mlp]
     assert apart == [(dropins["layer_chain"][0], mlp)]  # named by the most gaining swap it overlaps
     # a passing swap that overlaps nothing but made the step slower is left out, with no swap to name (a tiny CPU
@@ -190,7 +190,7 @@ def test_apply_combines_only_swaps_of_disjoint_modules(tmp_path: Path) -> None:
     slow.parent.mkdir(parents=True)
     (slow.parent.parent / "origin.json").write_text(json.dumps({"paths": ["embed"]}))
     results[slow] = RunResult(step_ms=[10.5] * 8)
-    together, apart = _disjoint([*passed, mlp, slow], results, 10.0)
+    together, apart = disjoint([*passed, mlp, slow], results, 10.0)
     assert together == [dropins["norm"][0], dropins["head"][0], mlp]
     assert apart == [(dropins["layer_chain"][0], mlp), (slow, None)]
 
@@ -199,8 +199,8 @@ def test_write_installs_the_swaps_measured_together(tmp_path: Path) -> None:
     """--write installs the set that was run together (the H200 run of 2026-12-05 wrote all three approved
     drop-ins, two of which cannot run together), less a swap that made the step slower beyond the spread,
     and only the most gaining one when the set failed together."""
-    from kernelpilot.dropin.apply_command import _to_write
     from kernelpilot.dropin.apply_run import RunResult
+    from kernelpilot.dropin.apply_swaps import to_write
 
     made = {}
     for name, steps in (("norm", [8.0, 8.1, 7.9] * 4), ("mlp", [9.0, 9.1, 8.9] * 4), ("head", [11.0, 11.1, 10.9] * 4),
@@ -211,17 +211,17 @@ def test_write_installs_the_swaps_measured_together(tmp_path: Path) -> None:
         made[name] = (d, RunResult(step_ms=steps))
     results = {d: r for d, r in made.values()}
     norm, mlp, head, noisy = (made[n][0] for n in ("norm", "mlp", "head", "noisy"))
-    assert _to_write([norm, mlp], results, "ok", 10.0, 0.2) == ([norm, mlp], [])
-    chosen, notes = _to_write([norm, mlp, head], results, "ok", 10.0, 0.2)  # head: +1 ms, spread 0.2
+    assert to_write([norm, mlp], results, "ok", 10.0, 0.2) == ([norm, mlp], [])
+    chosen, notes = to_write([norm, mlp, head], results, "ok", 10.0, 0.2)  # head: +1 ms, spread 0.2
     assert chosen == [norm, mlp] and len(notes) == 1 and "slower (+1.000 ms)" in notes[0]
-    assert _to_write([noisy], results, None, 10.0, 0.2)[0] == [noisy]  # slower, but within its own spread
-    chosen, notes = _to_write([norm, mlp], results, "outputs differ", 10.0, 0.2)
+    assert to_write([noisy], results, None, 10.0, 0.2)[0] == [noisy]  # slower, but within its own spread
+    chosen, notes = to_write([norm, mlp], results, "outputs differ", 10.0, 0.2)
     assert chosen == [norm] and "outputs differ" in notes[0]
     # under torch.compile the table says why nothing gained when no passing swap is beyond the spread
-    from kernelpilot.dropin.apply_command import _any_faster
+    from kernelpilot.dropin.apply_swaps import any_faster
 
-    assert _any_faster([(results[norm], "ok")], 10.0, 0.2)
-    assert not _any_faster([(results[norm], "outputs differ"), (results[noisy], "ok"), (results[head], "ok")], 10.0, 0.2)
+    assert any_faster([(results[norm], "ok")], 10.0, 0.2)
+    assert not any_faster([(results[norm], "outputs differ"), (results[noisy], "ok"), (results[head], "ok")], 10.0, 0.2)
 
 
 OWN_BACKWARD_ADD = '''import torch

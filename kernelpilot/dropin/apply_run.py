@@ -14,6 +14,7 @@ calls of each swapped forward ran the kernel or the original.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 from kernelpilot.errors import ScriptError
 from kernelpilot.profiling.script_run import median_spread, run_script
 
+WARMUP = 3  # steps each run of `kernelpilot apply` takes before the timed ones
 _LOADED: dict[Path, Any] = {}  # a drop-in module registers its operator: load each once per process
 
 
@@ -73,47 +75,49 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
-            seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False) -> RunResult:
-    """One run; ``swap=False`` installs nothing. ``time_parts`` times the forward of each module the drop-ins
-    replace (or would) with CUDA events around it (host clock on the CPU): the hooks cost host time, so a
-    run whose step times are compared is never one that times its parts;
-    ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
-    the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
-    worse, could change end to end."""
-    import torch
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
+class _RunHooks:
+    """What one measured run hooks into the script's model: the drop-ins swapped in (or only named), the timers
+    of the parts they replace, the perturbed outputs, the first output and the first optimizer step's gradients."""
 
-    result = RunResult()
-    state: dict[str, Any] = {"root": None, "forward_ms": {}}
-    handles: list[Any] = []
+    def __init__(self, result: RunResult, dropins: list[Path], *, swap: bool, perturb: list[str], time_parts: bool,
+                 compile_root: bool) -> None:
+        self.result = result
+        self.dropins = dropins
+        self.swap, self.perturb, self.time_parts, self.compile_root = swap, perturb, time_parts, compile_root
+        self.root: Any = None
+        self.step = 0
+        self.forward_ms: dict[str, list[tuple[int, Any, Any]]] = {}  # dropin -> (step, start, end or None)
+        self.perturb_state: dict[str, Any] = {}  # perturbed's own random generators
+        self.handles: list[Any] = []
 
-    def on_root(root: Any) -> None:
+    def on_root(self, root: Any) -> None:
+        import torch
+
         model = getattr(root, "_orig_mod", root)
-        state["root"] = model
-        for path in dropins:
-            if swap:
-                result.swapped[str(path)] = load_dropin(path).install(model)
+        self.root = model
+        for path in self.dropins:
+            if self.swap:
+                self.result.swapped[str(path)] = load_dropin(path).install(model)
             else:
-                import json
-
                 origin = json.loads((path.parent.parent / "origin.json").read_text())
-                result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
-            if time_parts and not compile_root:  # hooks inside a compiled forward would break its graph
-                for sub in result.swapped[str(path)]:
-                    _time_part(model.get_submodule(sub) if sub else model, str(path))
-        for sub in perturb or []:
-            handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
-                lambda m, i, o: perturbed(o, state)))
-        handles.append(model.register_forward_hook(lambda m, i, o: _first_output(o)))
-        if compile_root:
+                self.result.swapped[str(path)] = list(origin.get("paths") or [origin.get("path", "")])
+            if self.time_parts and not self.compile_root:  # hooks inside a compiled forward would break its graph
+                for sub in self.result.swapped[str(path)]:
+                    self._time_part(model.get_submodule(sub) if sub else model, str(path))
+        for sub in self.perturb:
+            self.handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
+                lambda m, i, o: perturbed(o, self.perturb_state)))
+        self.handles.append(model.register_forward_hook(lambda m, i, o: self._first_output(o)))
+        if self.compile_root:
             model.forward = torch.compile(model.forward)
 
-    def _first_output(output: Any) -> None:
-        if result.output is None:
-            result.output = _clone(output)
+    def _first_output(self, output: Any) -> None:
+        if self.result.output is None:
+            self.result.output = _clone(output)
 
-    def _time_part(module: Any, key: str) -> None:
+    def _time_part(self, module: Any, key: str) -> None:
+        import torch
+
         starts: list[Any] = []
 
         def pre(m: Any, i: Any) -> None:
@@ -131,49 +135,81 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
             if kind == "cuda":
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
-                state["forward_ms"].setdefault(key, []).append((state.get("step", 0), start, end))
+                self.forward_ms.setdefault(key, []).append((self.step, start, end))
             else:
-                state["forward_ms"].setdefault(key, []).append((state.get("step", 0), (time.perf_counter() - start) * 1e3, None))
+                self.forward_ms.setdefault(key, []).append((self.step, (time.perf_counter() - start) * 1e3, None))
 
-        handles.append(module.register_forward_pre_hook(pre))
-        handles.append(module.register_forward_hook(post))
+        self.handles.append(module.register_forward_pre_hook(pre))
+        self.handles.append(module.register_forward_hook(post))
 
-    def on_step(i: int) -> None:
-        state["step"] = i
+    def on_step(self, i: int) -> None:
+        self.step = i
 
-    def optimizer_pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
-        if result.grads is None and state["root"] is not None:
-            result.grads = {n: p.grad.detach().clone() for n, p in state["root"].named_parameters() if p.grad is not None}
+    def before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.result.grads is None and self.root is not None:
+            self.result.grads = {n: p.grad.detach().clone() for n, p in self.root.named_parameters()
+                                 if p.grad is not None}
 
-    handles.append(register_optimizer_step_pre_hook(optimizer_pre_hook))
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+    def part_ms(self, warmup: int) -> dict[str, list[float]]:
+        """Each timed part's forward ms per step after ``warmup`` (the events read now: the run has synchronized)."""
+        out: dict[str, list[float]] = {}
+        for key, entries in self.forward_ms.items():
+            per_step: dict[int, float] = {}
+            for step, start, end in entries:
+                if step < warmup:
+                    continue
+                per_step[step] = per_step.get(step, 0.0) + (start.elapsed_time(end) if end is not None else start)
+            out[key] = list(per_step.values())
+        return out
+
+    def swap_stats(self) -> dict[str, dict[str, int]]:
+        """Per drop-in: how many calls of the swapped forwards ran the kernel and how many the original."""
+        out: dict[str, dict[str, int]] = {}
+        for path in self.dropins:
+            stats = {"kernel": 0, "original": 0}
+            for sub in self.result.swapped.get(str(path), []):
+                module = self.root.get_submodule(sub) if sub else self.root
+                for k, v in getattr(module.__dict__.get("forward"), "kernelpilot_stats", {}).items():
+                    stats[k] = stats.get(k, 0) + v
+            out[str(path)] = stats
+        return out
+
+
+def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
+            seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False) -> RunResult:
+    """One run; ``swap=False`` installs nothing. ``time_parts`` times the forward of each module the drop-ins
+    replace (or would) with CUDA events around it (host clock on the CPU): the hooks cost host time, so a
+    run whose step times are compared is never one that times its parts;
+    ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
+    the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
+    worse, could change end to end."""
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    result = RunResult()
+    hooks = _RunHooks(result, dropins, swap=swap, perturb=list(perturb or []), time_parts=time_parts,
+                      compile_root=compile_root)
+    hooks.handles.append(register_optimizer_step_pre_hook(hooks.before_optimizer_step))
     _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), time_parts, compile_root))
     torch.manual_seed(seed)
     try:
-        run = run_script(script, argv, steps=warmup + steps, on_root=on_root, on_step=on_step, keep_compile=True)
+        run = run_script(script, argv, steps=warmup + steps, on_root=hooks.on_root, on_step=hooks.on_step,
+                         keep_compile=True)
         result.step_ms = run.step_times_ms()
     except ScriptError as exc:  # the script's own exception, already one line with its file and line
         result.error = exc.summary
     except Exception as exc:  # a swap that breaks the script is reported, not raised
         result.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     finally:
-        for h in handles:
-            h.remove()
+        hooks.remove()
         _sync()
-    for key, entries in state["forward_ms"].items():
-        per_step: dict[int, float] = {}
-        for step, start, end in entries:
-            if step < warmup:
-                continue
-            per_step[step] = per_step.get(step, 0.0) + (start.elapsed_time(end) if end is not None else start)
-        result.part_ms[key] = list(per_step.values())
-    if state["root"] is not None:
-        for path in dropins:
-            stats = {"kernel": 0, "original": 0}
-            for sub in result.swapped.get(str(path), []):
-                module = state["root"].get_submodule(sub) if sub else state["root"]
-                for k, v in getattr(module.__dict__.get("forward"), "kernelpilot_stats", {}).items():
-                    stats[k] = stats.get(k, 0) + v
-            result.stats[str(path)] = stats
+    result.part_ms = hooks.part_ms(warmup)
+    if hooks.root is not None:
+        result.stats = hooks.swap_stats()
     return result
 
 

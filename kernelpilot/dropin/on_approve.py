@@ -52,7 +52,8 @@ def register_after_approval(ws: Any, candidate_id: str, commit: str) -> tuple[st
     message = git_run(user, "log", "-1", "--format=%B", commit)
     amended = git_run(user, "commit-tree", tree, "-p", parent, stdin=message.encode())
     branch = user.active_branch.name
-    git_run(user, "update-ref", "-m", f"kernelpilot: drop-in operator of {candidate_id}", f"refs/heads/{branch}", amended, commit)
+    git_run(user, "update-ref", "-m", f"kernelpilot: drop-in operator of {candidate_id}", f"refs/heads/{branch}",
+            amended, commit)
     for rel, entry in updates.items():  # the index follows the new commit for these paths
         assert entry is not None
         git_run(user, "update-index", "--add", "--cacheinfo", f"{entry[0]},{entry[1]},{rel}")

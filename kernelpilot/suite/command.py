@@ -188,7 +188,8 @@ def _start(args: argparse.Namespace, choice: dict[str, Any]) -> _Run | str:
     if not args.problems:
         return "no problems given; pass a problem folder, a KernelBench checkout or problem files."
     if not (args.solutions or args.model or args.replay):
-        return "no candidates: pass --solutions DIR (existing solutions) or --model MODEL (an agent session per problem)."
+        return ("no candidates: pass --solutions DIR (existing solutions) or --model MODEL (an agent session per "
+                "problem).")
     run_dir = Path(args.out or Path("kernelpilot-runs") / dt.datetime.now().strftime("%Y-%m-%d-%H%M%S"))
     if (run_dir / DB_NAME).exists():
         return f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --out."
@@ -278,8 +279,8 @@ def run_suite(args: argparse.Namespace) -> int:
     progress.close(run=str(run.run_dir), interrupted=interrupted)
     _print_report(args, run.run_dir, progress)
     if interrupted:
-        print(f"kernelpilot: interrupted; every finished verdict is stored. Continue with `kernelpilot suite --resume {run.run_dir}`.",
-              file=sys.stderr)
+        print(f"kernelpilot: interrupted; every finished verdict is stored. Continue with `kernelpilot suite --resume "
+              f"{run.run_dir}`.", file=sys.stderr)
         return 130
     return 0
 

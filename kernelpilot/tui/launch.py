@@ -111,8 +111,8 @@ def _agent_startup(args: Any, config: Any, transcript: Any, common: dict[str, An
 
 def _manual_startup(common: dict[str, Any]) -> Startup:
     """No model: every save evaluated; approval lands the candidate (landing.approve)."""
-    workspace, problem, evaluator, engine = common["workspace"], common["problem"], common["evaluator"], common["engine"]
-    gpu, watch_dir = common["gpu"], common["watch_dir"]
+    workspace, problem, evaluator = common["workspace"], common["problem"], common["evaluator"]
+    engine, gpu, watch_dir = common["engine"], common["gpu"], common["watch_dir"]
     started = SessionStarted(session_id=workspace.session_id, problem=problem.name, model="manual",
                              worktree=str(workspace.path), branch=workspace.branch)
     session = EventStreamSession([started], on_approve=partial(approve, workspace), on_reject=workspace.reject)

@@ -131,6 +131,18 @@ def _yes_no(value: bool | None, yes: str, no: str) -> str | None:
 
 def verdict_text(v: Verdict) -> RenderableType:
     """The whole verdict for the review screen, in plain words."""
+    parts: list[RenderableType | None] = [*_head(v), _build_section(v.build), _correctness_section(v.correctness),
+                                          _findings_section(v), _timing_section(v.performance),
+                                          _speed_of_light_section(v.speed_of_light)]
+    if v.flags:
+        parts.append(Text("Suspicion flags:\n" + "\n".join(f"  • {f}" for f in v.flags), style="yellow"))
+    parts.append(_environment_section(v))
+    shown = [part for part in parts if part is not None]
+    return Group(*[g for part in shown for g in (part, Text(""))][:-1])
+
+
+def _head(v: Verdict) -> list[RenderableType]:
+    """The status and summary, the error, and whether nothing was run."""
     parts: list[RenderableType] = []
     head = Text()
     head.append(status_word(v).upper(), style=f"bold {status_style(v)}")
@@ -142,107 +154,116 @@ def verdict_text(v: Verdict) -> RenderableType:
         parts.append(Text(f"Error: {v.error}", style="red"))
     if build_only(v):
         parts.append(Text(f"Build-only verdict: {BUILD_ONLY_NOTE}; nothing was run or timed.", style="cyan"))
+    return parts
 
-    if v.build is not None:
-        b = v.build
-        lines = [f"Build: {'ok' if b.ok else 'FAILED'} in {b.seconds:.1f} s"]
-        for d in b.diagnostics[:8]:
-            where = f"{d.file}:{d.line}: " if d.file and d.line else (f"{d.file}: " if d.file else "")
-            lines.append(f"  {d.severity}: {where}{d.message}")
-        for k in b.kernels:
-            spill = (k.spill_stores_bytes or 0) + (k.spill_loads_bytes or 0)
+
+def _build_section(b: Any) -> Text | None:
+    if b is None:
+        return None
+    lines = [f"Build: {'ok' if b.ok else 'FAILED'} in {b.seconds:.1f} s"]
+    for d in b.diagnostics[:8]:
+        where = f"{d.file}:{d.line}: " if d.file and d.line else (f"{d.file}: " if d.file else "")
+        lines.append(f"  {d.severity}: {where}{d.message}")
+    for k in b.kernels:
+        spill = (k.spill_stores_bytes or 0) + (k.spill_loads_bytes or 0)
+        lines.append(
+            f"  {k.kernel} {k.arch}: {k.registers if k.registers is not None else '?'} registers, "
+            f"{k.shared_bytes or 0} B shared, {'no spills' if not spill else f'{spill} B spilled'}"
+        )
+    if not b.ok and b.log_tail and not b.diagnostics:
+        lines.append(b.log_tail.strip()[-800:])
+    return Text("\n".join(lines))
+
+
+def _correctness_section(c: Any) -> Text | None:
+    if c is None:
+        return None
+    passed = sum(1 for t in c.trials if t.passed)
+    lines = [
+        f"Correctness: {'passed' if c.passed else 'FAILED'} — {passed} of {len(c.trials)} trials"
+        + (f" within atol {c.atol:g}, rtol {c.rtol:g}" if c.atol is not None and c.rtol is not None else "")
+    ]
+    worst = max((t.normalized_error for t in c.trials if t.normalized_error is not None), default=None)
+    if worst is not None:
+        lines.append(f"  worst normalized error {worst:.2e}"
+                     + (f" (limit {c.max_normalized_error:.1e})" if c.max_normalized_error else ""))
+    for word in (
+        _yes_no(c.deterministic, "deterministic across re-runs", "NOT deterministic across re-runs"),
+        _yes_no(c.inputs_unmodified, "inputs left unmodified", "MODIFIES its inputs"),
+        _yes_no(c.fully_written, "writes every output element", "leaves output elements unwritten"),
+        _yes_no(c.discriminates, "the check tells a wrong output apart",
+                "a constant output would pass this check"),
+    ):
+        if word:
+            lines.append(f"  {word}")
+    if c.outputs_own_storage is False:
+        lines.append("  RETURNS AN INPUT'S STORAGE as its output (written in place, or the input handed back)")
+    for t in c.trials:
+        if not t.passed:
             lines.append(
-                f"  {k.kernel} {k.arch}: {k.registers if k.registers is not None else '?'} registers, "
-                f"{k.shared_bytes or 0} B shared, {'no spills' if not spill else f'{spill} B spilled'}"
+                f"  failed trial seed {t.seed} {t.distribution} {t.order} [{t.shape_set}]: "
+                f"{t.mismatched}/{t.total} mismatched"
+                + (f", max abs err {t.max_abs_error:.3g}" if t.max_abs_error is not None else "")
+                + (f" — {t.message}" if t.message else "")
             )
-        if not b.ok and b.log_tail and not b.diagnostics:
-            lines.append(b.log_tail.strip()[-800:])
-        parts.append(Text("\n".join(lines)))
+    lines.extend(f"  note: {n}" for n in c.notes)
+    return Text("\n".join(lines))
 
-    c = v.correctness
-    if c is not None:
-        passed = sum(1 for t in c.trials if t.passed)
-        lines = [
-            f"Correctness: {'passed' if c.passed else 'FAILED'} — {passed} of {len(c.trials)} trials"
-            + (f" within atol {c.atol:g}, rtol {c.rtol:g}" if c.atol is not None and c.rtol is not None else "")
-        ]
-        worst = max((t.normalized_error for t in c.trials if t.normalized_error is not None), default=None)
-        if worst is not None:
-            lines.append(f"  worst normalized error {worst:.2e}"
-                         + (f" (limit {c.max_normalized_error:.1e})" if c.max_normalized_error else ""))
-        for word in (
-            _yes_no(c.deterministic, "deterministic across re-runs", "NOT deterministic across re-runs"),
-            _yes_no(c.inputs_unmodified, "inputs left unmodified", "MODIFIES its inputs"),
-            _yes_no(c.fully_written, "writes every output element", "leaves output elements unwritten"),
-            _yes_no(c.discriminates, "the check tells a wrong output apart",
-                    "a constant output would pass this check"),
-        ):
-            if word:
-                lines.append(f"  {word}")
-        if c.outputs_own_storage is False:
-            lines.append("  RETURNS AN INPUT'S STORAGE as its output (written in place, or the input handed back)")
-        for t in c.trials:
-            if not t.passed:
-                lines.append(
-                    f"  failed trial seed {t.seed} {t.distribution} {t.order} [{t.shape_set}]: "
-                    f"{t.mismatched}/{t.total} mismatched"
-                    + (f", max abs err {t.max_abs_error:.3g}" if t.max_abs_error is not None else "")
-                    + (f" — {t.message}" if t.message else "")
-                )
-        lines.extend(f"  note: {n}" for n in c.notes)
-        parts.append(Text("\n".join(lines)))
 
-    if v.findings:
-        lines = ["Audit findings:"]
-        for f in v.findings:
-            where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
-            lines.append(f"  [{'REJECT' if f.severity == 'reject' else 'warn'}] {f.message}{where}")
-            if f.evidence:
-                lines.append(f"      {f.evidence.strip()}")
-        parts.append(Text("\n".join(lines), style="magenta"))
-    else:
-        parts.append(Text("Audit: no findings"))
+def _findings_section(v: Verdict) -> Text:
+    if not v.findings:
+        return Text("Audit: no findings")
+    lines = ["Audit findings:"]
+    for f in v.findings:
+        where = f" ({f.file}:{f.line})" if f.file and f.line else (f" ({f.file})" if f.file else "")
+        lines.append(f"  [{'REJECT' if f.severity == 'reject' else 'warn'}] {f.message}{where}")
+        if f.evidence:
+            lines.append(f"      {f.evidence.strip()}")
+    return Text("\n".join(lines), style="magenta")
 
-    p = v.performance
-    if p is not None:
-        lines = ["Timing (per call):",
-                 _timing_line("candidate", p.candidate),
-                 _timing_line("eager", p.eager),
-                 _timing_line(f"compile ({p.compile_mode})", p.compiled),
-                 f"  speedup {_x(p.speedup_vs_eager)} vs eager, {_x(p.speedup_vs_compile)} vs torch.compile"]
-        if p.noise_pct is not None:
-            lines.append(f"  run-to-run spread {p.noise_pct:.1f}%"
-                         + (" (L2 flushed between calls)" if p.l2_flushed else " (warm L2)")
-                         + (", CUDA graphs" if p.cuda_graphs else ""))
-        lines.append(f"  tier: {TIER_WORDS.get(p.tier, p.tier)}")
-        parts.append(Text("\n".join(lines)))
 
-    s = v.speed_of_light
-    if s is not None and (s.pct_of_ceiling is not None or s.floor_ms is not None):
-        lines = [f"Speed of light: {s.bound}-bound"]
-        if s.pct_of_ceiling is not None:
-            lines.append(f"  {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling"
-                         + (f" (torch.compile: {s.compiled_pct_of_ceiling:.0f}%)"
-                            if s.compiled_pct_of_ceiling is not None else ""))
-        if s.achieved_tbps is not None:
-            lines.append(f"  {s.achieved_tbps:.2f} TB/s achieved"
-                         + (f" of {s.ceiling_tbps:.2f}" if s.ceiling_tbps else ""))
-        if s.achieved_tflops is not None:
-            lines.append(f"  {s.achieved_tflops:.1f} TFLOP/s achieved"
-                         + (f" of {s.ceiling_tflops:.1f}" if s.ceiling_tflops else ""))
-        if s.floor_ms is not None:
-            lines.append(f"  roofline floor {s.floor_ms:.4f} ms" + (f" ({s.ceiling_source})" if s.ceiling_source else ""))
-        parts.append(Text("\n".join(lines)))
+def _timing_section(p: Any) -> Text | None:
+    if p is None:
+        return None
+    lines = ["Timing (per call):",
+             _timing_line("candidate", p.candidate),
+             _timing_line("eager", p.eager),
+             _timing_line(f"compile ({p.compile_mode})", p.compiled),
+             f"  speedup {_x(p.speedup_vs_eager)} vs eager, {_x(p.speedup_vs_compile)} vs torch.compile"]
+    if p.noise_pct is not None:
+        lines.append(f"  run-to-run spread {p.noise_pct:.1f}%"
+                     + (" (L2 flushed between calls)" if p.l2_flushed else " (warm L2)")
+                     + (", CUDA graphs" if p.cuda_graphs else ""))
+    lines.append(f"  tier: {TIER_WORDS.get(p.tier, p.tier)}")
+    return Text("\n".join(lines))
 
-    if v.flags:
-        parts.append(Text("Suspicion flags:\n" + "\n".join(f"  • {f}" for f in v.flags), style="yellow"))
 
+def _speed_of_light_section(s: Any) -> Text | None:
+    if s is None or (s.pct_of_ceiling is None and s.floor_ms is None):
+        return None
+    lines = [f"Speed of light: {s.bound}-bound"]
+    if s.pct_of_ceiling is not None:
+        lines.append(f"  {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling"
+                     + (f" (torch.compile: {s.compiled_pct_of_ceiling:.0f}%)"
+                        if s.compiled_pct_of_ceiling is not None else ""))
+    if s.achieved_tbps is not None:
+        lines.append(f"  {s.achieved_tbps:.2f} TB/s achieved"
+                     + (f" of {s.ceiling_tbps:.2f}" if s.ceiling_tbps else ""))
+    if s.achieved_tflops is not None:
+        lines.append(f"  {s.achieved_tflops:.1f} TFLOP/s achieved"
+                     + (f" of {s.ceiling_tflops:.1f}" if s.ceiling_tflops else ""))
+    if s.floor_ms is not None:
+        lines.append(f"  roofline floor {s.floor_ms:.4f} ms" + (f" ({s.ceiling_source})" if s.ceiling_source else ""))
+    return Text("\n".join(lines))
+
+
+def _environment_section(v: Verdict) -> Text | None:
     env = v.environment
-    if env.gpu or env.confinement:
-        bits = [b for b in (env.gpu, env.sm, f"torch {env.torch}" if env.torch else "",
-                            f"CUDA {env.cuda}" if env.cuda else "") if b]
-        line = "Measured on " + ", ".join(bits) if bits else ""
-        if env.confinement:
-            line += ("; " if line else "") + "confinement: " + ", ".join(env.confinement)
-        parts.append(Text(line, style="dim"))
-    return Group(*[g for part in parts for g in (part, Text(""))][:-1])
+    if not (env.gpu or env.confinement):
+        return None
+    bits = [b for b in (env.gpu, env.sm, f"torch {env.torch}" if env.torch else "",
+                        f"CUDA {env.cuda}" if env.cuda else "") if b]
+    line = "Measured on " + ", ".join(bits) if bits else ""
+    if env.confinement:
+        line += ("; " if line else "") + "confinement: " + ", ".join(env.confinement)
+    return Text(line, style="dim")

@@ -37,7 +37,8 @@ async def test_quitting_says_the_session_how_to_resume_it_and_how_to_remove_it(t
     started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
                              worktree=str(ws.path), branch=ws.branch)
     watch_dir = ws.path / D
-    startup = Startup(session=EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject), model="",
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
+    startup = Startup(session=session, model="",
                       session_id=ws.session_id, worktree=ws.path, watch_dir=watch_dir, workspace=ws, problem=p.problem,
                       gpu=False, edit_evaluator=WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d)))
     app = KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1)
