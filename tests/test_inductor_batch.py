@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.inductor import recorder
+from kernelpilot.inductor import budget, recorder
 from kernelpilot.inductor.batch import INDEX, Item, convert_all, discover
 pytest.importorskip("triton")
 DATA = Path(__file__).parent / "data" / "inductor"
@@ -222,7 +222,7 @@ def test_record_all_writes_as_it_goes_times_out_retries_oom_and_resumes(tmp_path
 def test_the_scheduler_keeps_the_memory_budget() -> None:
     items = [Item(f"p{i}", Path(f"p{i}.py")) for i in range(6)]
     need = {"p0": 60, "p1": 60, "p2": 30, "p3": 30, "p4": 30, "p5": 10}
-    scheduler = recorder.Scheduler(items, need, total=100, deadline=None)
+    scheduler = budget.Scheduler(items, need, total=100, deadline=None)
     running: list[int] = []
     peak = [0]
     lock = threading.Lock()
@@ -244,12 +244,12 @@ def test_the_scheduler_keeps_the_memory_budget() -> None:
         t.join()
     assert peak[0] <= 100 and not scheduler.todo and scheduler.used == 0
     # one problem larger than the whole budget still runs, alone
-    big = recorder.Scheduler([Item("huge", Path("h.py"))], {"huge": 500}, total=100, deadline=None)
+    big = budget.Scheduler([Item("huge", Path("h.py"))], {"huge": 500}, total=100, deadline=None)
     assert big.take() is not None
 
 
 def test_estimates_size_problems_on_the_meta_device(tmp_path: Path) -> None:
     items = write_problems(tmp_path, {"small": "", "broken": "raise RuntimeError('no')"})
-    sizes = recorder.estimate_all(items, jobs=2)
+    sizes = budget.estimate_all(items, jobs=2)
     assert sizes["small"].bytes == 2 * 64 * 32 * 4  # the input and the output
-    assert sizes["broken"].bytes == recorder.UNKNOWN_SIZE
+    assert sizes["broken"].bytes == budget.UNKNOWN_SIZE

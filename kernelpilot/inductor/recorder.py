@@ -51,31 +51,23 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from kernelpilot.inductor import forkclient
+from kernelpilot.inductor.budget import (
+    WORKING_ROOM,
+    Estimate,
+    Item,
+    Scheduler,
+    estimate_all,
+)
 from kernelpilot.inductor.forkclient import ForkServer, ForkServerError
 from kernelpilot.inductor.generate import NO_GRAPH, parse_output, recording_env
 from kernelpilot.inductor.helpers import ConversionError
 
-WORKING_ROOM = 3 << 29  # 1.5 GiB per process beyond its tensors: CUDA context, Inductor's workspace
-UNKNOWN_SIZE = 16 << 30  # a problem the meta device cannot size
 INDEX = "index.json"
-
-
-@dataclass(frozen=True)
-class Item:
-    key: str  # level1/23_Softmax
-    path: Path
-
-
-@dataclass(frozen=True)
-class Estimate:
-    bytes: int
-    work: float  # expected compile work, for the order only
 
 
 def recording_status(data: dict[str, Any]) -> str:
@@ -83,86 +75,6 @@ def recording_status(data: dict[str, Any]) -> str:
     if data.get("error") and data["error"] != NO_GRAPH:
         return "failed"
     return "ok" if (data.get("graphs") or data.get("code")) else "eager"
-
-
-def estimate(path: str, level: int) -> Estimate:
-    """Inputs + parameters + buffers + one output on the meta device; ``work``: level and module count."""
-    import torch
-
-    from kernelpilot.problem import load_problem
-
-    try:
-        module = load_problem(path).load_module()
-        with torch.device("meta"):
-            inputs = list(module.get_inputs())
-            model = module.Model(*module.get_init_inputs())
-            rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
-            out = None if rnn else model(*inputs)  # the meta device runs an RNN step by step: slow, and small
-        tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
-        outs = out if isinstance(out, (tuple, list)) else [out]
-        tensors += [o for o in outs if isinstance(o, torch.Tensor)]
-        modules = sum(1 for _ in model.modules())
-        return Estimate(int(sum(t.numel() * t.element_size() for t in tensors)), level * 1000 + modules)
-    except Exception:  # noqa: BLE001 - a problem the meta device cannot run: assume a large one
-        return Estimate(UNKNOWN_SIZE, level * 1000)
-
-
-def estimate_all(items: list[Item], jobs: int, timeout: float = 120.0) -> dict[str, Estimate]:
-    """``estimate`` for every item, in a process pool (spawned: this process must not start CUDA)."""
-    import multiprocessing
-
-    def level(key: str) -> int:
-        head = key.split("/", 1)[0]
-        return int(head[5:]) if head.startswith("level") and head[5:].isdigit() else 1
-
-    out: dict[str, Estimate] = {}
-    if not items:
-        return out
-    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(items))), mp_context=multiprocessing.get_context("spawn"))
-    try:
-        futures = {i.key: pool.submit(estimate, str(i.path), level(i.key)) for i in items}
-        started = time.monotonic()
-        for key, future in futures.items():
-            try:
-                out[key] = future.result(timeout=max(1.0, timeout - (time.monotonic() - started)))
-            except FutureTimeout:
-                out[key] = Estimate(UNKNOWN_SIZE, level(key) * 1000)
-            except Exception:  # noqa: BLE001 - a worker that died: assume a large problem
-                out[key] = Estimate(UNKNOWN_SIZE, level(key) * 1000)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    return out
-
-
-class Scheduler:
-    """Hands out items in order, each when its memory fits what the running ones leave."""
-
-    def __init__(self, order: list[Item], need: dict[str, int], total: int, deadline: float | None) -> None:
-        self.todo = list(order)
-        self.need = {k: min(v, total) for k, v in need.items()}
-        self.total, self.used, self.running = total, 0, 0
-        self.deadline = deadline
-        self.cond = threading.Condition()
-
-    def take(self) -> Item | None:
-        with self.cond:
-            while True:
-                if not self.todo or (self.deadline is not None and time.monotonic() > self.deadline):
-                    return None
-                hit = next((i for i in self.todo if self.used + self.need[i.key] <= self.total), None)
-                if hit is not None or self.running == 0:
-                    hit = hit or self.todo[0]
-                    self.todo.remove(hit)
-                    self.used += self.need[hit.key]
-                    self.running += 1
-                    return hit
-                self.cond.wait(timeout=5.0)
-
-    def give(self, item: Item) -> None:
-        with self.cond:
-            self.used -= self.need[item.key]
-            self.running -= 1
-            self.cond.notify_all()
 
 
 @dataclass
@@ -313,12 +225,31 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
     todo = [i for i in items if not (resume and recorded(out, i.key))]
     if len(todo) < len(items):
         print(f"{len(items) - len(todo)} problems already recorded in {out}: kept", flush=True)
+    env = _recording_env()
+    estimates, server = _sized(todo, sizes or {}, jobs, env, command, preload)
+    total = int(budget_gb * 2**30)
+    need = {i.key: int(1.6 * estimates[i.key].bytes) + WORKING_ROOM for i in todo}
+    heavy = sorted((i for i in todo if need[i.key] > total / 6), key=lambda i: -need[i.key])
+    rest = sorted((i for i in todo if need[i.key] <= total / 6), key=lambda i: -estimates[i.key].work)
+    recording = _Recording(out, timeout, env, compile_mode, estimates, command, server, need, total,
+                           None if deadline is None else started + deadline, report, Index(out / INDEX))
+    return recording.all(heavy + rest, todo, jobs)
+
+
+def _recording_env() -> dict[str, str]:
+    """The environment of every recording: one compile thread, the benchmarking lock, this kernelpilot."""
     lock = Path(tempfile.gettempdir()) / f"kernelpilot-inductor-bench-{os.getuid()}.lock"
     root = Path(__file__).resolve().parents[2]
     env = dict(recording_env(), TORCHINDUCTOR_COMPILE_THREADS="1", KERNELPILOT_BENCH_LOCK=str(lock),
                PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep))
     env.setdefault("OMP_NUM_THREADS", "1")  # also keeps numpy's OpenBLAS from starting threads in the fork server
-    servers: list[ForkServer | None] = []  # the fork server imports while the problems are sized
+    return env
+
+
+def _sized(todo: list[Item], sizes: dict[str, int], jobs: int, env: dict[str, str], command: list[str] | None,
+           preload: tuple[str, ...]) -> tuple[dict[str, Estimate], ForkServer | None]:
+    """Every problem's estimate (``sizes`` given for some), while the fork server imports; and the server."""
+    servers: list[ForkServer | None] = []
 
     def start() -> None:
         servers.append(forkclient.start_server(env, command or GENERATE, preload))
@@ -328,7 +259,7 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
         starter.start()
     estimates: dict[str, Estimate] | None = None
     try:
-        estimates = estimate_all([i for i in todo if i.key not in (sizes or {})], jobs)
+        estimates = estimate_all([i for i in todo if i.key not in sizes], jobs)
     finally:
         if todo:
             starter.join()
@@ -336,55 +267,72 @@ def record_all(items: list[Item], out: Path, jobs: int | None = None, budget_gb:
         if estimates is None and server is not None:  # estimate_all raised: no recording follows
             server.close()
     assert estimates is not None
-    for key, size in (sizes or {}).items():
+    for key, size in sizes.items():
         estimates[key] = Estimate(size, estimates.get(key, Estimate(size, 0)).work)
-    total = int(budget_gb * 2**30)
-    need = {i.key: int(1.6 * estimates[i.key].bytes) + WORKING_ROOM for i in todo}
-    heavy = sorted((i for i in todo if need[i.key] > total / 6), key=lambda i: -need[i.key])
-    rest = sorted((i for i in todo if need[i.key] <= total / 6), key=lambda i: -estimates[i.key].work)
-    index = Index(out / INDEX)
-    rows: list[dict[str, Any]] = []
-    until = None if deadline is None else started + deadline
+    return estimates, server
 
-    def work(scheduler: Scheduler) -> None:
-        while (item := scheduler.take()) is not None:
-            try:
-                row = record_one(item, out, timeout, env, compile_mode, estimates[item.key].bytes, command, server)
-            finally:
-                scheduler.give(item)
-            rows.append(row)
-            index.add(row)
-            report(row)
 
-    def run(order: list[Item], threads: int) -> None:
-        scheduler = Scheduler(order, need, total, until)
-        workers = [threading.Thread(target=work, args=(scheduler,), daemon=True) for _ in range(max(1, threads))]
+@dataclass
+class _Recording:
+    """One record_all call's recordings: threads taking problems from a Scheduler within the memory budget."""
+
+    out: Path
+    timeout: float
+    env: dict[str, str]
+    compile_mode: str
+    estimates: dict[str, Estimate]
+    command: list[str] | None
+    server: ForkServer | None
+    need: dict[str, int]
+    total: int
+    until: float | None
+    report: Callable[[dict[str, Any]], None]
+    index: Index
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def all(self, order: list[Item], todo: list[Item], jobs: int) -> list[dict[str, Any]]:
+        """Record ``order`` on ``jobs`` threads, then alone each problem that ran out of memory; a TERM (a
+        timeout, a killed job) ends the recordings too. The fork server is closed at the end."""
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+
+            def terminate(signum: int, frame: Any) -> None:
+                kill_running()
+                raise SystemExit(128 + signum)
+
+            previous = signal.signal(signal.SIGTERM, terminate)
+        try:
+            self.run(order, jobs)
+            again = [i for i in todo if any(r["problem"] == i.key and _out_of_memory(r) for r in self.rows)]
+            if again:  # alone on the GPU this time
+                print(f"recording {len(again)} problems again, one at a time, after running out of memory", flush=True)
+                self.rows[:] = [r for r in self.rows if r["problem"] not in {i.key for i in again}]
+                self.run(again, 1)
+        except BaseException:
+            kill_running()
+            raise
+        finally:
+            if self.server is not None:
+                self.server.close()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return self.rows
+
+    def run(self, order: list[Item], threads: int) -> None:
+        scheduler = Scheduler(order, self.need, self.total, self.until)
+        workers = [threading.Thread(target=self._work, args=(scheduler,), daemon=True) for _ in range(max(1, threads))]
         for w in workers:
             w.start()
         for w in workers:
             w.join()
 
-    previous = None
-    if threading.current_thread() is threading.main_thread():  # a TERM (timeout, a killed job) ends them too
-
-        def terminate(signum: int, frame: Any) -> None:
-            kill_running()
-            raise SystemExit(128 + signum)
-
-        previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        run(heavy + rest, jobs)
-        again = [i for i in todo if any(r["problem"] == i.key and _out_of_memory(r) for r in rows)]
-        if again:  # alone on the GPU this time
-            print(f"recording {len(again)} problems again, one at a time, after running out of memory", flush=True)
-            rows[:] = [r for r in rows if r["problem"] not in {i.key for i in again}]
-            run(again, 1)
-    except BaseException:
-        kill_running()
-        raise
-    finally:
-        if server is not None:
-            server.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return rows
+    def _work(self, scheduler: Scheduler) -> None:
+        while (item := scheduler.take()) is not None:
+            try:
+                row = record_one(item, self.out, self.timeout, self.env, self.compile_mode,
+                                 self.estimates[item.key].bytes, self.command, self.server)
+            finally:
+                scheduler.give(item)
+            self.rows.append(row)
+            self.index.add(row)
+            self.report(row)
