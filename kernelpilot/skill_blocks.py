@@ -17,14 +17,15 @@ Any other language (``python``, ``bash``, ``text``) is not compiled.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelpilot.extension import INCLUDE_DIR
 from kernelpilot.skills import CodeBlock
+from kernelpilot.toolkit import find_cuda_home
 
 COMPILED_LANGUAGES = ("cuda", "cu", "cpp", "c++")
 
@@ -53,12 +54,7 @@ class BuildResult:
 
 
 def cuda_home() -> Path:
-    """CUDA_HOME through kernelpilot.toolkit when it exists, else $CUDA_HOME or /usr/local/cuda."""
-    try:
-        from kernelpilot.toolkit import find_cuda_home  # type: ignore[attr-defined]
-    except ImportError:
-        env = os.environ.get("CUDA_HOME")
-        return Path(env) if env else Path("/usr/local/cuda")
+    """The CUDA toolkit's root (kernelpilot.toolkit.find_cuda_home)."""
     return Path(find_cuda_home())
 
 
@@ -121,8 +117,6 @@ def torch_flags() -> list[str]:
     import sysconfig
 
     from torch.utils.cpp_extension import include_paths
-
-    from kernelpilot.extension import INCLUDE_DIR
 
     flags = [f"-I{p}" for p in include_paths()]
     flags.append(f"-I{sysconfig.get_paths()['include']}")

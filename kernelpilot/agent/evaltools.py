@@ -5,7 +5,6 @@ code converted into a runnable Triton candidate, benchmarked)."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import subprocess
 import sys
@@ -15,8 +14,16 @@ from typing import Any
 from kernelpilot.agent import fileops
 from kernelpilot.agent.candidates import CandidateRecord
 from kernelpilot.agent.events import CandidateEvaluated
+from kernelpilot.agent.prompts import cached_ceilings, gpu_facts
 from kernelpilot.agent.toolbase import ToolContext, ToolFailure, ToolResult
 from kernelpilot.agent.verdict_text import build_for_model, verdict_for_model
+from kernelpilot.inductor.c0 import candidate_from_recording
+from kernelpilot.inductor.generate import record as record_compile
+from kernelpilot.inductor.helpers import ConversionError
+from kernelpilot.problem import analyse
+from kernelpilot.profiling import profile_candidate
+from kernelpilot.profiling.roofline import roofline_from_verdict
+from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
 from kernelpilot.verdict import Verdict
 
 
@@ -65,29 +72,14 @@ async def benchmark(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult(text, ok=verdict.status == "ok", events=[event])
 
 
-def _profiler() -> Any:
-    for name in ("kernelpilot.profiling", "kernelpilot.profiling.profile"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        fn = getattr(module, "profile_candidate", None)
-        if callable(fn):
-            return fn
-    return None
-
-
 async def profile(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    fn = _profiler()
-    if fn is None:
-        why = "kernelpilot.profiling is not installed"
-    elif not await asyncio.to_thread(_gpu_visible):
+    if not await asyncio.to_thread(_gpu_visible):
         why = "profiling needs a GPU and none is visible"
     else:
         record = ctx.book.for_hash(fileops.tree_hash(ctx.candidate_dir))
-        roofline = _roofline(record.verdict) if record is not None else None
+        roofline = roofline_from_verdict(record.verdict) if record is not None else None
         kwargs = {"roofline": roofline} if roofline is not None else {}
-        result = await asyncio.to_thread(fn, Path(ctx.problem.path), ctx.candidate_dir, **kwargs)
+        result = await asyncio.to_thread(profile_candidate, Path(ctx.problem.path), ctx.candidate_dir, **kwargs)
         error = "" if isinstance(result, str) else str(getattr(result, "error", "") or "")
         if not error:
             text = result if isinstance(result, str) else _profile_text(result)
@@ -107,26 +99,13 @@ async def profile(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 async def sanitize(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """compute-sanitizer memcheck (+ racecheck with shared memory) on a shrunken input."""
-    from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
-
     if not await asyncio.to_thread(gate_available):
         return ToolResult("the sanitizer needs compute-sanitizer and a GPU; neither check ran here", ok=False)
     report = await asyncio.to_thread(run_sanitizer, Path(ctx.problem.path), ctx.candidate_dir)
     return ToolResult(report.text(), ok=report.passed)
 
 
-def _roofline(verdict: dict[str, Any]) -> Any:
-    """A roofline for the profiler from a benchmark verdict's speed of light and timings."""
-    try:
-        from kernelpilot.profiling.roofline import roofline_from_verdict
-    except ImportError:
-        return None
-    return roofline_from_verdict(verdict)
-
-
 def _gpu_visible() -> bool:
-    from kernelpilot.agent.prompts import gpu_facts
-
     return gpu_facts().available
 
 
@@ -154,8 +133,6 @@ async def problem_info(ctx: ToolContext) -> str:
 def describe_problem(problem: Any) -> str:
     """Shapes, dtypes, bytes moved, FLOPs (kernelpilot.problem.analyse, on the meta device)."""
     try:
-        from kernelpilot.problem import analyse
-
         info = analyse(problem)
     except Exception as exc:  # noqa: BLE001 - the prompt still works without it
         return f"analysis unavailable: {exc}"
@@ -179,8 +156,6 @@ def describe_problem(problem: Any) -> str:
 
 def _floor_line(info: Any) -> str:
     """The speed-of-light floor at the GPU's measured ceilings, when the engine has cached them."""
-    from kernelpilot.agent.prompts import cached_ceilings
-
     ceil = cached_ceilings()
     if ceil is None:
         return "speed-of-light floor: known after the first benchmark (it needs this GPU's measured ceilings)"
@@ -252,10 +227,7 @@ async def inductor_kernel(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, compile_mode: str = "default") -> Any:
     """Record torch.compile's output on the GPU, convert it, and replace the candidate's files with it."""
-    from kernelpilot.inductor.c0 import candidate_from_recording
-    from kernelpilot.inductor.generate import record
-
-    rec = record(problem, compile_mode)
+    rec = record_compile(problem, compile_mode)
     conversion = candidate_from_recording(problem, rec.data)  # one graph, several, or none (eager)
     root = candidate_dir
     for old in sorted(root.rglob("*")) if root.is_dir() else []:
@@ -267,8 +239,6 @@ def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, com
 
 
 async def inductor(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    from kernelpilot.inductor.helpers import ConversionError
-
     mode = str(getattr(ctx.config, "compile_mode", "default") or "default")
 
     def guard(path: str) -> Any:

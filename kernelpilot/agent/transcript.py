@@ -24,6 +24,7 @@ from typing import IO, Any
 from kernelpilot.agent.candidates import CandidateRecord
 from kernelpilot.agent.events import Event, event_from_dict
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.redact import redact_obj
 
 
 class TranscriptError(KernelpilotError):
@@ -62,14 +63,6 @@ def find_transcript(session: str) -> Path:
     raise TranscriptError(f"no transcript for session {session!r} in {sessions_dir()}; pass a session id or a .jsonl path.{hint}")
 
 
-def _redact(obj: Any) -> Any:
-    try:
-        from kernelpilot.redact import redact_obj
-    except ImportError:
-        return obj
-    return redact_obj(obj)
-
-
 @dataclass
 class TranscriptState:
     header: dict[str, Any] = field(default_factory=dict)
@@ -95,7 +88,7 @@ class Transcript:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = self.path.open("a", encoding="utf-8")
-        self._fh.write(json.dumps(_redact(record), default=str) + "\n")
+        self._fh.write(json.dumps(redact_obj(record), default=str) + "\n")
         self._fh.flush()
 
     def write_header(self, **fields: Any) -> None:

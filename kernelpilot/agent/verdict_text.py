@@ -1,4 +1,4 @@
-"""A verdict as short text for the model: the engine's renderer when present, else a fallback."""
+"""A verdict as short text for the model: the engine's renderer, and a brief fallback if it fails."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from kernelpilot.verdict import Verdict
 
 
 def verdict_for_model(verdict: Verdict) -> str:
-    try:
-        from kernelpilot.evaluation.render import for_model
-    except ImportError:
-        return brief(verdict)
+    """The engine's rendering (``brief`` if the renderer fails on this verdict)."""
+    # imported here: the engine's package loads when the first verdict is rendered, not with the UI or the CLI
+    from kernelpilot.evaluation.render import for_model
+
     try:
         return str(for_model(verdict))
     except Exception:  # noqa: BLE001 - never lose a verdict to a renderer bug
