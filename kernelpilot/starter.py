@@ -10,8 +10,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.config import ProjectConfig
+from kernelpilot.config import ProjectConfig, find_git_root
 from kernelpilot.errors import KernelpilotError, WorkspaceError
+from kernelpilot.inductor.batch import INDEX, convert_all, discover, record_all
+from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
+from kernelpilot.inductor.generate import inductor_candidate
+from kernelpilot.inductor.helpers import ConversionError
 
 STARTER_PROBLEM = '''\
 """Row softmax in bfloat16: y[i, :] = exp(x[i, :] - max_i) / sum(exp(x[i, :] - max_i)).
@@ -202,19 +206,13 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
 def inductor_command(problem: str, target: Path, compile_mode: str = "default", recording: Path | None = None,
                      helpers: Path | None = None) -> int:
     """``kernelpilot init --from-inductor PROBLEM``: torch.compile's kernels as a Triton candidate."""
-    from kernelpilot.inductor.helpers import ConversionError
-
     if target.exists() and any(target.iterdir()):
         raise KernelpilotError(f"{target} is not empty; pass --out with a new directory, or remove it.")
     helper_text = _read(helpers, "--helpers") if helpers else None
     try:
         if recording is None:
-            from kernelpilot.inductor.generate import inductor_candidate
-
             conversion = inductor_candidate(problem, target, compile_mode)
         else:
-            from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
-
             conversion = candidate_from_recording(problem, json.loads(_read(recording, "--recordings")), helper_text)
             write_candidate(target, conversion)
     except ConversionError as exc:
@@ -240,9 +238,6 @@ def inductor_batch_command(source: Path, out: Path, recordings: Path | None, hel
 
     Without ``recordings``, torch.compile is recorded first into ``out/_recordings`` (only the problems not
     recorded there yet: the same command run again after a killed call does what is left)."""
-    from kernelpilot.inductor.batch import INDEX, convert_all, discover, record_all
-    from kernelpilot.inductor.helpers import ConversionError
-
     items = discover([source], levels)
     helper_text = _read(helpers, "--helpers") if helpers else None
     if recordings is None:
@@ -290,8 +285,6 @@ def init_command(args: Any) -> int:
         name = source.resolve().parent.name if stem == "problem" else stem
         target = Path(args.out) if args.out else directory / "kernels" / f"{name}-inductor"
         if recordings is not None and recordings.is_dir():
-            from kernelpilot.inductor.batch import discover
-
             recordings = recordings / f"{discover([source])[0].key}.json"
         return inductor_command(args.from_inductor, target, recording=recordings, helpers=helpers)
     make_repository = _needs_repository(directory, bool(getattr(args, "git_init", False)))
@@ -314,8 +307,6 @@ def init_command(args: Any) -> int:
 def _needs_repository(directory: Path, git_init: bool) -> bool:
     """True when ``--git-init`` must make the repository; a WorkspaceError (nothing written) when ``directory``
     is in none and ``--git-init`` was not given: every session works on a branch of the engineer's repository."""
-    from kernelpilot.config import find_git_root
-
     here = directory.absolute()
     existing = next((d for d in (here, *here.parents) if d.exists()), Path(here.anchor))
     if find_git_root(existing.resolve()) is not None:

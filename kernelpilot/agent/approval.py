@@ -20,6 +20,7 @@ from kernelpilot.agent.events import ErrorEvent, Event, ProposalApproved, Propos
 from kernelpilot.approval_rule import check_approval, require_approvable
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.landing import approve
+from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
 
 if TYPE_CHECKING:
     from kernelpilot.agent.tools import ToolResult
@@ -106,8 +107,6 @@ class ProposalMixin:
         Runs on the candidate's files in the worktree when a GPU and compute-sanitizer are there
         (KERNELPILOT_SANITIZE=0 turns it off); a finding blocks the approval and goes to the model.
         """
-        from kernelpilot.profiling.sanitizer import gate_available, run_sanitizer
-
         if not gate_available():
             return True, ""
         candidate = self.workspace.path / self.ctx.candidate_rel  # type: ignore[attr-defined]

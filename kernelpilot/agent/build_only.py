@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kernelpilot.machine import gpu_count
 
 NOTE = "build only: no GPU here, so it was neither run nor timed"
 
@@ -43,6 +44,4 @@ def for_replay(evaluator: Any, replay: bool) -> Any:
     """``evaluator``, build-only when this is a replay on a machine where no GPU is visible."""
     if not replay:
         return evaluator
-    from kernelpilot.machine import gpu_count
-
     return evaluator if gpu_count() > 0 else BuildOnlyEvaluator(evaluator)

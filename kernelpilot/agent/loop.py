@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kernelpilot import skills
 from kernelpilot.agent import context, prompts
 from kernelpilot.agent.approval import ProposalMixin
 from kernelpilot.agent.budgets import Budgets, candidate_rel
 from kernelpilot.agent.candidates import CandidateBook
+from kernelpilot.agent.evaltools import problem_info
 from kernelpilot.agent.events import (
     AssistantMessage, BudgetReached, Done, EngineerMessage, ErrorEvent, Event, SessionStarted,
     TextDelta, ToolCallFinished, ToolCallStarted, Usage,
@@ -165,13 +167,9 @@ class AgentSession(ProposalMixin):
         return [{"role": "system", "content": system}, *context.compact(self.messages, self.context_tokens)]
 
     async def _build_system_prompt(self) -> str:
-        from kernelpilot.agent.evaltools import problem_info
-
         info = await problem_info(self.ctx)
         gpu = self.gpu or await asyncio.to_thread(prompts.gpu_facts)
         try:
-            from kernelpilot import skills
-
             index = await asyncio.to_thread(skills.index_text, self.skills_dir)
         except Exception as exc:  # noqa: BLE001 - the session works without skills
             index = f"(skills unavailable: {exc})"

@@ -23,7 +23,11 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelpilot.inductor.c0 import candidate_from_recording, recording_graphs, write_candidate
+from kernelpilot.inductor.helpers import ConversionError
 from kernelpilot.inductor.recorder import Item, record_all, recording_status, write_atomic
+from kernelpilot.inductor.smoke import check_candidate_dir
+from kernelpilot.suite.discovery import discover_problems
 
 INDEX = "c0-index.json"
 __all__ = ["INDEX", "Item", "convert_all", "convert_one", "discover", "record_all", "recording_status"]
@@ -31,8 +35,6 @@ __all__ = ["INDEX", "Item", "convert_all", "convert_one", "discover", "record_al
 
 def discover(paths: list[Path], levels: list[int] | None = None) -> list[Item]:
     """The problems under ``paths`` (files, folders, KernelBench checkouts), with their keys."""
-    from kernelpilot.suite.discovery import discover_problems
-
     return [Item(ref.key, ref.path) for ref in discover_problems([Path(p) for p in paths], levels)]
 
 
@@ -45,9 +47,6 @@ def convert_one(key: str, problem: str, recording: str, out: str, helpers: str |
         if recording_status(data) == "failed":
             return {**row, "candidate": None, "outcome": "failed",
                     "reason": "torch.compile failed: " + str(data.get("error")).splitlines()[0][:400]}
-        from kernelpilot.inductor.c0 import candidate_from_recording, recording_graphs, write_candidate
-        from kernelpilot.inductor.helpers import ConversionError
-
         conversion = candidate_from_recording(problem, data, helpers)
         target = Path(out) / key
         if target.exists():
@@ -59,8 +58,6 @@ def convert_one(key: str, problem: str, recording: str, out: str, helpers: str |
                   "traced": "graphs and eager code, in dynamo's order"}[conversion.shape]
         facts = {"shape": conversion.shape, "kernels": len(conversion.kernels), "libraries": conversion.libraries,
                  "configs": conversion.configs, "graphs": len(recording_graphs(data))}
-        from kernelpilot.inductor.smoke import check_candidate_dir
-
         try:  # imports, constructs on the meta device, every name it will look up resolves
             check_candidate_dir(target, problem)
         except ConversionError as exc:

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernelpilot.problem import CPU_FALLBACK_LIMIT_BYTES, load_problem, make_inputs
+
 Spec = tuple[str, tuple[int, ...], str]  # (name, shape, dtype)
 
 
@@ -96,8 +98,6 @@ def _bytes(model: Any, inputs: list[Any]) -> int:
 def model_facts(problem: str | Path) -> ModelFacts:
     """Build the problem's Model and inputs on the meta device (see the module docstring)."""
     import torch
-
-    from kernelpilot.problem import CPU_FALLBACK_LIMIT_BYTES, load_problem, make_inputs
 
     prob = load_problem(problem)
     module = prob.load_module()

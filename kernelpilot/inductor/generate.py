@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.inductor.helpers import ConversionError
+from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
+from kernelpilot.inductor.facts import plain_tensors
+from kernelpilot.inductor.helpers import ConversionError, config_dict, runtime_sources
+from kernelpilot.problem import load_problem, make_inputs
 
 MARKER = "KERNELPILOT_INDUCTOR_RECORDING "
 NO_GRAPH = "torch.compile produced no Inductor graph for this problem"  # what older recordings said instead of graphs: []
@@ -79,8 +82,6 @@ def record(problem: str | Path, compile_mode: str = "default", timeout_s: float 
 
 def inductor_candidate(problem: str | Path, directory: str | Path, compile_mode: str = "default") -> Any:
     """Record on the GPU, convert, write into ``directory``; returns the Conversion."""
-    from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
-
     rec = record(problem, compile_mode)
     conversion = candidate_from_recording(problem, rec.data)
     write_candidate(directory, conversion)
@@ -183,9 +184,6 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    from kernelpilot.inductor.helpers import config_dict
-    from kernelpilot.problem import load_problem, make_inputs
-
     timings = {"imported_s": _since_launch()}
     if not torch.cuda.is_available():
         return {"error": "no CUDA GPU is visible, so torch.compile cannot generate its Triton kernels here"}
@@ -223,9 +221,6 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
     timings.update(bench)
     peak = int(torch.cuda.max_memory_allocated())
     breaks = sorted({str(reason) for reason in counters.get("graph_break", {})})
-    from kernelpilot.inductor.facts import plain_tensors
-    from kernelpilot.inductor.helpers import runtime_sources
-
     common = {"torch": torch.__version__, "breaks": breaks, "compile_s": compile_s, "peak_bytes": peak,
               "runtime": runtime_sources(), "timings": timings}
     if len(codes) < 1 or len(seen) < 1:  # dynamo compiled nothing: torch.compile's run is eager

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.inductor.helpers import ConversionError
+from kernelpilot.problem import load_problem
 
 
 def _load(directory: Path) -> types.ModuleType:
@@ -114,8 +115,6 @@ def _globals_loaded(fn: Any) -> set[str]:
 def check_candidate_dir(directory: str | Path, problem: str | Path) -> None:
     """Import, construct on the meta device, resolve names (see the module docstring)."""
     import torch
-
-    from kernelpilot.problem import load_problem
 
     directory = Path(directory)
     module = _load(directory)

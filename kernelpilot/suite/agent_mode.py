@@ -18,7 +18,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelpilot.agent.factory import build_session, make_client
+from kernelpilot.config import load_config
 from kernelpilot.suite.discovery import Job, ProblemRef
+from kernelpilot.suite.pool import failed_verdict
 from kernelpilot.suite.store import Store
 from kernelpilot.verdict import Verdict
 
@@ -70,9 +73,6 @@ class SuiteBudget:
 
 async def run_problem(ref: ProblemRef, run_dir: Path, args: argparse.Namespace, evaluator: Any,
                       budget: SuiteBudget, client_factory: Callable[[Any], Any]) -> tuple[Job, Verdict | None, str | None]:
-    from kernelpilot.agent.factory import build_session
-    from kernelpilot.config import load_config
-
     repo = run_dir / "agent" / ref.key.replace("/", "__")
     problem = await asyncio.to_thread(make_repo, repo, ref.path)
     overrides = {"problem": str(problem), "model": getattr(args, "model", None), "api_base": getattr(args, "api_base", None),
@@ -100,8 +100,6 @@ async def run_agent_suite(problems: list[ProblemRef], store: Store, run_dir: Pat
                           evaluator: Any, on_result: Callable[[Job, str, Any], None] | None = None,
                           concurrency: int = 2, client_factory: Callable[[Any], Any] | None = None) -> int:
     """One session per problem without a stored verdict, ``concurrency`` at a time; returns how many were stored."""
-    from kernelpilot.agent.factory import make_client
-
     factory = client_factory or (lambda ns: make_client(ns, ns.config))
     budget = SuiteBudget(getattr(args, "suite_budget_usd", None))
     done = store.finished()
@@ -117,8 +115,6 @@ async def run_agent_suite(problems: list[ProblemRef], store: Store, run_dir: Pat
                 try:
                     job, verdict, status = await run_problem(ref, run_dir, args, evaluator, budget, factory)
                 except Exception as exc:  # noqa: BLE001 - one session's failure must not stop the suite
-                    from kernelpilot.suite.pool import failed_verdict
-
                     job, verdict, status = Job(ref, None, 0), failed_verdict(ref.path, ref.path, "benchmark", exc), None
             if store.add(job, verdict, status=status, gpu=None):
                 stored += 1

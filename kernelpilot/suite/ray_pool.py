@@ -17,7 +17,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.suite.pool import QUICK_LANE, SlotResult, SlotStats, compiles_nothing
+from kernelpilot.suite.pool import (
+    QUICK_LANE,
+    SlotResult,
+    SlotStats,
+    compiles_nothing,
+    failed_verdict,
+)
 from kernelpilot.verdict import Verdict
 
 MAX_CANDIDATE_BYTES = 32 << 20
@@ -77,7 +83,6 @@ class SuiteActor:
     def evaluate(self, problem_name: str, problem: bytes, cand_name: str, cand: dict[str, bytes], single: bool,
                  mode: str, settings: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
         from kernelpilot.evaluation import EvalSettings, Evaluator
-        from kernelpilot.suite.pool import failed_verdict
 
         problem_path = unpack(self.root / "inputs", problem_name, {problem_name: problem}, True)
         cand_path = unpack(self.root / "inputs", cand_name, cand, single)
@@ -151,8 +156,6 @@ class RayPool:
                 data, slot = inner.result()
                 verdict = Verdict.from_dict(data)
             except Exception as exc:  # noqa: BLE001 - an actor that died: the job failed, the suite goes on
-                from kernelpilot.suite.pool import failed_verdict
-
                 verdict, slot = failed_verdict(problem, candidate, mode, exc), None
             if slot is not None:
                 stats = self.stats.setdefault(slot, SlotStats(slot))

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelpilot.tui.diffview import parse_unified
+from kernelpilot.tui.orient import edit_target
 from kernelpilot.tui.widgets.candidates import CandidateRecord
 
 if TYPE_CHECKING:
@@ -61,8 +63,6 @@ class ReviewActions:
         root = s.worktree if s and s.worktree else None
         files: list[Path] = []
         if record is not None and root is not None:
-            from kernelpilot.tui.diffview import parse_unified
-
             files = [root / f.path for f in parse_unified(record.diff) if (root / f.path).is_file()]
         if not files and s and s.watch_dir and s.watch_dir.is_dir():
             files = sorted(p for p in s.watch_dir.iterdir() if p.suffix in (".cu", ".cuh", ".cpp", ".py"))
@@ -70,8 +70,6 @@ class ReviewActions:
 
     def edit_target_file(self) -> Path | None:
         """The file the problem card names (absolute, in the worktree); found again if it is not there yet."""
-        from kernelpilot.tui.orient import edit_target
-
         facts = self.card_facts
         if facts is not None and facts.edit_file and Path(facts.edit_file).is_file():
             return Path(facts.edit_file)

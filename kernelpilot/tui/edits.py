@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from textual.worker import get_current_worker
 
 from kernelpilot.agent import events as ev
+from kernelpilot.tui.diffview import diff_summary
 from kernelpilot.tui.messages import AgentEvent, EditEvaluated, FilesEdited
 from kernelpilot.tui.pairing import CandidateWatcher, WorkspaceEditEvaluator, edit_message
+from kernelpilot.tui.verdict_view import verdict_of
 
 if TYPE_CHECKING:
     from kernelpilot.tui.session import SessionRunner
@@ -100,9 +102,6 @@ class EngineerEdits:
             return
         if (message.event.verdict or {}).get("status") == "superseded":
             return  # the agent hears about the newer save's verdict
-        from kernelpilot.tui.diffview import diff_summary
-        from kernelpilot.tui.verdict_view import verdict_of
-
         v = verdict_of(message.event.verdict)
         text = edit_message(message.paths, s.worktree or Path("."), diff_summary(message.event.diff),
                             v.summary or v.status)

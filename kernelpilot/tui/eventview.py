@@ -8,6 +8,7 @@ from rich.text import Text
 
 from kernelpilot.agent import events as ev
 from kernelpilot.tui.review import ReviewScreen
+from kernelpilot.tui.verdict_view import BUILD_ONLY_NOTE, build_only, build_summary
 from kernelpilot.tui.widgets.candidates import CandidateRecord
 
 if TYPE_CHECKING:
@@ -77,8 +78,6 @@ class EventView:
             rec = self.panel.upsert(e.candidate_id, e.verdict, diff=e.diff, commit=e.commit, source=e.source)
             self.latest = e.candidate_id
             who = "your edit" if e.source == "engineer" else "candidate"
-            from kernelpilot.tui.verdict_view import BUILD_ONLY_NOTE, build_only, build_summary
-
             v = rec.verdict
             if build_only(v):
                 await conv.note(f"{who} {e.candidate_id}: {build_summary(v)} — {BUILD_ONLY_NOTE}", "candidate")

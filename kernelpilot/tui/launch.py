@@ -97,6 +97,7 @@ def build_startup(args: Any, resume_id: str | None) -> Startup:
 
 def _agent_startup(args: Any, config: Any, transcript: Any, common: dict[str, Any]) -> Startup:
     """An AgentSession with a litellm or scripted client; the engineer's edits become its candidates."""
+    # the agent loop, like the engine, is imported in the startup worker (build_startup), never at app import
     from kernelpilot.agent.factory import make_client
     from kernelpilot.agent.loop import AgentSession, Budgets
 

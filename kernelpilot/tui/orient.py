@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from kernelpilot import problem_facts
 from kernelpilot.tui.messages import BaselinesMeasured, CachedBaselinesFound, ProblemAnalysed
 from kernelpilot.dropin.provenance import apply_command, origin_line
+from kernelpilot.problem import analyse
 from kernelpilot.tui.problem_card import CardFacts, ProblemCard
 
 if TYPE_CHECKING:
@@ -105,15 +107,11 @@ class ProblemCardView:
     def _analyse_problem(self, s: Startup) -> None:
         """The card's facts: from this machine's cache at once when this problem file was analysed before
         (problem_facts.py, no torch), else from the analysis on the meta device, which then fills the cache."""
-        from kernelpilot import problem_facts
-
         path = Path(s.problem.path)
         known = problem_facts.lookup(path)
         if known is not None:
             self.post_message(ProblemAnalysed(known, cached_ceilings() if s.gpu else None))
             return
-        from kernelpilot.problem import analyse
-
         try:
             info = analyse(s.problem, device="meta")
         except Exception as err:  # a problem the engine will also refuse: say why on the card

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernelpilot.agent.evaltools import benchmark
 from kernelpilot.agent.events import CandidateEvaluated
+from kernelpilot.verdict import Verdict
 
 CANDIDATE_PATTERNS = ("*.cu", "*.cuh", "*.cpp", "*.h", "*.hpp", "*.py")
 _IGNORED_PARTS = {"__pycache__", ".git", "build", ".kp"}
@@ -152,7 +154,6 @@ class WorkspaceEditEvaluator:
     def superseded_edit(self, paths: list[Path]) -> CandidateEvaluated:
         """An edit a newer save replaced before its evaluation began: recorded, listed as superseded."""
         from kernelpilot.evaluation.render import summary_line
-        from kernelpilot.verdict import Verdict
 
         candidate_id, commit, diff = self._record(paths)
         verdict = Verdict(status="superseded", candidate=str(self.candidate_dir))
@@ -176,8 +177,6 @@ class WorkspaceEditEvaluator:
         return event
 
     def _judge(self, candidate_id: str, commit: str, diff: str, evaluate: Callable[[Path], Any]) -> CandidateEvaluated:
-        from kernelpilot.verdict import Verdict
-
         try:
             verdict = evaluate(self.candidate_dir)
         except Exception as err:  # the edit is recorded either way; say why it was not measured
@@ -205,8 +204,6 @@ class AgentEditEvaluator:
         self.session = session
 
     async def evaluate_edit_async(self, paths: list[Path]) -> CandidateEvaluated:
-        from kernelpilot.agent.evaltools import benchmark
-
         result = await benchmark(self.session.ctx, {})
         event = next(e for e in result.events if isinstance(e, CandidateEvaluated))
         event.source = "engineer"

@@ -9,8 +9,12 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
+from kernelpilot import skills
+from kernelpilot.agent.evaltools import write_inductor_candidate
+from kernelpilot.errors import KernelpilotError
 from kernelpilot.tui.commands import BY_NAME, help_text, parse
 from kernelpilot.tui.review import ReviewScreen
+from kernelpilot.tui.verdict_view import speedup
 
 if TYPE_CHECKING:
     from kernelpilot.tui.app import KernelpilotApp
@@ -76,8 +80,6 @@ async def _cost(app: KernelpilotApp, arg: str) -> None:
 
 async def _skills(app: KernelpilotApp, arg: str) -> None:
     def load() -> list[tuple[str, str]]:
-        from kernelpilot import skills
-
         return [(s.name, s.description) for s in skills.load_index()]
 
     found = await asyncio.to_thread(load)
@@ -89,11 +91,7 @@ async def _skills(app: KernelpilotApp, arg: str) -> None:
 
 
 async def _skill(app: KernelpilotApp, arg: str) -> None:
-    from kernelpilot.errors import KernelpilotError
-
     def read() -> str:
-        from kernelpilot import skills
-
         return skills.read_skill(arg)
 
     try:
@@ -105,8 +103,6 @@ async def _skill(app: KernelpilotApp, arg: str) -> None:
 
 
 def _best(app: KernelpilotApp) -> str | None:
-    from kernelpilot.tui.verdict_view import speedup
-
     scored = [(speedup(r.verdict), cid) for cid, r in app.panel.records.items()]
     scored = [x for x in scored if x[0] > 0]
     return max(scored)[1] if scored else None
@@ -145,8 +141,6 @@ async def _inductor(app: KernelpilotApp, arg: str) -> None:
     await app.conversation.note("Recording torch.compile's kernels on the GPU …", "system")
 
     def write() -> object:
-        from kernelpilot.agent.evaltools import write_inductor_candidate
-
         return write_inductor_candidate(problem, s.watch_dir, lambda p: p)
 
     try:
