@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -274,7 +273,7 @@ async def test_cancel_mid_evaluation_leaves_the_worktree_consistent(tmp_path: Pa
     gitdir = Path(git(wt, "rev-parse", "--absolute-git-dir").strip())
     assert not (gitdir / "index.lock").exists()
     status = git(wt, "status", "--porcelain")
-    assert set(status.split()) == {"??", f"kernels/"}
+    assert set(status.split()) == {"??", "kernels/"}
     assert not s.book.records  # no half-done checkpoint
     # both tool calls of the interrupted turn were answered, so a resume is valid
     assert [m["content"] for m in s.messages[-2:]] == ["not run: the session stopped (cancelled)"] * 2

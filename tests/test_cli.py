@@ -180,7 +180,7 @@ def test_init_writes_a_loadable_problem_config_and_starter_candidate(tmp_path: P
     project = git_repo(tmp_path / "proj")
     result = kp("init", str(project))
     assert result.returncode == 0, result.stderr
-    problem, toml = project / "softmax.py", project / "kernelpilot.toml"
+    problem = project / "softmax.py"
     for rel in STARTER_FILES:
         assert f"wrote {project / rel}" in result.stdout
     assert "next: commit them (a session starts from your last commit): git add " in result.stdout

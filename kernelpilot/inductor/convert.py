@@ -159,7 +159,10 @@ def convert_traced(graphs: list[tuple[str, dict[str, Any] | None]], trace: Any, 
     if len(graph_steps) == 1 and trace.eager_calls == 0:  # one graph with stores or a chosen output: inline
         body = parsed[graph_steps[0].graph].body
         rename = {f"{graph_steps[0].var}[{i}]": r for i, r in enumerate(body.returns)}
-        swap = (lambda s: re.sub(r"\bg0\[(\d+)\]", lambda m: rename[m.group(0)], s))
+
+        def swap(s: str) -> str:
+            return re.sub(r"\bg0\[(\d+)\]", lambda m: rename[m.group(0)], s)
+
         methods = render.inline_forward(arg_names, body.args, [_fix_source(a, buffers) for a in graph_steps[0].args],
                                         body.out, swap(trace.output), [swap(s) for s in trace.stores])
     else:

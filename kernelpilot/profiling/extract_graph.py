@@ -252,8 +252,8 @@ def problem_source(ex: Extracted, *, weights: bool) -> str:
         else:
             init.append(f"        self.{attr} = nn.Parameter({maker})")
     if weights:
-        init.append(f"        if WEIGHTS.is_file():  # the model's real values (kernelpilot hotspots --weights)")
-        init.append(f"            self.load_state_dict(torch.load(WEIGHTS, weights_only=True))")
+        init.append("        if WEIGHTS.is_file():  # the model's real values (kernelpilot hotspots --weights)")
+        init.append("            self.load_state_dict(torch.load(WEIGHTS, weights_only=True))")
     makers = "\n".join(f"    {n} = {tensor_maker(s)}" for n, s in zip(inputs, specs))
     today = _dt.date.today().isoformat()
     return (f'"""{ex.doc}\n\nExtracted by `kernelpilot hotspots` on {today}; origin.json says where from.\n"""\n\n'
