@@ -22,6 +22,11 @@ class CodeVersion:
     commit: str = ""  # HEAD's commit, when known (informative: the tree is what is compared)
 
     @property
+    def key(self) -> str:
+        """What a run stores and compares: the tree, marked when the code had uncommitted changes."""
+        return f"{self.tree}{'+dirty' if self.dirty else ''}"
+
+    @property
     def label(self) -> str:
         return f"{self.tree[:12]}{' (dirty)' if self.dirty else ''}"
 

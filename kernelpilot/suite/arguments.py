@@ -71,6 +71,9 @@ def add_suite_parser(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     s.add_argument("--out", metavar="RUN", help="the run folder (default: kernelpilot-runs/<date-time>)")
     s.add_argument("--resume", metavar="RUN", help="continue the run in RUN: evaluate only what has no verdict yet (its plan, "
                    "mode and candidates are the run's own; --levels, --problems, --samples, --limit choose among its pending jobs)")
+    s.add_argument("--allow-mixed-versions", action="store_true",
+                   help="with --resume: go on although the run's verdicts were judged by another version of kernelpilot's "
+                        "code (the report then lists the versions)")
     s.add_argument("--add-new", action="store_true",
                    help="with --resume: plan the files added to the run's --solutions folder since it started (a folder "
                         "still being generated, a corpus grown); jobs already planned are kept as they are")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.code_version import running_version
 from kernelpilot.config import load_config
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.kb_files import check
@@ -141,6 +142,13 @@ def _select(jobs: list[Any], finished: set[Any], choice: dict[str, Any]) -> Any:
     return discovery.select_jobs(jobs, finished, choice["levels"], choice["select"], choice["limit"], choice["samples"])
 
 
+def _other_versions(store: Store, now: str) -> list[str]:
+    """The code versions of the run's verdicts other than ``now`` (short labels); verdicts stored before versions
+    were recorded count as another version only when nothing else is known of them."""
+    return [f"{v[:12]}{' (dirty)' if v.endswith('+dirty') else ''}" for v in store.code_versions()
+            if v not in (now, "unrecorded")]
+
+
 def _resume(args: argparse.Namespace, choice: dict[str, Any]) -> _Run | str:
     """The run in --resume RUN, its plan and meta kept (completed if its first call stopped before planning);
     or why it cannot be resumed."""
@@ -156,6 +164,13 @@ def _resume(args: argparse.Namespace, choice: dict[str, Any]) -> _Run | str:
         store.close()
         return (f"{run_dir} holds no plan (its first call stopped before planning); start a new run with "
                 "`kernelpilot suite PROBLEMS ... --out OTHER`.")
+    mixed = _other_versions(store, running_version().key)
+    if mixed and not getattr(args, "allow_mixed_versions", False):
+        store.close()
+        return (f"{run_dir}'s verdicts were judged by another version of kernelpilot's code ({', '.join(mixed)}; this "
+                f"is {running_version().label}, git's tree of kernelpilot/): resuming would mix verdicts of two versions. "
+                "Start a new run (--out OTHER), or pass --allow-mixed-versions to mix them knowingly (the report lists "
+                "the versions).")
     if getattr(args, "add_new", False) and not meta.get("solutions"):
         store.close()
         return ("--add-new looks for new files in the run's --solutions folder; this run has none (an agent "
@@ -261,7 +276,7 @@ def run_suite(args: argparse.Namespace) -> int:
     files = run.store.meta().get("problem_files") or {}
     if files.get("warning") and not args.jsonl:
         print(f"warning: {files['warning']}")
-    run.store.begin(sys.argv)
+    run.store.begin(sys.argv, running_version().key)
     selection = run.selection
     todo = selection.todo
     if not args.jsonl and (len(todo) < selection.pending):

@@ -44,6 +44,8 @@ def build_report(store: Store, *, checkout: Path | None = None, claims: Path | N
         "slowest": m.slowest(rows),
         "suspicious": m.suspicious(rows),
         "throughput": m.throughput(store.sessions(), rows),
+        # the versions of kernelpilot's code (git tree of kernelpilot/, +dirty) that judged the verdicts, with counts
+        "commits": store.code_versions(),
     }
     if multi:
         report["views"]["best_of_k"] = m.by_level(picks["best_of_k"])
@@ -156,6 +158,11 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
            + f"; mode **{report['mode']}**; {report['jobs']} jobs, {report['verdicts']} verdicts stored.", ""]
     kb = _kernelbench_lines(report)
     out += kb + [""] if kb else []
+    versions = report.get("commits") or {}
+    if len(versions) > 1:
+        out += ["**Verdicts from more than one version of kernelpilot's code** (git tree of kernelpilot/: verdicts): "
+                + ", ".join(f"`{v[:12]}{'+dirty' if v.endswith('+dirty') else ''}`: {n}" for v, n in versions.items()),
+                ""]
     if not report["complete"]:
         out += [f"**Incomplete run:** {report['not_run_yet']} of {report['jobs']} planned jobs not run yet. Each counts as a "
                 "failure in every rate over all problems (as KernelBench counts a missing one) and is shown apart, as not "

@@ -5,7 +5,8 @@ loses none that finished; ``job_key`` is unique, so a resumed run never stores o
 planner skips every job that has a row. Besides ``verdicts``: ``jobs`` (the plan: every job of the problems
 given, written once when the run starts and never changed; the report counts a planned job without a verdict
 as not run yet, and as a failure in its rates), ``meta`` (settings, rules, mode, sources, KernelBench commit)
-and ``sessions`` (one row per start or resume: its wall time).
+and ``sessions`` (one row per start or resume: its wall time). Every session and verdict records the version of
+kernelpilot's code that judged it (kernelpilot.code_version), so a run can say which versions it spans.
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        for table in ("verdicts", "sessions"):  # runs made before versions were recorded gain the column
+            columns = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if "code_version" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN code_version TEXT")
         self.session: int | None = None
+        self.code_version = ""  # the label of the code judging this session's verdicts (begin)
 
     def close(self) -> None:
         with self._lock:
@@ -155,6 +161,8 @@ class Store:
                 "INSERT OR IGNORE INTO verdicts (job_key, problem, level, sample, candidate, status, mode, speedup_vs_eager,"
                 " speedup_vs_compile, candidate_ms, eager_ms, compiled_ms, seconds, gpu, worker_start, worker_end, flags,"
                 " warnings, verdict, environment, session, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+            if cur.rowcount and self.code_version:
+                self._db.execute("UPDATE verdicts SET code_version = ? WHERE job_key = ?", (self.code_version, job.key))
             if cur.rowcount and self.session is not None:
                 self._db.execute("UPDATE sessions SET verdicts = verdicts + 1 WHERE id = ?", (self.session,))
             return bool(cur.rowcount)
@@ -170,11 +178,22 @@ class Store:
             return out
 
     # ---- sessions --------------------------------------------------------------------------------
-    def begin(self, argv: list[str]) -> int:
+    def begin(self, argv: list[str], code_version: str = "") -> int:
+        """A start or resume of the run; ``code_version``: the label of the code that judges its verdicts."""
         with self._lock:
-            cur = self._db.execute("INSERT INTO sessions (started, argv) VALUES (?, ?)", (time.time(), json.dumps(argv)))
+            cur = self._db.execute("INSERT INTO sessions (started, argv, code_version) VALUES (?, ?, ?)",
+                                   (time.time(), json.dumps(argv), code_version or None))
             self.session = int(cur.lastrowid or 0)
+            self.code_version = code_version
             return self.session
+
+    def code_versions(self) -> dict[str, int]:
+        """The code versions that judged this run's verdicts, with how many each ("unrecorded": before versions
+        were recorded)."""
+        with self._lock:
+            cur = self._db.execute("SELECT COALESCE(code_version, 'unrecorded'), COUNT(*) FROM verdicts "
+                                   "GROUP BY 1 ORDER BY MIN(id)")
+            return {str(version): int(count) for version, count in cur}
 
     def end(self) -> None:
         if self.session is None:
