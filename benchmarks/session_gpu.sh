@@ -14,8 +14,9 @@ left() { echo $(( limit - ($(date +%s) - start) )); }
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
 echo "commit $(git rev-parse HEAD) $(git status --porcelain -- kernelpilot | head -1)"
-OUT=$OUT timeout 300 bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
-timeout 120 python3 benchmarks/device_edits.py --out "$OUT" --examples softmax,rmsnorm --edits 3 > /tmp/edits.log 2>&1
+smoke_s=$(( limit < 360 ? limit - 70 : 300 ))
+OUT=$OUT timeout "$smoke_s" bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
+[ "$(left)" -gt 50 ] && timeout $(( $(left) - 10 < 120 ? $(left) - 10 : 120 )) python3 benchmarks/device_edits.py --out "$OUT" --examples softmax,rmsnorm --edits 3 > /tmp/edits.log 2>&1
 budget=$(( $(left) - 40 ))
 if [ -d .kb ] && [ "$budget" -gt 60 ]; then
   timeout $(( budget + 30 )) python3 benchmarks/rescore_gpu.py --kernelbench "$root/.kb" --out /tmp/rs-out --work /tmp/rs-work \
