@@ -155,14 +155,13 @@ class Store:
                (v or {}).get("seconds"), gpu, window[0], window[1], len((v or {}).get("flags") or []),
                sum(1 for f in findings if f.get("severity") == "warn"),
                json.dumps(v) if v is not None else None, json.dumps((v or {}).get("environment")) if v else None,
-               self.session, time.time())
+               self.session, time.time(), self.code_version or None)
         with self._lock:
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO verdicts (job_key, problem, level, sample, candidate, status, mode, speedup_vs_eager,"
                 " speedup_vs_compile, candidate_ms, eager_ms, compiled_ms, seconds, gpu, worker_start, worker_end, flags,"
-                " warnings, verdict, environment, session, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
-            if cur.rowcount and self.code_version:
-                self._db.execute("UPDATE verdicts SET code_version = ? WHERE job_key = ?", (self.code_version, job.key))
+                " warnings, verdict, environment, session, created_at, code_version)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
             if cur.rowcount and self.session is not None:
                 self._db.execute("UPDATE sessions SET verdicts = verdicts + 1 WHERE id = ?", (self.session,))
             return bool(cur.rowcount)
