@@ -351,7 +351,7 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
         elif op in ("evaluate", "baselines"):
             started = time.time()
             # eager and torch.compile timed before any candidate: baselines/measure.py
-            response = _evaluate(worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
+            response = _profiled(worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
@@ -365,6 +365,22 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
                 os._exit(0)  # a poisoned CUDA context may hang a normal interpreter shutdown
         else:
             protocol.send(out_fd, {"ok": False, "error": f"unknown op {op!r}"})
+
+
+def _profiled(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+    """``_evaluate``, under cProfile when ``KERNELPILOT_WORKER_PROFILE`` names a folder the worker may write
+    (benchmarks/verify_profile.py: where a verdict's seconds go inside the worker)."""
+    folder = os.environ.get("KERNELPILOT_WORKER_PROFILE", "")
+    if not folder:
+        return _evaluate(worker, msg)
+    import cProfile
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(_evaluate, worker, msg)
+    finally:
+        name = f"request-{msg.get('request_id', 0)}-{msg.get('mode', '')}.prof"
+        profile.dump_stats(str(Path(folder) / name))
 
 
 def _evaluate(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
