@@ -101,3 +101,49 @@ def test_compare_keeps_the_torch_path_off_cuda_and_when_turned_off(monkeypatch: 
     monkeypatch.setenv("KERNELPILOT_FUSED_COMPARE", "0")
     assert cmp._fused_compare(truth.float(), truth.float(), truth, tol, 1e-4, 0.0) is None
     assert cmp.compare(truth.float(), truth.float(), truth, tol)["passed"]
+
+
+REPLAY = r"""
+import json, torch
+from kernelpilot.evaluation.correctness import compare as cmp
+from kernelpilot.evaluation.correctness import fused_compare as ck
+
+g = torch.Generator().manual_seed(3)
+n = 2 * ck.BLOCK + 5
+eager = torch.randn(n, generator=g, dtype=torch.float64)
+eager[7], eager[8] = float("inf"), float("nan")  # not counted: eager is not finite there
+rows = []
+for dt in (torch.bfloat16, torch.float32):
+    e = eager.to(dt)
+    close = (eager + 1e-4 * torch.randn(n, generator=g, dtype=torch.float64)).to(dt)
+    stale = torch.randn(n, generator=g, dtype=torch.float64).to(dt)
+    holes = close.clone()
+    holes[100::997] = float("nan")
+    for name, c in {"close": close, "stale": stale, "holes": holes}.items():
+        fused = ck.replay_parts(c, e, 1e-3, 1e-3)
+        torch_path = cmp.replay_difference(c, e, 1e-3, 1e-3)  # CPU tensors: the torch path
+        rows.append({"case": f"{dt} {name}", "fused": fused, "torch": list(torch_path)})
+print(json.dumps(rows))
+"""
+
+
+def test_fused_replay_sums_match_the_torch_path_under_the_interpreter() -> None:
+    import math
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", REPLAY], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(rows) == 6
+    for row in rows:
+        diff_sq, norm_sq, holes, outside = row["fused"]
+        err, off = row["torch"]
+        assert int(outside) == off, row
+        if holes:
+            assert math.isinf(err), row
+        else:
+            assert _close(math.sqrt(diff_sq / norm_sq), err), row
+    by = {r["case"]: r for r in rows}
+    # a stale output is off nearly everywhere (over half of the 2 * BLOCK + 5 elements), a close one nowhere
+    assert by["torch.float32 close"]["fused"][3] == 0 and by["torch.float32 stale"]["fused"][3] > 4096
+    assert by["torch.bfloat16 holes"]["fused"][2] > 0

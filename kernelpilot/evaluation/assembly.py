@@ -3,7 +3,9 @@ worker's answer merged in, KernelBench's view of a candidate stopped before the 
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,20 @@ class Evaluation:
     build_dirs: list[Path] = field(default_factory=list)
     sass_check: SassCheck | None = None  # the SASS identity check of a device-only build
     started: float = field(default_factory=time.monotonic)
+    on_tested: Callable[[Verdict], None] | None = None  # a benchmark's test verdict, before its timing
+
+    def tested(self, frame: dict[str, Any]) -> Verdict:
+        """The test verdict a staged benchmark's worker sent before timing (protocol.TESTED), as a test request's
+        verdict of this candidate: a copy of the verdict so far, with the worker's part merged in."""
+        v = copy.deepcopy(self.v)
+        v.mode = "test"
+        merged = merge_response(v, frame)
+        if self.sass_check is not None and v.build is not None:
+            v.build.sass_check = self.sass_check.wait(0.0)
+        v.status = merged.status
+        v.seconds = round(time.monotonic() - self.started, 3)
+        v.summary = summary_line(v)
+        return v
 
     @property
     def cancelled(self) -> bool:

@@ -15,6 +15,7 @@ import asyncio
 import datetime as _dt
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
@@ -148,16 +149,21 @@ class Evaluator(WorkerRequests):
         return await asyncio.to_thread(self.evaluate, problem, candidate, mode, **kw)
 
     def evaluate(self, problem: ProblemRef, candidate: CandidateRef, mode: str = "benchmark", *,
-                 own_kernels: list[str] | None = None, baseline: Baselines | None = None) -> Verdict:
+                 own_kernels: list[str] | None = None, baseline: Baselines | None = None,
+                 on_tested: Callable[[Verdict], None] | None = None) -> Verdict:
         """``baseline``: the problem's ``Baselines`` measured once by a BaselineService (a suite): the
-        worker then compiles nothing and compares the candidate with its torch.compile time."""
+        worker then compiles nothing and compares the candidate with its torch.compile time. ``on_tested`` (a
+        benchmark): called, in this thread, with the candidate's test verdict as soon as the worker has verified
+        and audited it, before the timing; the benchmark does not verify it again (a pairing session draws the
+        test verdict at once). Not called where that verdict would not be a test request's own (the candidate
+        failed, times itself, compiled inside the worker, or the rules are KernelBench's)."""
         if mode not in MODES:
             raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
 
         with self._lock:
             self._token = token = CancelToken()
             try:
-                return self._evaluate(problem, candidate, mode, own_kernels, baseline, token)
+                return self._evaluate(problem, candidate, mode, own_kernels, baseline, token, on_tested)
             finally:
                 self._token = None
 
@@ -173,8 +179,10 @@ class Evaluator(WorkerRequests):
         return True
 
     def _evaluate(self, problem: ProblemRef, candidate: CandidateRef, mode: str, own_kernels: list[str] | None,
-                  baseline: Baselines | None = None, token: CancelToken | None = None) -> Verdict:
+                  baseline: Baselines | None = None, token: CancelToken | None = None,
+                  on_tested: Callable[[Verdict], None] | None = None) -> Verdict:
         run = self._begin(problem, candidate, mode, own_kernels, baseline, token)
+        run.on_tested = on_tested if mode == "benchmark" else None
         try:
             cand_obj = candidate if isinstance(candidate, Candidate) else load_candidate(run.cand_path)
         except KernelpilotError as exc:
@@ -261,7 +269,24 @@ class Evaluator(WorkerRequests):
             "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
         if run.baseline is not None and run.mode == "benchmark":
             message["baseline"] = run.baseline.to_dict()
+        if run.on_tested is not None:
+            message["stage_test"] = True
         return message, declared
+
+    @staticmethod
+    def _interim(run: Evaluation) -> Callable[[dict[str, Any]], None] | None:
+        """What a staged benchmark's test-verdict frame goes through: ``run.on_tested``, given the test verdict."""
+        on_tested = run.on_tested
+        if on_tested is None:
+            return None
+
+        def tested(frame: dict[str, Any]) -> None:
+            try:
+                on_tested(run.tested(frame))
+            except Exception as exc:  # noqa: BLE001 - the caller's drawing must not end the benchmark
+                run.v.flags.append(f"the test verdict could not be shown before the timing ({type(exc).__name__})")
+
+        return tested
 
     def _judge_in_worker(self, run: Evaluation) -> Verdict:
         s, v, mode, token = self.settings, run.v, run.mode, run.token
@@ -271,14 +296,14 @@ class Evaluator(WorkerRequests):
         library = run.worker_env.get("TORCH_EXTENSIONS_DIR", "")
         if names and self._client is not None and self._inline.conflict(self._worker_pid(), names, library):
             self._stop_worker()  # the worker holds another library under one of these names: a fresh one
-        response = self._ask_once_more_if_it_died(message, timeout, v, run.build_dirs, token)
+        response = self._ask_once_more_if_it_died(message, timeout, v, run.build_dirs, token, self._interim(run))
         if response is not None and names:
             self._inline.record(self._worker_pid(), names, library)
         if response is not None and self._reload_failed(response) and not run.cancelled:
             # A warm worker that already imported another build of this extension failed to load the
             # new one: that says nothing about the candidate. Judge it in a fresh worker.
             self._stop_worker()
-            response = self._ask(message, timeout, v, run.build_dirs, token)
+            response = self._ask(message, timeout, v, run.build_dirs, token, self._interim(run))
             v.flags.append("the warm worker could not load this build; it was evaluated in a fresh worker")
         if response is None:
             return run.done(v.status)

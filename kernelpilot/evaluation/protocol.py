@@ -18,7 +18,10 @@ Requests are ``{"op": ..., ...}``; responses are ``{"ok": bool, ...}``. Ops:
 - ``shutdown`` -> the worker exits without answering.
 
 While it works on a request the worker also sends ``{"op": "watch", "phase", "call", "allow_s"}`` frames:
-the deadline of what it does next (the hang watchdog, watchdog.py).
+the deadline of what it does next (the hang watchdog, watchdog.py). A benchmark request with ``"stage_test":
+true`` may also get one ``{"op": "tested", "verdict": {...}, "window": [start, end]}`` frame before its answer:
+the verdict a test request would have given (verified and audited, not yet timed), sent when the candidate is
+ok and about to be timed, so the caller can show it while the timing runs.
 
 This module imports nothing heavy and is used on both sides.
 """
@@ -35,6 +38,7 @@ from typing import Any
 MAX_FRAME = 256 * 1024 * 1024
 WATCH = "watch"  # a deadline frame from the worker
 PREPARED = "prepared"  # the answer to "prepare"
+TESTED = "tested"  # a benchmark's test verdict, before its timing (requests with "stage_test")
 _HEADER = struct.Struct(">I")
 
 

@@ -61,3 +61,30 @@ def test_a_benchmark_after_tests_reuses_the_warm_worker(tmp_path: Path) -> None:
         assert ev._client.starts == starts, bench.phases  # no new worker
         assert "worker_wait" not in bench.phases and not bench.attempts, bench.phases
         assert bench.phases.get("compile_baseline", 0.0) < 1.0, bench.phases  # compiled once, at the baselines
+
+
+def test_a_staged_benchmark_hands_on_its_test_verdict_and_verifies_once(tmp_path: Path) -> None:
+    """Issue 49 item 3: a save's test verdict comes from its benchmark's own verification (protocol.TESTED),
+    drawn before the timing; the benchmark verifies the candidate once, and its test verdict is the one a test
+    request gives."""
+    import shutil
+
+    from kernelpilot.config import load_config
+
+    example = Path(__file__).parents[2] / "examples" / "rmsnorm"
+    shutil.copytree(example, tmp_path / "rmsnorm")
+    problem, candidate = tmp_path / "rmsnorm" / "problem.py", tmp_path / "rmsnorm" / "candidate"
+    settings = EvalSettings.from_config(load_config(tmp_path / "rmsnorm", env={}))
+    with Evaluator(settings, workdir=tmp_path / "work", standby_builder=True) as ev:
+        alone = ev.evaluate(problem, candidate, "test")
+        tested = []
+        bench = ev.evaluate(problem, candidate, "benchmark", on_tested=tested.append)
+    assert bench.status == "ok" and bench.performance is not None, bench.summary
+    assert len(tested) == 1
+    staged = tested[0]
+    assert staged.mode == "test" and staged.status == "ok" and staged.performance is None
+    assert staged.correctness is not None and alone.correctness is not None
+    assert [t.normalized_error for t in staged.correctness.trials] == [t.normalized_error
+                                                                       for t in alone.correctness.trials]
+    assert staged.seconds < bench.seconds
+    assert bench.correctness is not None and len(bench.correctness.trials) == len(alone.correctness.trials)

@@ -94,3 +94,23 @@ def test_outputs_past_two_to_the_31_elements() -> None:
     out[(1 << 31) + 7] = float("nan")
     res = ck.check(out, ref, truth, 1e-2, 1e-2, 1e-2, 0.0)
     assert res["mismatched"] == 4 and res["unwritten"] == 1 and res["max_abs"] == 1.0
+
+
+def test_replay_difference_fused_on_cuda_equals_the_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from kernelpilot.evaluation.correctness import compare as cmp
+
+    g = torch.Generator(device="cuda").manual_seed(2)
+    eager = torch.randn(3_000_017, generator=g, device="cuda").to(torch.bfloat16)
+    eager[11] = float("inf")
+    stale = torch.randn(3_000_017, generator=g, device="cuda").to(torch.bfloat16)
+    close = eager.clone()
+    close[5::999] += 1.0
+    for cand in (close, stale, eager):
+        fused = cmp.replay_difference(cand, eager, 1e-3, 1e-3)
+        monkeypatch.setenv("KERNELPILOT_FUSED_COMPARE", "0")
+        slow = cmp.replay_difference(cand, eager, 1e-3, 1e-3)
+        monkeypatch.delenv("KERNELPILOT_FUSED_COMPARE")
+        assert fused[1] == slow[1] and fused[0] == pytest.approx(slow[0], rel=1e-9, abs=1e-12), (fused, slow)
+    assert cmp.replay_difference(close, eager, 1e-3, 1e-3)[1] == len(range(5, 3_000_017, 999))

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +272,8 @@ class WorkerClient:
         self._unanswered_prepares += 1
         return True
 
-    def _follow(self, limit: float, started: float) -> dict[str, Any]:
+    def _follow(self, limit: float, started: float,
+                interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Read frames until the answer. Each watch frame sets the deadline for what the worker does next
         (the call it is about to make, and how long that may take); past it, or past ``limit`` seconds
         from ``started``, the worker is killed."""
@@ -306,13 +308,17 @@ class WorkerClient:
                 allow = float(frame.get("allow_s", limit))
                 deadline = now + allow
                 continue
+            if frame.get("op") == protocol.TESTED:  # a staged benchmark's test verdict, before its timing
+                if interim is not None:
+                    interim(frame)
+                continue
             if frame.get("op") == protocol.PREPARED and self._unanswered_prepares > 0:
                 self._unanswered_prepares -= 1
                 continue
             return frame
 
     def request(self, message: dict[str, Any], timeout: float, cancel: CancelToken | None = None,
-                grace_s: float = 1.0) -> dict[str, Any]:
+                grace_s: float = 1.0, interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Send one request and wait for its answer, following the worker's watch frames (the hang
         watchdog); ``timeout`` bounds the whole request. ``cancel`` (supersede.CancelToken): when it is
         cancelled the worker stops at its next announcement, or is killed ``grace_s`` later."""
@@ -334,7 +340,7 @@ class WorkerClient:
                 protocol.send(self._to_worker, message)
             except OSError:
                 return self._receive(1.0)
-            response = self._follow(timeout, started)
+            response = self._follow(timeout, started, interim)
         finally:
             self.in_flight = None
             if remove is not None:

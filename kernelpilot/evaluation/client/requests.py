@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ class WorkerRequests(WorkerOwner):
     cancel_grace_s: float
     _death_phase: str
 
-    def _ask(self, message: dict[str, Any], timeout: float, v: Verdict,
-             writable: list[Path] | None = None, token: Any = None) -> dict[str, Any] | None:
+    def _ask(self, message: dict[str, Any], timeout: float, v: Verdict, writable: list[Path] | None = None,
+             token: Any = None, interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
         """Send the request (retrying once on a fresh worker if the old one was unusable). ``token``: a
         cancel stops the request (supersede.py); a worker killed for not stopping is replaced, no crash."""
         from kernelpilot.evaluation.client.failures import WorkerDied, WorkerTimeout
@@ -32,7 +33,8 @@ class WorkerRequests(WorkerOwner):
                 if token is not None and token.cancelled:
                     v.status = "superseded"
                     return None
-                response = client.request(message, timeout, cancel=token, grace_s=self.cancel_grace_s)
+                response = client.request(message, timeout, cancel=token, grace_s=self.cancel_grace_s,
+                                          interim=interim)
             # (only while this evaluation is cancelled: a worker killed because it did not stop in time)
             except (WorkerTimeout, WorkerDied) if token is not None and token.cancelled else () as exc:
                 v.status, v.error = "superseded", ""  # killed because it did not stop in time: not the candidate's
@@ -70,7 +72,8 @@ class WorkerRequests(WorkerOwner):
         return None
 
     def _ask_once_more_if_it_died(self, message: dict[str, Any], timeout: float, v: Verdict,
-                                  writable: list[Path] | None = None, token: Any = None) -> dict[str, Any] | None:
+                                  writable: list[Path] | None = None, token: Any = None,
+                                  interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
         """``_ask``; when the worker died while judging this candidate, judge it once more in a fresh
         worker (the spare, or a new one). A death in both is the candidate's (``runtime_error``, both attempts listed); a
         candidate that ran without dying the second time is ``flaky``, and the first death is counted as
@@ -78,13 +81,13 @@ class WorkerRequests(WorkerOwner):
         from kernelpilot.verdict import Attempt
 
         self._death_phase = ""
-        response = self._ask(message, timeout, v, writable, token)
+        response = self._ask(message, timeout, v, writable, token, interim)
         if response is not None or not worker_death(v.error) or (token is not None and token.cancelled):
             return response
         first = Attempt(status=v.status, error=v.error[:6000], phase=self._death_phase or "unknown")
         # the dead worker is never asked again: the next request goes to its successor (the spare, or a new one)
         v.status, v.error = "ok", ""
-        response = self._ask(message, timeout, v, writable, token)
+        response = self._ask(message, timeout, v, writable, token, interim)
         v.attempts.append(first)
         second = "died again" if response is None and worker_death(v.error) else (
             "ran without dying" if response is not None else f"ended {v.status}")

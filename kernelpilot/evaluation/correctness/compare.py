@@ -162,6 +162,23 @@ def _fused_compare(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Ten
         return None
 
 
+def _fused_replay(cand: torch.Tensor, eager: torch.Tensor, atol: float, rtol: float) -> list[float] | None:
+    """replay_difference's sums in one fused pass (compare_kernel.replay_sums); None: the torch path."""
+    import os
+
+    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+        return None
+    if not getattr(eager, "is_cuda", False):
+        return None
+    try:
+        from kernelpilot.evaluation.correctness import fused_compare as compare_kernel
+
+        return compare_kernel.replay_sums(cand, eager, atol, rtol)
+    except Exception as exc:  # the torch path gives the same answer, only slower
+        _fused_failure.append(f"{type(exc).__name__}: {exc}")
+        return None
+
+
 def compare(out: object, ref: torch.Tensor, ref64: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
     """Compare one output tensor (or a constant; or whatever else a candidate returned, which fails with the
     reason); returns the fields of a TrialResult plus ``unwritten``."""
@@ -271,16 +288,19 @@ def replay_difference(cand: torch.Tensor, eager: torch.Tensor, atol: float = 0.0
 
     c_all, e_all = _flat(cand), _flat(eager)
     # diff^2, eager^2, NaN where eager is finite, elements outside the band
-    sums = torch.zeros(4, dtype=torch.float64, device=e_all.device)
-    for a, b in _chunks(e_all.numel()):
-        c, e = c_all[a:b].double(), e_all[a:b].double()
-        fin = torch.isfinite(e)
-        d = torch.where(fin, c - e, torch.zeros_like(e))
-        ef = torch.where(fin, e, torch.zeros_like(e))
-        outside = fin & ~(d.abs() <= atol + rtol * ef.abs())  # NaN in cand counts as outside
-        sums += torch.stack([(d * d).sum(), (ef * ef).sum(), (torch.isnan(c) & fin).sum().double(),
-                             outside.sum().double()])
-    diff_sq, norm_sq, holes, outside_n = sums.tolist()
+    fused = _fused_replay(c_all, e_all, atol, rtol)
+    if fused is None:
+        sums = torch.zeros(4, dtype=torch.float64, device=e_all.device)
+        for a, b in _chunks(e_all.numel()):
+            c, e = c_all[a:b].double(), e_all[a:b].double()
+            fin = torch.isfinite(e)
+            d = torch.where(fin, c - e, torch.zeros_like(e))
+            ef = torch.where(fin, e, torch.zeros_like(e))
+            outside = fin & ~(d.abs() <= atol + rtol * ef.abs())  # NaN in cand counts as outside
+            sums += torch.stack([(d * d).sum(), (ef * ef).sum(), (torch.isnan(c) & fin).sum().double(),
+                                 outside.sum().double()])
+        fused = sums.tolist()
+    diff_sq, norm_sq, holes, outside_n = fused
     if holes:
         return float("inf"), int(outside_n)
     return (math.sqrt(diff_sq / norm_sq) if norm_sq > 0 else math.sqrt(diff_sq)), int(outside_n)

@@ -51,6 +51,11 @@ class InlineBuildError(RuntimeError):
     and KernelBench's harness, which catches RuntimeError as torch raises it, scores it as KernelBench does."""
 
 
+def pending() -> bool:
+    """Whether something compiled inside the worker since the last ``take``."""
+    return bool(_compiles) or _seconds[0] > 0
+
+
 def take() -> tuple[float, list[str]]:
     """Seconds spent compiling inside the worker since the last call, and what compiled."""
     seconds, names = _seconds[0], list(_compiles)

@@ -55,6 +55,7 @@ from kernelpilot.evaluation.worker import compile_hook, global_state, memory, wa
 from kernelpilot.evaluation.worker import crash_frames as native_trace
 from kernelpilot.evaluation.worker.cuda_errors import CUDA_MARKERS
 from kernelpilot.evaluation.worker.pipeline import run_candidate
+from kernelpilot.evaluation.worker.profiled import profiled
 from kernelpilot.evaluation.worker.problem_state import (  # noqa: F401 - the worker's names, as before the split
     CandidateError,
     ProblemCache,
@@ -116,6 +117,7 @@ class Worker(ProblemCache):
         self.count = 0
         self.count_imported = -1  # the last candidate whose module imported (KernelBench's "compiled")
         self.dynamo_reset = False
+        self.untidy = False  # an answer was sent and its clean-up (tidy) has not run yet
 
     # ---- environment ---------------------------------------------------------------------------
     def environment(self) -> dict[str, Any]:
@@ -240,31 +242,44 @@ class Worker(ProblemCache):
         return self._after(result, exit_after)
 
     def _after(self, result: dict[str, Any], exit_after: bool) -> dict[str, Any]:
-        """Whatever the candidate left behind is dropped before the answer (and the next request)."""
-        import torch
-
+        """The answer, once the candidate's modules and variables are dropped; the rest of the clean-up (``tidy``)
+        runs after the answer is sent, before the next request is read."""
         for name in [n for n in sys.modules if n.startswith("kp_candidate_")]:
             sys.modules.pop(name, None)
         before = getattr(self, "_env_before", None)
         if before is not None:
             os.environ.clear()
             os.environ.update(before)
+        if self.identities.changed():
+            exit_after = True
+        self.untidy = not exit_after
+        return {"ok": True, "verdict": result, "exit": exit_after}
+
+    def tidy(self) -> bool:
+        """Whatever the candidate left behind goes, between its answer and the next request (the caller builds the
+        next candidate meanwhile: a garbage collection of the worker's heap took 0.1-0.15 s of each verdict when it
+        ran before the answer, H100 2026-12-06). False: the process must not serve again (its state could not be
+        set back, or something the harness uses changed), and it leaves; the next request finds it gone and is
+        judged in a fresh worker."""
+        if not self.untidy:
+            return True
+        import torch
+
+        self.untidy = False
         # the candidate's objects held in reference cycles (a bound method it keeps, a compiled forward) go now:
         # a __del__ that sets torch's switches "back" runs before the state is restored, not in the next candidate
         gc.collect()
         try:
             self.initial_state.apply()  # whatever the candidate switched, the next one starts from the default
         except Exception:  # noqa: BLE001 - a state torch refuses to set back: never reuse this process
-            exit_after = True
-        if self.device.startswith("cuda") and not exit_after:
+            return False
+        if self.device.startswith("cuda"):
             try:
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
-            except Exception:
-                exit_after = True
-        if self.identities.changed():
-            exit_after = True
-        return {"ok": True, "verdict": result, "exit": exit_after}
+            except Exception:  # noqa: BLE001 - a poisoned context: never reuse this process
+                return False
+        return not self.identities.changed()
 
     def classify(self, exc: BaseException) -> tuple[str, bool]:
         import torch
@@ -351,7 +366,7 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
         elif op in ("evaluate", "baselines"):
             started = time.time()
             # eager and torch.compile timed before any candidate: baselines/measure.py
-            response = _profiled(worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
+            response = profiled(_evaluate, worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
@@ -361,26 +376,10 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             protocol.send(out_fd, response)
-            if response.get("exit"):
+            if response.get("exit") or not worker.tidy():
                 os._exit(0)  # a poisoned CUDA context may hang a normal interpreter shutdown
         else:
             protocol.send(out_fd, {"ok": False, "error": f"unknown op {op!r}"})
-
-
-def _profiled(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
-    """``_evaluate``, under cProfile when ``KERNELPILOT_WORKER_PROFILE`` names a folder the worker may write
-    (benchmarks/verify_profile.py: where a verdict's seconds go inside the worker)."""
-    folder = os.environ.get("KERNELPILOT_WORKER_PROFILE", "")
-    if not folder:
-        return _evaluate(worker, msg)
-    import cProfile
-
-    profile = cProfile.Profile()
-    try:
-        return profile.runcall(_evaluate, worker, msg)
-    finally:
-        name = f"request-{msg.get('request_id', 0)}-{msg.get('mode', '')}.prof"
-        profile.dump_stats(str(Path(folder) / name))
 
 
 def _evaluate(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Iterator
 
+from kernelpilot.evaluation import protocol
 from kernelpilot.evaluation.audit import threads
 from kernelpilot.evaluation.audit.forward import audit_forward
 from kernelpilot.evaluation.correctness import verify as vf
@@ -100,6 +101,7 @@ class _Job:
     state: ProblemState
     tol: Tolerance
     phases: dict[str, float]
+    stage: bool = False  # send the test verdict before timing (a benchmark with "stage_test": _stage_test)
 
     @property
     def device(self) -> str:
@@ -160,6 +162,8 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     lock = gpu_lock.current()
     waited = lock.waited_s
     timed_self = self_timing.signs(Path(msg["candidate_model"]))
+    # the staged test verdict is what a test request gives only where nothing after the run changes it
+    job.stage = bool(msg.get("stage_test")) and job.timed and not timed_self and not get_rules(s.rules).kernelbench
     # untimed GPU work may overlap a baseline's compile, never a timing; a candidate that times itself
     # (and picks its path by it) runs with the GPU to itself throughout, as a timing does
     hold = self_timing.gpu_alone("the candidate times itself") if timed_self else lock.shared()
@@ -225,10 +229,7 @@ def _run_with_watch(job: _Job, sample: Inputs, compiled: Forward | None, threads
         with _phase(job.phases, "kernelbench"):
             out["kernelbench"] = _kernelbench_score(state, cand.module, rules, s, job.device, job.timed,
                                                     worker.initial_state, cand.state)
-    if corr.discriminates is False:
-        out["flags"].append("this problem cannot discriminate: a zero or constant output passes its check")
-    if corr.deterministic is False:
-        out["flags"].append("non-deterministic: two runs on the same inputs differ bitwise")
+    out["flags"] += _check_flags(corr)
     exit_after = False
     if threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False) or worker.identities.changed():
         exit_after = True  # never reuse a process a candidate has changed
@@ -316,6 +317,8 @@ def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr:
         out["status"] = "incorrect"
     if not (corr.passed and (out["status"] == "ok" or timed_anyway) and job.timed):
         return
+    if job.stage and out["status"] == "ok" and not watch.started and not compile_hook.pending():
+        _stage_test(job, corr, findings, out)
     # the thread hook stops here: the compiled baseline may start helper threads if it ever recompiles;
     # threads the candidate leaves running are still caught by the snapshot after timing
     watch.__exit__(None, None, None)
@@ -329,6 +332,25 @@ def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr:
     out["flags"] += flags
     if _rejects(timed):
         out["status"] = "rejected"
+
+
+def _check_flags(corr: Correctness) -> list[str]:
+    """The verdict's flags from the check itself."""
+    flags = []
+    if corr.discriminates is False:
+        flags.append("this problem cannot discriminate: a zero or constant output passes its check")
+    if corr.deterministic is False:
+        flags.append("non-deterministic: two runs on the same inputs differ bitwise")
+    return flags
+
+
+def _stage_test(job: _Job, corr: Correctness, findings: list[Finding], out: dict[str, Any]) -> None:
+    """Send the caller this benchmark's test verdict before the timing starts: verified and audited exactly as a
+    test request is (same seed, trials and checks), so a pairing session draws it at once and the benchmark does
+    not verify the candidate a second time (protocol.TESTED)."""
+    part = {"status": "ok", "error": "", "correctness": out["correctness"], "findings": [asdict(f) for f in findings],
+            "flags": out["flags"] + _check_flags(corr), "phases": dict(job.phases)}
+    watchdog.announce({"op": protocol.TESTED, "ok": True, "verdict": part})
 
 
 def _kernelbench_score(state: ProblemState, module: ModuleType, rules: Rules, s: EvalSettings, device: str,
