@@ -119,11 +119,12 @@ def _manual_startup(common: dict[str, Any]) -> Startup:
     session = EventStreamSession([started], on_approve=partial(approve, workspace), on_reject=workspace.reject)
     # A save's test verdict is drawn first (about a second for a kernel edit), then its benchmark's; no GPU:
     # a build-only verdict (diagnostics, registers and spills, honestly labelled).
+    # On a GPU both come from one benchmark (its test verdict handed on before the timing: verified once).
     first = "test" if gpu else "build"
-    then = partial(engine.call, evaluator.evaluate, problem, mode="benchmark") if gpu else None
+    staged = (lambda d, tested: engine.call(evaluator.evaluate, problem, d, mode="benchmark", on_tested=tested)) \
+        if gpu else None
     edit = WorkspaceEditEvaluator(workspace, watch_dir, lambda d: engine.call(evaluator.evaluate, problem, d, mode=first),
-                                  close=evaluator.close, cancel=evaluator.cancel,
-                                  then=(lambda d: then(d)) if then is not None else None,
+                                  close=evaluator.close, cancel=evaluator.cancel, staged=staged,
                                   before=prebuild(evaluator, watch_dir))
     return Startup(session=session, model="", edit_evaluator=edit, **common)
 

@@ -120,14 +120,18 @@ class WorkspaceEditEvaluator:
         cancel: Callable[[], bool] | None = None,
         then: Callable[[Path], Any] | None = None,
         before: Callable[[], None] | None = None,
+        staged: Callable[[Path, Callable[[Any], None]], Any] | None = None,
     ) -> None:
         """``then``: a second evaluation of a save whose first verdict is ok (the benchmark after the test:
-        the test verdict is drawn first, in about a second, the benchmark's replaces it). ``before``: called
+        the test verdict is drawn first, in about a second, the benchmark's replaces it). ``staged``, in place of
+        both: one benchmark that hands its test verdict to the callback it is given as soon as the candidate is
+        verified (Evaluator.evaluate's ``on_tested``), so the candidate is verified once. ``before``: called
         before each evaluation (waits for the session's first full build, started at launch)."""
         self.workspace = workspace
         self.candidate_dir = Path(candidate_dir)
         self._evaluate = evaluate
         self._then = then
+        self._staged = staged
         self._before = before
         self._close = close
         self._cancel = cancel
@@ -169,6 +173,16 @@ class WorkspaceEditEvaluator:
         if self._before is not None:
             self._before()
         candidate_id, commit, diff = self._record(paths)
+        staged = self._staged
+        if staged is not None:
+            def tested(verdict: Any) -> None:  # the benchmark's test verdict, before its timing
+                data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
+                self.workspace.record_verdict(candidate_id, data)
+                if on_first is not None:
+                    on_first(CandidateEvaluated(candidate_id=candidate_id, verdict=data, diff=diff, commit=commit,
+                                                source="engineer"))
+
+            return self._judge(candidate_id, commit, diff, lambda d: staged(d, tested))
         event = self._judge(candidate_id, commit, diff, self._evaluate)
         if self._then is not None and event.verdict.get("status") == "ok":
             if on_first is not None:

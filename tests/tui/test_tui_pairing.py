@@ -204,6 +204,45 @@ async def test_a_save_shows_its_test_verdict_before_its_benchmark(tmp_path: Path
         assert list(app.panel.records) == ["e1"]
 
 
+async def test_a_staged_benchmark_draws_its_test_verdict_first_and_verifies_once(tmp_path: Path) -> None:
+    """Manual mode on a GPU, as the launcher wires it: one benchmark per save, whose test verdict (from its own
+    verification, Evaluator.evaluate's ``on_tested``) is drawn before its timing ends; no separate test request."""
+    import threading
+
+    p = open_project(tmp_path)
+    fixture = FixtureEvaluator(["vector_scale_ok.json"])
+    gate = threading.Event()  # the timing ends only once the test verdict has been drawn
+    ws = p.workspace
+    started = SessionStarted(session_id=ws.session_id, problem=p.problem.name, model="manual",
+                             worktree=str(ws.path), branch=ws.branch)
+    session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
+    watch_dir = ws.path / D
+
+    def staged(d: Path, tested: Any) -> Any:
+        tested(fixture.evaluate(p.problem, d, mode="test"))  # what the worker stages before timing
+        assert gate.wait(20)
+        return fixture.evaluate(p.problem, d, mode="benchmark")
+
+    def never(_d: Path) -> Any:
+        raise AssertionError("a save on a GPU is judged by its staged benchmark alone")
+
+    edit = WorkspaceEditEvaluator(ws, watch_dir, never, staged=staged)
+    startup = Startup(session=session, model="", worktree=ws.path, watch_dir=watch_dir, edit_evaluator=edit,
+                      workspace=ws)
+    app = KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1)
+    async with app.run_test(size=(140, 40)) as pilot:
+        watch_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in candidate_files().items():
+            (watch_dir / name).write_text(text)
+        await wait_for(pilot, lambda: "e1" in app.panel.records, timeout=20, what="the test verdict drawn")
+        assert app.panel.records["e1"].verdict.mode == "test" and table_rows(app)["e1"][1] == "ok"
+        assert ws.candidates["e1"].verdict == "ok"  # approval meanwhile goes by the test verdict
+        gate.set()
+        await wait_for(pilot, lambda: app.panel.records["e1"].verdict.mode == "benchmark", timeout=20,
+                       what="the benchmark's verdict in the same row")
+        assert list(app.panel.records) == ["e1"]
+
+
 def test_build_startup_without_a_model_is_manual_mode(tmp_path: Path) -> None:
     from agent_support import make_project
     from kernelpilot.config import load_config
