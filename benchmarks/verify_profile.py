@@ -70,6 +70,17 @@ def run_example(name: str, edits: int, work: Path, profiles: Path) -> dict[str, 
         row["runs"].append(rec)
         print(f"  {name} {what}: {rec['status']} {rec['wall_s']} s phases {rec['phases']}", flush=True)
 
+    def staged(ev: Any, what: str) -> None:
+        t0 = time.monotonic()
+        tested: list[tuple[float, Any]] = []
+        v = ev.evaluate(problem, candidate, "benchmark", on_tested=lambda t: tested.append((time.monotonic(), t)))
+        rec = record(v, time.monotonic() - t0, what)
+        rec["tested_s"] = round(tested[0][0] - t0, 3) if tested else None
+        rec["tested_status"] = tested[0][1].status if tested else ""
+        row["runs"].append(rec)
+        print(f"  {name} {what}: test verdict {rec['tested_s']} s ({rec['tested_status']}), benchmark {rec['status']} "
+              f"{rec['wall_s']} s phases {rec['phases']} sass {rec['sass_check']}", flush=True)
+
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True, worker_env=env) as ev:
         ev.allow([], [where])
         run(ev, "test", "cold")
@@ -79,6 +90,9 @@ def run_example(name: str, edits: int, work: Path, profiles: Path) -> dict[str, 
         cu.write_text(unroll_edit(original, edits + 1))
         run(ev, "benchmark", "benchmark after an edit (compiles the baseline)")
         run(ev, "benchmark", "benchmark again (same build)")
+        for n in range(edits):  # the pairing UI's way on a GPU: one benchmark per save, its test verdict staged
+            cu.write_text(unroll_edit(original, 100 + n))
+            staged(ev, f"staged benchmark after an edit {n + 1}")
     with Evaluator(settings, workdir=work / f"eval2-{name}", worker_env=env) as ev:  # Inductor's caches warm
         ev.allow([], [where])
         run(ev, "benchmark", "benchmark in a fresh worker (Inductor's caches warm)")
@@ -96,7 +110,7 @@ def poison_timing(example: str) -> dict[str, Any]:
     from kernelpilot.evaluation.correctness.inputs import draw_inputs, poison_allocator
     from kernelpilot.problem import load_problem
 
-    module = load_problem(ROOT / "examples" / example / "problem.py").module
+    module = load_problem(ROOT / "examples" / example / "problem.py").load_module()
     inputs = draw_inputs(module, 1, "normal", "cuda")
     live = [x.clone() for x in inputs if isinstance(x, torch.Tensor)]
     live += [x.double() for x in inputs if isinstance(x, torch.Tensor)]

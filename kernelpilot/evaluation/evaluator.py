@@ -15,6 +15,7 @@ import asyncio
 import datetime as _dt
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
@@ -314,7 +315,11 @@ class Evaluator(WorkerRequests):
             # the edited kernels did not load or launch in place of the full build's: not the candidate's doing
             return self._judge_on_full_build(run, f"failed to load or launch ({str(merged.error)[:160]})")
         if run.sass_check is not None and v.build is not None:
+            waited = time.monotonic()
             v.build.sass_check = run.sass_check.wait(None if mode == "benchmark" else 0.0)
+            if mode == "benchmark":  # what the verdict waited for the check, and the check's own seconds
+                v.phases["sass_wait"] = round(time.monotonic() - waited, 3)
+                v.phases["sass_check"] = run.sass_check.seconds
             if mode == "benchmark" and v.build.sass_check.startswith("differs"):
                 return self._judge_on_full_build(run, v.build.sass_check)
         if not self.keep_warm and self._client is not None:

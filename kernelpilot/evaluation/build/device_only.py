@@ -189,6 +189,7 @@ class SassCheck:
 
     def __init__(self, build_dir: Path, env: dict[str, str]) -> None:
         self.result = ""
+        self.seconds = 0.0  # the check's own seconds, once it has finished
         device, full = read_device(build_dir), read_full(build_dir)
         self._thread: threading.Thread | None = None
         if device is None or full is None:
@@ -196,7 +197,9 @@ class SassCheck:
             return
 
         def run() -> None:
+            started = time.monotonic()
             self.result = identity.summary(identity.check(device, full, env))
+            self.seconds = round(time.monotonic() - started, 3)
 
         self._thread = threading.Thread(target=run, name="kp-sass-check", daemon=True)
         self._thread.start()
