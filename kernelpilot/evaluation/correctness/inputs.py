@@ -111,17 +111,13 @@ def upcast(inputs: Inputs) -> Inputs:
 
 
 # ---- poisoning ----------------------------------------------------------------------------------
-def poison_allocator(nbytes: int, device: str, release: bool = True) -> None:
-    """Leave every free block of the caching allocator NaN-filled, plus NaN blocks for new allocations.
+def poison_allocator(nbytes: int, device: str) -> None:
+    """Leave every free block of the caching allocator NaN-filled, plus fresh NaN segments.
 
-    With ``release`` (the first poisoning of a verification), ``empty_cache`` first: the only free blocks
-    left are then fragments of segments that still hold live tensors. The allocator snapshot names the free
-    blocks, and allocating exactly their sizes (best fit) claims them so they can be filled. Then a block of
-    ``nbytes`` (large pool) and 64 x 1 MiB (small pool) of NaN are allocated and freed, so new allocations land
-    on NaN too. Without ``release`` (the later trials) the cache is kept: the blocks the last poisoning left,
-    written since by the trial, are among the free blocks filled again, and new NaN blocks are allocated only
-    where the free ones fall short (no large free block of ``nbytes``, under 64 MiB of small ones). Releasing
-    and allocating afresh on every trial took a quarter of a warm verification (H100, 2026-12-06).
+    After ``empty_cache`` the only free blocks left are fragments of segments that still hold live
+    tensors; the allocator snapshot names them, and allocating exactly their sizes (best fit) claims
+    them so they can be filled. Then a block of ``nbytes`` (large pool) and 64 x 1 MiB (small pool)
+    of NaN are allocated and freed, so new allocations land on NaN too.
     """
     import torch
 
@@ -129,9 +125,8 @@ def poison_allocator(nbytes: int, device: str, release: bool = True) -> None:
         return
     nan = float("nan")
     torch.cuda.synchronize()
-    if release:
-        torch.cuda.empty_cache()
-    held, largest, small = [], 0, 0
+    torch.cuda.empty_cache()
+    held = []
     for _ in range(4):
         try:
             free = [(seg.get("segment_type", "large"), int(b["size"])) for seg in torch.cuda.memory_snapshot()
@@ -141,10 +136,6 @@ def poison_allocator(nbytes: int, device: str, release: bool = True) -> None:
         if not free:
             break
         for kind, size in sorted(free, key=lambda f: f[1]):
-            if kind == "small":
-                small += size
-            else:
-                largest = max(largest, size)
             while size >= 512:
                 chunk = min(size, SMALL_POOL_BLOCK) if kind == "small" else size
                 block = torch.empty(chunk, dtype=torch.uint8, device=device)
@@ -153,9 +144,9 @@ def poison_allocator(nbytes: int, device: str, release: bool = True) -> None:
                 size -= chunk
     free_now, _total = torch.cuda.mem_get_info()
     big = max(min(int(nbytes), int(free_now * 0.5)), 0)
-    if big >= SMALL_POOL_BLOCK * 2 and largest < big:
+    if big >= SMALL_POOL_BLOCK * 2:
         held.append(torch.full((big // 4,), nan, dtype=torch.float32, device=device))
-    for _ in range(max(64 - small // SMALL_POOL_BLOCK, 0)):  # 64 x 1 MiB: 32 small-pool segments of 2 MiB, NaN
+    for _ in range(64):  # 64 x 1 MiB: 32 fresh small-pool segments of 2 MiB, all NaN
         held.append(torch.full((SMALL_POOL_BLOCK // 4,), nan, dtype=torch.float32, device=device))
     torch.cuda.synchronize()
     del held

@@ -153,15 +153,13 @@ class _Run:
         self.poison_bytes, self.cache, self.context, self.corr = poison_bytes, cache, context, corr
         self.zero_fails = self.const_fails = False
         self.previous_ref: list[torch.Tensor | None] | None = None
-        self.poisoned = False  # the first poisoning releases the allocator's cache; the later ones keep it
 
     def reference(self, inputs: Inputs, trial: tuple[int, str, ShapeSet | None]) -> TrialReference:
         return TrialReference(self.cache, self.context, self.ref, inputs, self.device, trial, reference_outputs)
 
     def call(self, inputs: Inputs, what: str) -> Outputs:
         """The candidate on ``inputs``, the allocator poisoned first, under the watchdog's allowance."""
-        poison_allocator(self.poison_bytes, self.device, release=not self.poisoned)
-        self.poisoned = True
+        poison_allocator(self.poison_bytes, self.device)
         with watchdog.calls("verify", what):
             return run_model(self.candidate, inputs, self.device)
 
@@ -231,7 +229,7 @@ class _Run:
             # the very same input tensors once more, the last output alive and marked: a result cache keyed on
             # the inputs' addresses and a few sampled values (KernelBench's timing reuses one input set) hits
             # here, and a buffer written again is told from one replayed (output_reuse.py)
-            poison_allocator(self.poison_bytes, device, release=False)
+            poison_allocator(self.poison_bytes, device)
             with watchdog.calls("verify", "candidate call, the re-run's input tensors once more"):
                 found = output_reuse.probe(lambda: run_model(self.candidate, rerun_inputs, device), again,
                                            rerun_inputs, list(keep))
