@@ -43,8 +43,8 @@ class HeldStartup:
         assert self.release.wait(60), "the test never let the session start"
         self.returned = True
         started = ev.SessionStarted(session_id="s-held", problem="softmax", model="manual")
-        return Startup(session=EventStreamSession([started]), worktree=self.worktree, problem=load_problem(self.problem),
-                       gpu=False)
+        return Startup(session=EventStreamSession([started]), worktree=self.worktree,
+                       problem=load_problem(self.problem), gpu=False)
 
 
 @pytest.fixture
