@@ -25,13 +25,12 @@ from typing import Any  # noqa: E402
 
 
 async def first_screen(problem: str, timeout: float, until: str) -> dict[str, Any]:
-    from kernelpilot.tui.app import KernelpilotApp
-    from kernelpilot.tui.launch import _config, build_startup
+    from kernelpilot.tui.launch import _config, app_for, build_startup
     from kernelpilot.tui.problem_card import ProblemCard
 
     args = argparse.Namespace(path=problem, model=None, replay=None, resume=None)
     _config(args)
-    app = KernelpilotApp(partial(build_startup, args))
+    app = app_for(args, partial(build_startup, args))  # the launcher's app: card drawn before the session
     out: dict[str, Any] = {"started": STARTED}
     async with app.run_test(size=(120, 40)) as pilot:
         while time.time() - STARTED < timeout:
@@ -45,7 +44,8 @@ async def first_screen(problem: str, timeout: float, until: str) -> dict[str, An
                 if "cached" not in out and getattr(facts, "cached", None) is not None:
                     out["cached"] = now
                     out["cached_date"] = facts.cached.date()
-                if "baselines" not in out and (facts.baselines is not None or facts.baselines_error or not facts.gpu):
+                if "baselines" not in out and (facts.baselines is not None or facts.baselines_error
+                                               or facts.gpu is False):
                     out["baselines"] = now
                     out["baselines_error"] = facts.baselines_error or ("" if facts.gpu else "no GPU")
             if "card" in out and (("cached" in out and until == "cached") or "baselines" in out):

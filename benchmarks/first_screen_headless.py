@@ -16,19 +16,19 @@ from pathlib import Path
 
 
 async def main(problem: str, width: int, height: int, out: Path, timeout: float) -> int:
-    from kernelpilot.tui.app import KernelpilotApp
-    from kernelpilot.tui.launch import _config, build_startup
+    from kernelpilot.tui.launch import _config, app_for, build_startup
     from kernelpilot.tui.problem_card import ProblemCard
 
     args = argparse.Namespace(path=problem, model=None, replay=None, resume=None)
     _config(args)
-    app = KernelpilotApp(partial(build_startup, args))
+    app = app_for(args, partial(build_startup, args))  # the launcher's app: card drawn before the session
     t0 = time.monotonic()
     filled = None
     async with app.run_test(size=(width, height)) as pilot:
         while time.monotonic() - t0 < timeout:
             f = app.card_facts
-            if f is not None and f.info is not None and (f.baselines is not None or f.baselines_error or not f.gpu):
+            done = f is not None and (f.baselines is not None or bool(f.baselines_error) or f.gpu is False)
+            if f is not None and f.info is not None and done:
                 filled = time.monotonic() - t0
                 break
             await pilot.pause(0.5)

@@ -64,13 +64,12 @@ def target(watch: Path, kind: str) -> Path | None:
 
 
 async def session(example: Path, kinds: list[str], timeout: float, wait_benchmark: bool) -> dict[str, Any]:
-    from kernelpilot.tui.app import KernelpilotApp
-    from kernelpilot.tui.launch import _config, build_startup
+    from kernelpilot.tui.launch import _config, app_for, build_startup
     from kernelpilot.tui.widgets.candidates import CandidatesPanel
 
     args = argparse.Namespace(path=str(example / "problem.py"), model=None, replay=None, resume=None)
     _config(args)
-    app = KernelpilotApp(partial(build_startup, args))
+    app = app_for(args, partial(build_startup, args))  # the launcher's app: card drawn before the session
     out: dict[str, Any] = {"example": example.name, "edits": []}
 
     async def until(predicate: Any, limit: float) -> float | None:
@@ -94,7 +93,7 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
             out["cached_s"] = out["card_s"]
         def baselines_done() -> bool:
             f = app.card_facts
-            return f is not None and (f.baselines is not None or bool(f.baselines_error) or not f.gpu)
+            return f is not None and (f.baselines is not None or bool(f.baselines_error) or f.gpu is False)
 
         # the session's baselines hold the evaluation worker: edits are timed once they are on the card
         at = await until(baselines_done, timeout)

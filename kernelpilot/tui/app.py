@@ -35,7 +35,7 @@ from kernelpilot.tui.problem_card import CardFacts
 from kernelpilot.tui.review import ConfirmModal
 from kernelpilot.tui.session import SessionRunner
 from kernelpilot.tui.slash import run_slash
-from kernelpilot.tui.startup import MODEL_HELP, ResumeFinder, Startup, StartupFactory
+from kernelpilot.tui.startup import MODEL_HELP, CardPreview, ResumeFinder, Startup, StartupFactory
 from kernelpilot.tui.widgets.candidates import CandidatesPanel
 from kernelpilot.tui.widgets.conversation import ConversationPane
 from kernelpilot.tui.widgets.statusbar import BusyLine, StatusBar
@@ -63,8 +63,12 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
         watch_interval: float = 0.1,
         keys: dict[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        preview: CardPreview | None = None,
     ) -> None:
+        """``preview``: the problem card's sources known before the session is set up (the launcher's); the card
+        is then drawn at mount, from caches, without waiting for the worktree, the engine or the GPU."""
         super().__init__()
+        self._preview = preview
         self._factory: StartupFactory = startup if callable(startup) else (lambda _resume: startup)
         self._resume_finder = resume_finder
         self._gpu: GpuSource = gpu_source if gpu_source is not None else NvmlGpuSource()
@@ -120,13 +124,15 @@ class KernelpilotApp(EventView, EngineerEdits, ReviewActions, ProblemCardView, R
     def busy(self) -> BusyLine:
         return self.query_one(BusyLine)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         if self._keys:
             self.set_keymap(self._keys)
         self.query_one("#banner").display = False
         self.apply_layout(self.size.width, self.size.height)
         self.query_one(Input).focus()
         self.busy.start("startup", "starting the session")
+        if self._preview is not None:  # the card first: its facts come from caches, before the session is set up
+            await self.open_card(self._preview)
         self.run_worker(self._gpu_loop, thread=True, group="gpu", name="gpu", exit_on_error=False)
         self.run_worker(self._find_resume_then_build, thread=True, group="startup", name="startup",
                         exit_on_error=False)

@@ -15,6 +15,8 @@ from kernelpilot.tui.messages import AgentEvent, EditEvaluated, FilesEdited
 from kernelpilot.tui.pairing import CandidateWatcher, WorkspaceEditEvaluator, edit_message
 from kernelpilot.tui.verdict_view import verdict_of
 
+SETTLE_S = 0.02  # how long a changed file must stay the same before its save is evaluated
+
 if TYPE_CHECKING:
     from kernelpilot.tui.session import SessionRunner
     from kernelpilot.tui.startup import Startup
@@ -55,7 +57,10 @@ class EngineerEdits:
             changed = self.watcher.poll()
             if changed:
                 self.post_message(FilesEdited(changed))
-            self._stopping.wait(self._watch_interval)
+            # a save just seen is confirmed stable SETTLE_S later, not a whole interval (0.1 s of every verdict)
+            watcher = self.watcher
+            self._stopping.wait(min(SETTLE_S, self._watch_interval) if watcher is not None and watcher.settling
+                                else self._watch_interval)
 
     # ---- the engineer's edits --------------------------------------------------------------
     def on_files_edited(self, message: FilesEdited) -> None:

@@ -28,7 +28,7 @@ from kernelpilot.tui.app import KernelpilotApp
 from kernelpilot.tui.engine_thread import EngineThread
 from kernelpilot.tui.pairing import AgentEditEvaluator, WorkspaceEditEvaluator
 from kernelpilot.tui.session import EventStreamSession
-from kernelpilot.tui.startup import ResumeOffer, Startup
+from kernelpilot.tui.startup import CardPreview, ResumeOffer, Startup
 from kernelpilot.workspace import Workspace
 
 
@@ -38,11 +38,29 @@ def run_app(args: Any) -> int:
     finder = None
     if not getattr(args, "resume", None) and not getattr(args, "replay", None):
         finder = partial(find_resume, config.root, Path(args.problem) if getattr(args, "problem", None) else None)
-    app = KernelpilotApp(partial(build_startup, args), resume_finder=finder, keys=dict(config.keys or {}))
+    app = app_for(args, partial(build_startup, args), finder)
     result = app.run()
     if app.startup is not None and app.startup.farewell():  # the terminal is the shell's again
         print(app.startup.farewell())
     return int(result or 0)
+
+
+def app_for(args: Any, factory: Any, finder: Any = None) -> KernelpilotApp:
+    """The app for these arguments: the session from ``factory`` (off the UI thread), and the problem card
+    drawn at once from the problem file and this machine's caches (``CardPreview``), before the session is."""
+    config = _config(args)
+    problem = getattr(args, "problem", None)
+    manual = not (getattr(args, "model", None) or config.model or getattr(args, "replay", None))
+    preview = CardPreview(Path(problem), manual=manual, settings=partial(eval_settings, config)) if problem else None
+    return KernelpilotApp(factory, resume_finder=finder, keys=dict(config.keys or {}), preview=preview)
+
+
+def eval_settings(config: Any) -> Any:
+    """The EvalSettings of this project (what the machine's cached baselines are keyed on), imported here
+    only when the card's worker asks for them."""
+    from kernelpilot.evaluation.settings import EvalSettings
+
+    return EvalSettings.from_config(config)
 
 
 def _config(args: Any) -> Any:

@@ -74,6 +74,14 @@ class ProblemAnalysed(Message):
         self.error = error
 
 
+class CeilingsFound(Message):
+    """This GPU's measured ceilings, from the engine's cache (the card's floor before the baselines come)."""
+
+    def __init__(self, ceilings: dict[str, Any]) -> None:
+        super().__init__()
+        self.ceilings = ceilings
+
+
 class BaselinesMeasured(Message):
     """Eager and torch.compile times from the evaluation worker (``baselines``), or why there are none."""
 

@@ -1,14 +1,18 @@
 """The first screen's problem card and its workers (an app mixin).
 
-On start: a thread worker analyses the problem (shapes, bytes, FLOPs on the meta device) and looks
-up this GPU's cached ceilings; another looks up this problem's baselines from an earlier session on this
-machine (machine_baselines.py: milliseconds, no torch), shown at once and labelled with their date; a
-third asks the evaluation worker for this session's baselines (eager and torch.compile times), on the
-engine thread, which replace them. All answer with messages; the UI thread only renders.
+At mount, before the session is set up (``open_card``, from the launcher's ``CardPreview``): the card from
+the problem file alone; a thread worker reads its shapes, bytes and FLOPs from this machine's cache (else
+analyses them on the meta device in a process of its own, problem_facts.py: this process never imports
+torch) and looks up this GPU's cached ceilings; another looks up this problem's baselines from an earlier
+session on this machine (machine_cache.py: milliseconds, no torch), shown at once and labelled with their
+date. Once the session is set up (``start_problem_card``) the card learns the GPU and the file to edit, and
+a third worker asks the evaluation worker for this session's baselines (eager and torch.compile times), on
+the engine thread, which replace them. All answer with messages; the UI thread only renders.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -17,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from kernelpilot import problem_facts
-from kernelpilot.tui.messages import BaselinesMeasured, CachedBaselinesFound, ProblemAnalysed
 from kernelpilot.dropin.provenance import apply_command, origin_line
-from kernelpilot.problem import analyse
+from kernelpilot.tui.messages import BaselinesMeasured, CachedBaselinesFound, CeilingsFound, ProblemAnalysed
 from kernelpilot.tui.problem_card import CardFacts, ProblemCard
+from kernelpilot.tui.startup import CardPreview
 
 if TYPE_CHECKING:
     from kernelpilot.tui.startup import Startup
@@ -74,27 +78,52 @@ class ProblemCardView:
     log: Any
     closing: bool
     _keymap: dict[str, str]
+    _cached_asked: bool = False  # the machine's cached baselines were looked up (once a session)
 
-    async def start_problem_card(self, s: Startup) -> None:
-        if s.problem is None:
-            return
-        file, folder = edit_target(s)
-        path = Path(s.problem.path)
+    async def open_card(self, preview: CardPreview) -> None:
+        """The card at once, from the problem file alone (before the session's worktree, engine and GPU are
+        set up); its facts and the machine's cached baselines follow from workers, from caches first."""
+        path = preview.path
         name = path.parent.name if path.stem == "problem" else path.stem  # examples/softmax/problem.py: softmax
-        self.card_facts = CardFacts(name=name, file=path.name, gpu=s.gpu,
-                                    edit_file=file, edit_dir=folder, manual=s.manual,
+        self.card_facts = CardFacts(name=name, file=path.name, gpu=None, manual=preview.manual,
                                     keys={"edit_latest": self._keymap.get("edit_latest", "ctrl+o")},
                                     origin=origin_line(path), apply=apply_command(path))
         await self.conversation.mount_entry(ProblemCard(self.card_facts))
-        self.run_worker(partial(self._analyse_problem, s), thread=True, group="card", name="problem",
+        self.run_worker(partial(self._analyse_problem, path), thread=True, group="card", name="problem",
                         exit_on_error=False)
+        if preview.settings is not None:
+            self._ask_cached(path, preview.settings, None)
+
+    async def start_problem_card(self, s: Startup) -> None:
+        """The session is set up: the card learns the GPU and the file to edit, and this session's baselines
+        are measured (the card was opened before, by ``open_card``, or is opened now)."""
+        if s.problem is None:
+            return
+        path = Path(s.problem.path)
+        if self.card_facts is None:
+            await self.open_card(CardPreview(path, manual=s.manual))
+        facts = self.card_facts
+        assert facts is not None
+        facts.edit_file, facts.edit_dir = edit_target(s)
+        facts.gpu, facts.manual = s.gpu, s.manual
+        if not s.gpu:
+            facts.ceilings = None
+        self._refresh_cards()
         if s.gpu and callable(getattr(s.evaluator, "baselines", None)):
-            if getattr(s.evaluator, "settings", None) is not None:  # what the machine's cache is keyed on
-                self.run_worker(partial(self._cached_baselines, s), thread=True, group="card", name="cached",
-                                exit_on_error=False)
+            settings = getattr(s.evaluator, "settings", None)
+            if settings is not None:  # what the machine's cache is keyed on
+                self._ask_cached(path, lambda: settings, getattr(s.evaluator, "gpu", None))
             self.busy.start("baselines", "timing eager and torch.compile")
             self.run_worker(partial(self._measure_baselines, s), thread=True, group="card", name="baselines",
                             exit_on_error=False)
+
+    def _ask_cached(self, path: Path, settings: Callable[[], Any], gpu: int | None) -> None:
+        """Look the machine's cached baselines up, once a session."""
+        if self._cached_asked:
+            return
+        self._cached_asked = True
+        self.run_worker(partial(self._cached_baselines, path, settings, gpu), thread=True, group="card",
+                        name="cached", exit_on_error=False)
 
     async def show_problem_card(self) -> bool:
         """``/problem``: the card again, at the bottom of the conversation (False when there is none)."""
@@ -104,27 +133,22 @@ class ProblemCardView:
         return True
 
     # ---- thread workers ----------------------------------------------------------------------
-    def _analyse_problem(self, s: Startup) -> None:
+    def _analyse_problem(self, path: Path) -> None:
         """The card's facts: from this machine's cache at once when this problem file was analysed before
-        (problem_facts.py, no torch), else from the analysis on the meta device, which then fills the cache."""
-        path = Path(s.problem.path)
-        known = problem_facts.lookup(path)
-        if known is not None:
-            self.post_message(ProblemAnalysed(known, cached_ceilings() if s.gpu else None))
-            return
-        try:
-            info = analyse(s.problem, device="meta")
-        except Exception as err:  # a problem the engine will also refuse: say why on the card
-            self.post_message(ProblemAnalysed(error=str(err).splitlines()[0] if str(err) else type(err).__name__))
-            return
-        problem_facts.store(path, info)
-        self.post_message(ProblemAnalysed(info, cached_ceilings() if s.gpu else None))
+        (problem_facts.py, no torch), else from the analysis on the meta device in a process of its own (this
+        one never imports torch), which fills the cache; then this GPU's cached ceilings, if any."""
+        info, error = problem_facts.analyse_apart(path)
+        self.post_message(ProblemAnalysed(info, error=error))
+        if info is not None:
+            ceilings = cached_ceilings()
+            if ceilings:
+                self.post_message(CeilingsFound(ceilings))
 
-    def _cached_baselines(self, s: Startup) -> None:
+    def _cached_baselines(self, path: Path, settings: Callable[[], Any], gpu: int | None) -> None:
         from kernelpilot.evaluation.baselines.machine_cache import CacheUnavailable, lookup
 
         try:
-            found = lookup(Path(s.problem.path), s.evaluator.settings, getattr(s.evaluator, "gpu", None))
+            found = lookup(path, settings(), gpu)
         except CacheUnavailable as err:
             self.post_message(CachedBaselinesFound(error=str(err)))
             return
@@ -152,6 +176,13 @@ class ProblemCardView:
         facts.info, facts.info_error = message.info, message.error
         if message.ceilings and not facts.ceilings:
             facts.ceilings = message.ceilings
+        self._refresh_cards()
+
+    def on_ceilings_found(self, message: CeilingsFound) -> None:
+        facts = self.card_facts
+        if facts is None or self.closing or facts.gpu is False or facts.ceilings:
+            return
+        facts.ceilings = message.ceilings
         self._refresh_cards()
 
     async def on_cached_baselines_found(self, message: CachedBaselinesFound) -> None:

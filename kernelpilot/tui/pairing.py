@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -94,6 +95,11 @@ class CandidateWatcher:
             self._pending = None
             return changed
 
+    @property
+    def settling(self) -> bool:
+        """A change was seen and waits for one more poll (the app polls again soon, not a whole interval later)."""
+        return self._pending is not None
+
 
 class EditEvaluator(Protocol):
     def evaluate_edit(self, paths: list[Path]) -> CandidateEvaluated:
@@ -172,18 +178,23 @@ class WorkspaceEditEvaluator:
         is known and, when ok, the second evaluation's verdict is returned (both under the same candidate)."""
         if self._before is not None:
             self._before()
-        candidate_id, commit, diff = self._record(paths)
+        # the checkpoint (a commit in the worktree, and its diff: a few git processes) is made beside the
+        # evaluation, not before it: the verdict is drawn as soon as the engine has judged the save
+        recorded: Future[tuple[str, str, str]] = Future()
+        threading.Thread(target=_into, args=(recorded, self._record, paths), name="kp-checkpoint",
+                         daemon=True).start()
         staged = self._staged
         if staged is not None:
             def tested(verdict: Any) -> None:  # the benchmark's test verdict, before its timing
-                data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
-                self.workspace.record_verdict(candidate_id, data)
+                first = self._event(*recorded.result(), verdict)
                 if on_first is not None:
-                    on_first(CandidateEvaluated(candidate_id=candidate_id, verdict=data, diff=diff, commit=commit,
-                                                source="engineer"))
+                    on_first(first)
 
-            return self._judge(candidate_id, commit, diff, lambda d: staged(d, tested))
-        event = self._judge(candidate_id, commit, diff, self._evaluate)
+            verdict = self._verdict(lambda d: staged(d, tested))
+            return self._event(*recorded.result(), verdict)
+        verdict = self._verdict(self._evaluate)
+        candidate_id, commit, diff = recorded.result()
+        event = self._event(candidate_id, commit, diff, verdict)
         if self._then is not None and event.verdict.get("status") == "ok":
             if on_first is not None:
                 on_first(event)
@@ -191,12 +202,16 @@ class WorkspaceEditEvaluator:
         return event
 
     def _judge(self, candidate_id: str, commit: str, diff: str, evaluate: Callable[[Path], Any]) -> CandidateEvaluated:
+        return self._event(candidate_id, commit, diff, self._verdict(evaluate))
+
+    def _verdict(self, evaluate: Callable[[Path], Any]) -> Any:
         try:
-            verdict = evaluate(self.candidate_dir)
+            return evaluate(self.candidate_dir)
         except Exception as err:  # the edit is recorded either way; say why it was not measured
-            verdict = Verdict(status="runtime_error", candidate=str(self.candidate_dir),
-                              error=f"{type(err).__name__}: {err}",
-                              summary=f"evaluation failed: {err}")
+            return Verdict(status="runtime_error", candidate=str(self.candidate_dir),
+                           error=f"{type(err).__name__}: {err}", summary=f"evaluation failed: {err}")
+
+    def _event(self, candidate_id: str, commit: str, diff: str, verdict: Any) -> CandidateEvaluated:
         data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
         self.workspace.record_verdict(candidate_id, data)  # approval goes by the last verdict (approval_rule)
         return CandidateEvaluated(candidate_id=candidate_id, verdict=data, diff=diff, commit=commit,
@@ -234,6 +249,13 @@ class AgentEditEvaluator:
         closer = getattr(getattr(self.session, "evaluator", None), "close", None)
         if callable(closer):
             closer()
+
+
+def _into(future: Future[Any], fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        future.set_result(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - raised again where the result is taken
+        future.set_exception(exc)
 
 
 def _rel(path: Path, root: Path) -> str:

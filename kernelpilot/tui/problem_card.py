@@ -1,7 +1,8 @@
 """The problem card: what the problem is, what it costs today on this GPU, and where to start.
 
-Filled in as its facts arrive, each from a worker (never on the UI thread): the problem's shapes,
-dtypes, bytes and FLOPs (``problem.analyse`` on the meta device), the GPU's measured ceilings (the
+Drawn at once from the problem file, then filled in as its facts arrive, each from a worker (never on the UI
+thread): the problem's shapes, dtypes, bytes and FLOPs (this machine's cache, else ``problem.analyse`` on the
+meta device in a process of its own), the GPU's measured ceilings (the
 engine's cache, or with the baselines), then eager and torch.compile times: at once those measured in
 an earlier session on this machine, if any (``cached``, labelled with their date), replaced by this
 session's (``Evaluator.baselines`` in the evaluation worker). Without a GPU the card says what needs one.
@@ -29,7 +30,7 @@ class CardFacts:
     info: Any = None  # problem.ProblemInfo
     info_error: str = ""
     ceilings: dict[str, Any] | None = None  # ceilings.Ceilings as a dict (cached, or from the baselines)
-    gpu: bool = True  # a GPU is visible: baselines and timed verdicts are possible
+    gpu: bool | None = True  # a GPU is visible: baselines and timed verdicts are possible (None: not known yet)
     baselines: Any = None  # evaluation.baselines.Baselines, measured in this session
     baselines_error: str = ""
     cached: Any = None  # machine_baselines.CachedBaselines: an earlier session's, shown until ``baselines`` come
@@ -110,7 +111,7 @@ def card_lines(facts: CardFacts) -> list[tuple[str, str]]:
     if floor_ms is not None:
         source = f" (measured on {facts.ceilings['gpu']})" if facts.ceilings and facts.ceilings.get("gpu") else ""
         rows.append(("floor", f"{ms(floor_ms)}, {bound}-bound at {at}{source}"))
-    elif info is not None and not facts.gpu:
+    elif info is not None and facts.gpu is False:
         rows.append(("floor", "needs this GPU's measured ceilings: no GPU is visible"))
     elif info is not None:
         rows.append(("floor", "with the GPU's measured ceilings…"))
@@ -122,18 +123,20 @@ def card_lines(facts: CardFacts) -> list[tuple[str, str]]:
 
 
 def _baseline_rows(facts: CardFacts, floor_ms: float | None) -> list[tuple[str, str]]:
-    if not facts.gpu:
+    if facts.gpu is False:
         return [("baselines", "eager and torch.compile times need a GPU; none is visible"),
                 ("", "so saves get build-only verdicts (registers, spills)")]
     b, cached = facts.baselines, facts.cached
     if b is not None:
         return _timed_rows(b, floor_ms)
     rows = [("baselines", f"not measured: {facts.baselines_error}")] if facts.baselines_error else []
+    if cached is None and facts.gpu is None:  # the session (its GPU, its engine) is still being set up
+        return rows or [("baselines", "eager and torch.compile: starting the session…")]
     if cached is None:
         return rows or [("baselines", "timing eager and torch.compile on the GPU…")]
     label = f" · cached {cached.date()}"  # an earlier session's, on this machine: never a verdict's ratio
     rows += [(name, text + label) for name, text in _timed_rows(cached.baselines, floor_ms)[:2]]
-    if not facts.baselines_error:
+    if not facts.baselines_error and facts.gpu:
         rows.append(("", "timing them again in this session…"))
     return rows
 

@@ -67,6 +67,22 @@ class Startup:
         return f"Manual mode (no model): {where} · to pair with an agent use {MODEL_HELP}"
 
 
+@dataclass
+class CardPreview:
+    """What the first screen shows before the session exists (its worktree, engine and GPU are being set up):
+    the problem card from the problem file alone, its facts from this machine's cache, and the machine's cached
+    baselines when ``settings`` (``() -> EvalSettings``, what that cache is keyed on) is given."""
+
+    problem: Path
+    manual: bool = True
+    settings: Callable[[], Any] | None = None
+
+    @property
+    def path(self) -> Path:
+        path = Path(self.problem).expanduser()
+        return (path / "problem.py" if path.is_dir() else path).resolve()
+
+
 StartupFactory = Callable[[str | None], Startup]  # argument: the session id to resume, or None
 ResumeOffer = tuple[str, str]  # (session id, description for the question)
 ResumeFinder = Callable[[], ResumeOffer | None]
