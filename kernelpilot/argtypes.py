@@ -9,7 +9,8 @@ import re
 def duration(text: str) -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not match or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a number with s, m or h, e.g. 90s, 30m, 2h")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a number with s, m or h, e.g. "
+                                         "90s, 30m, 2h")
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 

@@ -64,23 +64,28 @@ def prepare(args: argparse.Namespace) -> None:
     if command in ("pair", "run"):
         path = args.path if command == "pair" else args.problem
         if getattr(args, "replay", None) and not Path(args.replay).is_file():
-            raise NotFoundError(f"replay file {args.replay} does not exist; pass a JSONL transcript written by `kernelpilot run --jsonl` or the UI.")
+            raise NotFoundError(f"replay file {args.replay} does not exist; pass a JSONL transcript written by "
+                                "`kernelpilot run --jsonl` or the UI.")
         if command == "run" and args.candidate and not Path(args.candidate).is_dir():
-            raise CandidateNotFoundError(f"candidate directory {args.candidate} does not exist; create it or leave out --candidate.")
+            raise CandidateNotFoundError(f"candidate directory {args.candidate} does not exist; create it or leave out "
+                                         "--candidate.")
         args.config, args.problem = resolve_problem(path, _flag_overrides(args))
         args.project_root = args.config.root
         args.candidate = args.config.candidate_dir
         require_git(args.problem)
         if command == "run":
             if not args.replay and not args.watch and not args.config.model:
-                raise ModelConfigError("no model is configured; pass --model (e.g. anthropic/claude-sonnet-4-5), set KERNELPILOT_MODEL, or add `model = \"...\"` to kernelpilot.toml (or use --watch to pair without an LLM).")
+                raise ModelConfigError("no model is configured; pass --model (e.g. anthropic/claude-sonnet-4-5), set "
+                                       "KERNELPILOT_MODEL, or add `model = \"...\"` to kernelpilot.toml (or use "
+                                       "--watch to pair without an LLM).")
             if not args.replay:
                 require_gpu("`kernelpilot run`", "replay a transcript with --replay")
     elif command == "eval":
         candidate = Path(args.candidate).expanduser()
         args.config, args.problem = resolve_problem(args.problem, _flag_overrides(args))
         if not candidate.exists():
-            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory "
+                                         "(model_new.py + kernels) or a ModelNew .py file.")
         args.candidate = candidate.resolve()
         args.project_root = args.config.root
         if args.mode != "build":
@@ -89,14 +94,17 @@ def prepare(args: argparse.Namespace) -> None:
         candidate = Path(args.candidate).expanduser()
         _config, args.problem = resolve_problem(args.problem, {})
         if not candidate.exists():
-            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory (model_new.py + kernels) or a ModelNew .py file.")
+            raise CandidateNotFoundError(f"candidate {candidate} does not exist; pass a candidate directory "
+                                         "(model_new.py + kernels) or a ModelNew .py file.")
         if args.verdict and not Path(args.verdict).is_file():
-            raise NotFoundError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM CANDIDATE --json > FILE`.")
+            raise NotFoundError(f"verdict file {args.verdict} does not exist; write one with `kernelpilot eval PROBLEM "
+                                "CANDIDATE --json > FILE`.")
         args.candidate = candidate.resolve()
         require_gpu("`kernelpilot profile`", "profile on a machine with a GPU")
     elif command in ("hotspots", "apply"):
         if not Path(args.script).is_file():
-            raise NotFoundError(f"script {args.script} does not exist; pass the Python script to profile (options go before it).")
+            raise NotFoundError(f"script {args.script} does not exist; pass the Python script to profile (options go "
+                                "before it).")
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -106,11 +114,14 @@ def dispatch(args: argparse.Namespace) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({module_name} is missing); reinstall kernelpilot.") from None
-        raise InstallError(f"`{_shown(args.command)}` needs the Python package {exc.name!r}, which is not installed; install it (pip install {exc.name}).") from None
+            raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({module_name} is "
+                               "missing); reinstall kernelpilot.") from None
+        raise InstallError(f"`{_shown(args.command)}` needs the Python package {exc.name!r}, which is not installed; "
+                           f"install it (pip install {exc.name}).") from None
     func = getattr(module, func_name, None)
     if func is None:
-        raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({target} is missing); reinstall kernelpilot.")
+        raise InstallError(f"`{_shown(args.command)}` is not available in this installation ({target} is missing); "
+                           "reinstall kernelpilot.")
     result = func(args)
     return int(result or 0)
 
@@ -175,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not machine:
             raise
         traceback.print_exc()  # the details for a bug report, on stderr; stdout stays JSON
-        print_error(f"internal error: {type(exc).__name__}: {exc}; please report it with the traceback printed on stderr.",
+        print_error(f"internal error: {type(exc).__name__}: {exc}; please report it with the traceback printed on "
+                    "stderr.",
                     "internal", True)
         return 1

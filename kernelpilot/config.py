@@ -9,8 +9,8 @@ the environment or from overrides (command-line flags) are relative to the curre
 | key | type | default | meaning |
 |---|---|---|---|
 | ``problem`` | path | none | the operator to speed up, a KernelBench-format ``.py`` file |
-| ``candidate_dir`` | path | ``kernels/<problem stem>`` (``<dir>/candidate`` for a ``<dir>/problem.py``) | where candidate kernels live; the agent may write only there |
-| ``model`` | string | none | litellm model string, e.g. ``anthropic/claude-sonnet-4-5``, ``openai/gpt-5``, ``ollama_chat/qwen3-coder``, ``hosted_vllm/<name>`` |
+| ``candidate_dir`` | path | ``kernels/<problem stem>`` (1) | where candidates live; the agent may write only there |
+| ``model`` | string | none | litellm model string, e.g. ``anthropic/claude-sonnet-4-5``, ``openai/gpt-5`` (2) |
 | ``api_base`` | string | none | base URL for self-hosted models (ollama, vLLM, any OpenAI-compatible server) |
 | ``max_turns`` | int > 0 | 40 | agent turns per session |
 | ``max_tokens`` | int > 0 | 2000000 | prompt + completion tokens per session |
@@ -20,12 +20,17 @@ the environment or from overrides (command-line flags) are relative to the curre
 | ``trials`` | int > 0 | 5 | correctness trials (fresh random inputs each) per evaluation |
 | ``timeout_s`` | float > 0 | 300 | limit for one build or one evaluation step, seconds |
 | ``cuda_graphs`` | bool | false | also time the candidate and baselines captured in CUDA graphs |
-| ``tolerances`` | table dtype -> [atol, rtol] | float32 [1e-4, 1e-4], float16 and bfloat16 [1e-2, 1e-2], float64 [1e-7, 1e-7] | element-wise check ``|out - ref| <= atol + rtol*|ref|`` |
-| ``max_normalized_error`` | table dtype -> float | float32 1e-5, float16 2e-3, bfloat16 1e-2, float64 1e-12 | bound on ``||out - ref64|| / ||ref64||`` |
+| ``tolerances`` | table dtype -> [atol, rtol] | (3) | element-wise check ``|out - ref| <= atol + rtol*|ref|`` |
+| ``max_normalized_error`` | table dtype -> float | (4) | bound on ``||out - ref64|| / ||ref64||`` |
 | ``extra_shapes`` | array of tables | [] | more input shapes to verify on, see below |
-| ``allowed_libraries`` | list of strings | [] | libraries a candidate may call, e.g. ``"cublas"``, ``"cublaslt"``, ``"cudnn"``, ``"cutlass"``, ``"torch.matmul"`` |
+| ``allowed_libraries`` | list of strings | [] | libraries a candidate may call (5) |
 | ``relaxed_policy`` | list of strings | [] | names of static-policy rules to downgrade from errors to warnings |
 | ``keys`` | table action -> key | {} | TUI key bindings overriding the defaults, e.g. ``approve = "a"`` |
+
+(1) ``<dir>/candidate`` for a ``<dir>/problem.py``. (2) Or ``ollama_chat/qwen3-coder``, ``hosted_vllm/<name>``.
+(3) float32 [1e-4, 1e-4], float16 and bfloat16 [1e-2, 1e-2], float64 [1e-7, 1e-7].
+(4) float32 1e-5, float16 2e-3, bfloat16 1e-2, float64 1e-12.
+(5) E.g. ``"cublas"``, ``"cublaslt"``, ``"cudnn"``, ``"cutlass"``, ``"torch.matmul"``.
 
 Dtype names in ``tolerances`` and ``max_normalized_error`` are torch names (``float32``,
 ``bfloat16`` ...); the aliases ``fp32``, ``float``, ``fp16``, ``half``, ``bf16``, ``fp64``, ``double``
@@ -48,12 +53,12 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.config_file import find_config_file, find_git_root
 from kernelpilot.errors import ConfigError
 
 COMPILE_MODES = ("default", "max-autotune")
@@ -244,12 +249,14 @@ class _Checker:
                     for shape in inputs
                 )
             ):
-                raise self.fail(f"{key}.inputs", "a list of shapes (lists of ints >= 0) or a Python expression string", inputs)
+                raise self.fail(f"{key}.inputs", "a list of shapes (lists of ints >= 0) or a Python expression string",
+                                inputs)
             out.append({"name": name, "inputs": inputs})
         return out
 
     def keys(self, value: Any) -> dict[str, str]:
-        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()):
+        if (not isinstance(value, dict)
+                or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in value.items())):
             raise self.fail("keys", "a table of action = \"key\" strings", value)
         return dict(value)
 
@@ -276,46 +283,6 @@ def _apply(values: dict[str, Any], raw: Mapping[str, Any], checker: _Checker) ->
             values["keys"] = {**values["keys"], **checker.keys(value)}
         else:
             raise _unknown_key(key, checker.where)
-
-
-def find_git_root(start: Path) -> Path | None:
-    """The first directory at or above ``start`` holding ``.git`` (a directory or a worktree file)."""
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return None
-
-
-def find_config_file(start: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The nearest config file at or above ``start`` (up to the git root) and its kernelpilot table."""
-    start = start.resolve()
-    if start.is_file():
-        start = start.parent
-    for directory in (start, *start.parents):
-        own = directory / "kernelpilot.toml"
-        if own.is_file():
-            return own, _read_toml(own)
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
-            data = _read_toml(pyproject)
-            table = data.get("tool", {}).get("kernelpilot") if isinstance(data.get("tool"), dict) else None
-            if table is not None:
-                if not isinstance(table, dict):
-                    raise ConfigError(f"[tool.kernelpilot] in {pyproject} must be a table; fix it there.")
-                return pyproject, table
-        if (directory / ".git").exists():
-            break
-    return None
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML ({exc}); fix the syntax there.") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path} ({exc.strerror}); check its permissions.") from None
 
 
 def _parse_env_value(key: str, kind: str, text: str, name: str) -> Any:
@@ -348,7 +315,7 @@ def env_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def default_candidate_dir(problem: Path, root: Path) -> Path:
-    """``<root>/kernels/<problem stem>``; for the one-directory-per-operator layout (``<op>/problem.py``), ``<op>/candidate``."""
+    """``<root>/kernels/<problem stem>``; ``<op>/candidate`` for one directory per operator (``<op>/problem.py``)."""
     if problem.name == "problem.py":
         return problem.parent / "candidate"
     return root / "kernels" / problem.stem

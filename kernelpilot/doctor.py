@@ -128,7 +128,8 @@ def check_compiler(env: dict[str, str]) -> Check:
         out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
     except OSError:
         return Check("host compiler", FAIL, f"{cxx} not found", "install g++ (or set CXX)")
-    return Check("host compiler", OK if out.returncode == 0 else FAIL, out.stdout.splitlines()[0] if out.stdout else cxx,
+    return Check("host compiler", OK if out.returncode == 0 else FAIL,
+                 out.stdout.splitlines()[0] if out.stdout else cxx,
                  "" if out.returncode == 0 else f"{cxx} --version failed: reinstall it")
 
 
@@ -140,7 +141,8 @@ def check_linker(env: dict[str, str], refresh: bool) -> list[Check]:
     linker = Check("linker", OK if chosen is not None and chosen.ok else FAIL,
                    f"builds link with {answer.linker}: {probes}",
                    "" if chosen is not None and chosen.ok else
-                   "no linker could link a tiny extension against torch: check that g++ and its libstdc++ are installed")
+                   "no linker could link a tiny extension against torch: check that g++ and its libstdc++ are "
+                   "installed")
     refused = "; ".join(f"{flag}: {why[:100]}" for flag, why in answer.nvcc_refused.items())
     flags = Check("nvcc options", OK if not refused else WARN,
                   f"used: {' '.join(answer.nvcc_flags) or 'none'}" + (f"; refused: {refused}" if refused else ""),
@@ -230,8 +232,10 @@ def _verdict_check(name: str, evaluate: Callable[[], Any], mode: str, essential:
 
 def _device_only(verdict: Any) -> str:
     command = verdict.build.command if verdict.build is not None else ""
-    notes = [d.message for d in (verdict.build.diagnostics if verdict.build else []) if d.message.startswith("full build")]
-    return "" if command.startswith(DEVICE_ONLY) else f"the edit took a full build ({'; '.join(notes) or command[:120]})"
+    notes = [d.message for d in (verdict.build.diagnostics if verdict.build else [])
+             if d.message.startswith("full build")]
+    return ("" if command.startswith(DEVICE_ONLY)
+            else f"the edit took a full build ({'; '.join(notes) or command[:120]})")
 
 
 def check_candidates(gpu: bool, with_triton: bool) -> list[Check]:

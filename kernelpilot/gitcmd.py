@@ -8,7 +8,8 @@ from typing import Any
 from kernelpilot.errors import WorkspaceError
 
 
-def git_run(repo: Any, *args: str, env: dict[str, str] | None = None, raw: bool = False, stdin: bytes | None = None) -> Any:
+def git_run(repo: Any, *args: str, env: dict[str, str] | None = None, raw: bool = False,
+            stdin: bytes | None = None) -> Any:
     """Run git in ``repo``; GitCommandError becomes a WorkspaceError quoting git's own words."""
     import git
 
@@ -21,7 +22,8 @@ def git_run(repo: Any, *args: str, env: dict[str, str] | None = None, raw: bool 
         detail = (exc.stderr or "").strip().splitlines()
         said = detail[-1].removeprefix("stderr: ").strip(" '") if detail else f"exit status {exc.status}"
         if "tell me who you are" in (exc.stderr or "") or "empty ident" in (exc.stderr or ""):
-            raise WorkspaceError("git does not know who you are; run `git config user.name \"Your Name\"` and `git config user.email you@example.com`, then try again.") from None
+            raise WorkspaceError("git does not know who you are; run `git config user.name \"Your Name\"` and `git "
+                                 "config user.email you@example.com`, then try again.") from None
         raise WorkspaceError(f"`git {args[0]}` failed in {repo.working_dir}: {said}; fix that and try again.") from None
 
 

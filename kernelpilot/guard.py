@@ -46,7 +46,8 @@ def normalize(rel: str | Path) -> PurePosixPath:
     if "\\" in text or "\0" in text:
         raise GuardError(f"path {text!r} contains a backslash or NUL; use a plain relative path with forward slashes.")
     if text.startswith(("/", "~")) or PurePosixPath(text).is_absolute() or (len(text) > 1 and text[1] == ":"):
-        raise GuardError(f"path {text!r} is absolute; give paths relative to the project, inside the candidate directory.")
+        raise GuardError(f"path {text!r} is absolute; give paths relative to the project, inside the candidate "
+                         "directory.")
     parts = [p for p in PurePosixPath(text).parts if p != "."]
     if ".." in parts:
         raise GuardError(f"path {text!r} climbs out with '..'; write only inside the candidate directory.")
@@ -67,7 +68,8 @@ class PathRules:
         path = normalize(rel)
         text = path.as_posix()
         if text in self.protected:
-            raise GuardError(f"{text} is the problem file (the reference the candidate is checked against); it cannot be edited from a session.")
+            raise GuardError(f"{text} is the problem file (the reference the candidate is checked against); it cannot "
+                             "be edited from a session.")
         for part in path.parts[:-1]:
             if part in PROTECTED_DIRS:
                 raise GuardError(f"{text} is inside {part}/, which holds tests or tooling; write only candidate files.")

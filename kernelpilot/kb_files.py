@@ -87,15 +87,16 @@ def check(paths: list[Path], preset: str | None) -> dict[str, Any]:
     best = max(wanted, key=lambda n: counts.get(n, 0))
     if counts.get(best, 0) == kb:
         return out
-    name_of = {"current": commits.get("current", {}).get("commit", "?"), "v0.1": commits.get("v0.1", {}).get("commit", "?"),
+    name_of = {"current": commits.get("current", {}).get("commit", "?"),
+               "v0.1": commits.get("v0.1", {}).get("commit", "?"),
                "original": commits.get("original", {}).get("commit", ORIGINAL_COMMIT)}
     have = max(counts, key=lambda n: counts[n]) if counts else None
     what = (f"{counts[have]} of {kb} problem files are KernelBench's at {have} ({name_of[have]})" if have
             else f"none of the {kb} problem files is KernelBench's at a known commit")
     if preset == "v0.1":
         advice = (f"generations scored with KernelBench v0.1's harness were written for the original problem sizes: "
-                  f"check out {name_of['original']} (`git checkout {name_of['original']} -- KernelBench/`) for a faithful "
-                  f"v0.1 re-score, or {name_of['v0.1']} for v0.1's own branch")
+                  f"check out {name_of['original']} (`git checkout {name_of['original']} -- KernelBench/`) for a "
+                  f"faithful v0.1 re-score, or {name_of['v0.1']} for v0.1's own branch")
     else:
         advice = f"the current harness scores today's files: check out {name_of['current']} for a faithful re-score"
     out["warning"] = f"{what}; {advice}."

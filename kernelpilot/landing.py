@@ -50,19 +50,22 @@ def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False,
                                             record.verdict_summary if record else ""), confirmed)
     paths = ws.changed_files(candidate_id)
     if not paths:
-        raise WorkspaceError(f"candidate {candidate_id} changes no files compared with the session start; there is nothing to approve.")
+        raise WorkspaceError(f"candidate {candidate_id} changes no files compared with the session start; there is "
+                             "nothing to approve.")
     for path in paths:
         rel = PurePosixPath(path)
         ws.rules.check(rel.relative_to(ws.prefix) if str(ws.prefix) != "." else rel)
     user = ws.user_repo
     if user.head.is_detached:
         raise WorkspaceError(
-            f"your repository is on a detached HEAD (at {user.head.commit.hexsha[:12]}), so there is no branch to add the commit to; "
-            f"check out a branch (e.g. `git switch -c kernelpilot-result`) and approve again."
+            f"your repository is on a detached HEAD (at {user.head.commit.hexsha[:12]}), so there is no branch to add "
+            f"the commit to; check out a branch (e.g. `git switch -c kernelpilot-result`) and approve again."
         )
     branch = user.active_branch.name
     literal = {"GIT_LITERAL_PATHSPECS": "1"}
-    dirty = [e[3:] for e in _nul_list(_git(user, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *paths, env=literal))]
+    dirty = [e[3:]
+             for e in _nul_list(_git(user, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all",
+                                     "--", *paths, env=literal))]
     if dirty:
         raise WorkspaceError(
             f"you have uncommitted changes to {', '.join(dirty)}, which candidate {candidate_id} also changes; "
@@ -84,12 +87,14 @@ def land(ws: Workspace, candidate_id: str, *, overwrite_committed: bool = False,
     moved = [p for p in paths if blob(head, p) not in (blob(ws.base_sha, p), updates[p])]
     if moved and not overwrite_committed:
         raise WorkspaceError(
-            f"{', '.join(moved)} changed on {branch} since the session started; approving would overwrite those commits, "
-            f"so restore the candidate and re-evaluate it on top of them, or approve with overwrite (nothing was changed)."
+            f"{', '.join(moved)} changed on {branch} since the session started; approving would overwrite those "
+            "commits, so restore the candidate and re-evaluate it on top of them, or approve with overwrite (nothing "
+            "was changed)."
         )
     tree = ws.tree_with(user, head, updates)
     if tree == _git(user, "rev-parse", f"{head}^{{tree}}"):
-        raise WorkspaceError(f"{branch} already contains candidate {candidate_id}'s files; there is nothing to approve.")
+        raise WorkspaceError(f"{branch} already contains candidate {candidate_id}'s files; there is nothing to "
+                             "approve.")
     title = record.message.strip().splitlines()[0] if record and record.message.strip() else f"candidate {candidate_id}"
     verdict = f"Its verdict: {check.status}" + (f" ({check.summary})" if check.summary else "") + "."
     if check.needs_confirmation:

@@ -40,4 +40,5 @@ def gpu_count() -> int:
 
 def require_gpu(what: str, alternative: str) -> None:
     if gpu_count() == 0:
-        raise NoGPUError(f"{what} needs a CUDA GPU and none is visible (checked NVML and nvidia-smi); run it on a machine with an NVIDIA GPU and driver, or {alternative}.")
+        raise NoGPUError(f"{what} needs a CUDA GPU and none is visible (checked NVML and nvidia-smi); run it on a "
+                         f"machine with an NVIDIA GPU and driver, or {alternative}.")

@@ -50,7 +50,8 @@ class Problem:
         except Exception as exc:
             sys.modules.pop(module_name, None)
             raise ProblemError(
-                f"importing {self.path} failed{_where(exc, self.path)}: {type(exc).__name__}: {exc}; fix the problem file."
+                f"importing {self.path} failed{_where(exc, self.path)}: {type(exc).__name__}: {exc}; fix the problem "
+                "file."
             ) from exc
         return module
 
@@ -68,7 +69,8 @@ def load_problem(path: str | Path) -> Problem:
     """Read ``path`` and check it statically: a class ``Model`` and functions ``get_inputs``, ``get_init_inputs``."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ProblemNotFoundError(f"problem file {path} does not exist; check the path (or run `kernelpilot init` to write a starter problem).")
+        raise ProblemNotFoundError(f"problem file {path} does not exist; check the path (or run `kernelpilot init` to "
+                                   "write a starter problem).")
     if path.is_dir():
         candidate = path / "problem.py"
         if candidate.is_file():
@@ -76,7 +78,8 @@ def load_problem(path: str | Path) -> Problem:
         else:
             raise ProblemError(f"{path} is a directory without a problem.py; pass the problem .py file itself.")
     if path.suffix != ".py":
-        raise ProblemError(f"problem file {path} is not a .py file; pass a Python file in KernelBench format (Model, get_inputs, get_init_inputs).")
+        raise ProblemError(f"problem file {path} is not a .py file; pass a Python file in KernelBench format (Model, "
+                           "get_inputs, get_init_inputs).")
     path = path.resolve()
     try:
         source = path.read_text(encoding="utf-8")
@@ -87,7 +90,8 @@ def load_problem(path: str | Path) -> Problem:
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
-        raise ProblemError(f"{path} has a syntax error at line {exc.lineno}: {exc.msg}; fix it and try again.") from None
+        raise ProblemError(f"{path} has a syntax error at line {exc.lineno}: {exc.msg}; fix it and try "
+                           "again.") from None
     check_tree(tree, path)
     return Problem(path=path, name=path.stem, source=source)
 
@@ -111,17 +115,20 @@ def check_tree(tree: ast.Module, path: Path) -> None:
     top = top_level_definitions(tree)
     model = top.get("Model")
     if model is None:
-        raise ProblemError(f"{path} defines no class Model; a KernelBench problem needs `class Model(nn.Module)` with a forward method.")
+        raise ProblemError(f"{path} defines no class Model; a KernelBench problem needs `class Model(nn.Module)` with "
+                           "a forward method.")
     if not isinstance(model, ast.ClassDef):
         raise ProblemError(f"{path} line {model.lineno}: Model is not a class; define `class Model(nn.Module)`.")
     plain_base = all(ast.unparse(b) in ("nn.Module", "torch.nn.Module", "Module") for b in model.bases)
     has_forward = any(isinstance(n, ast.FunctionDef) and n.name == "forward" for n in model.body)
     if model.bases and plain_base and not has_forward:
-        raise ProblemError(f"{path} line {model.lineno}: class Model has no forward method; add `def forward(self, ...)`.")
+        raise ProblemError(f"{path} line {model.lineno}: class Model has no forward method; add `def forward(self, "
+                           "...)`.")
     for name in REQUIRED_FUNCTIONS:
         node = top.get(name)
         if node is None:
-            raise ProblemError(f"{path} defines no function {name}(); a KernelBench problem needs `def {name}():` returning a list.")
+            raise ProblemError(f"{path} defines no function {name}(); a KernelBench problem needs `def {name}():` "
+                               "returning a list.")
         if isinstance(node, ast.AsyncFunctionDef):
             raise ProblemError(f"{path} line {node.lineno}: {name} is async; make it a plain `def {name}():`.")
         if not isinstance(node, ast.FunctionDef):
@@ -194,7 +201,8 @@ def _flatten_outputs(value: Any, path: str, out: list[Any]) -> None:
         for i, item in enumerate(value):
             _flatten_outputs(item, f"{path}[{i}]", out)
     else:
-        raise ProblemError(f"Model.forward returned {type(value).__name__} as its {path}; it must return a tensor or a tuple/list of tensors.")
+        raise ProblemError(f"Model.forward returned {type(value).__name__} as its {path}; it must return a tensor or a "
+                           "tuple/list of tensors.")
 
 
 def make_inputs(module: ModuleType, shape_set: dict[str, Any] | None = None) -> list[Any]:
@@ -212,14 +220,17 @@ def make_inputs(module: ModuleType, shape_set: dict[str, Any] | None = None) -> 
         try:
             value = eval(spec, vars(module))  # noqa: S307 - the engineer's own config, like the problem file
         except Exception as exc:
-            raise ProblemError(f"extra shape set {shape_set['name']!r}: evaluating its inputs failed ({type(exc).__name__}: {exc}); fix it in the config.") from exc
+            raise ProblemError(f"extra shape set {shape_set['name']!r}: evaluating its inputs failed "
+                               f"({type(exc).__name__}: {exc}); fix it in the config.") from exc
         if not isinstance(value, (list, tuple)):
-            raise ProblemError(f"extra shape set {shape_set['name']!r} returned {type(value).__name__}; its inputs expression must give a list.")
+            raise ProblemError(f"extra shape set {shape_set['name']!r} returned {type(value).__name__}; its inputs "
+                               "expression must give a list.")
         return list(value)
     tensors = [i for i, v in enumerate(base) if isinstance(v, torch.Tensor)]
     if len(spec) != len(tensors):
         raise ProblemError(
-            f"extra shape set {shape_set['name']!r} gives {len(spec)} shapes but get_inputs() returns {len(tensors)} tensors; give one shape per tensor."
+            f"extra shape set {shape_set['name']!r} gives {len(spec)} shapes but get_inputs() returns {len(tensors)} "
+            "tensors; give one shape per tensor."
         )
     out = list(base)
     for index, shape in zip(tensors, spec, strict=True):
@@ -243,7 +254,8 @@ def _call_builder(module: ModuleType, name: str) -> list[Any]:
     except ProblemError:
         raise
     except Exception as exc:
-        raise ProblemError(f"{name}() in {module.__file__} raised {type(exc).__name__}: {exc}; fix the problem file.") from exc
+        raise ProblemError(f"{name}() in {module.__file__} raised {type(exc).__name__}: {exc}; fix the problem "
+                           "file.") from exc
     if not isinstance(value, (list, tuple)):
         raise ProblemError(f"{name}() in {module.__file__} returned {type(value).__name__}; it must return a list.")
     return list(value)
@@ -255,7 +267,8 @@ def _run_once(module: ModuleType, device: str, shape_set: dict[str, Any] | None)
 
     model_cls = getattr(module, "Model", None)
     if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
-        raise ProblemError(f"{module.__file__}: Model is not a torch.nn.Module subclass; define `class Model(nn.Module)`.")
+        raise ProblemError(f"{module.__file__}: Model is not a torch.nn.Module subclass; define `class "
+                           "Model(nn.Module)`.")
     torch.manual_seed(0)
     with torch.device(device):
         init_inputs = _call_builder(module, "get_init_inputs")
@@ -278,7 +291,8 @@ def _run_once(module: ModuleType, device: str, shape_set: dict[str, Any] | None)
     except ProblemError as exc:
         raise ProblemError(f"{module.__file__}: {exc}") from None
     if not outputs:
-        raise ProblemError(f"Model.forward in {module.__file__} returned no tensors; it must return a tensor or a tuple of tensors.")
+        raise ProblemError(f"Model.forward in {module.__file__} returned no tensors; it must return a tensor or a "
+                           "tuple of tensors.")
 
     in_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     params = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
@@ -289,7 +303,8 @@ def _run_once(module: ModuleType, device: str, shape_set: dict[str, Any] | None)
     written = sum(TensorSpec.of(t).nbytes for t in unique_outputs)
     by_op = {str(op).removeprefix("aten."): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
     total_flops = int(counter.get_total_flops())
-    dtypes = sorted({s.dtype for s in [*in_specs, *out_specs]} | {str(t.dtype).removeprefix("torch.") for t in params.values()})
+    dtypes = sorted({s.dtype for s in [*in_specs, *out_specs]}
+                    | {str(t.dtype).removeprefix("torch.") for t in params.values()})
     return ProblemInfo(
         name=Path(module.__file__ or "problem").stem,
         inputs=in_specs,
@@ -336,11 +351,13 @@ def analyse(problem: Problem, device: str = "meta", shape_set: dict[str, Any] | 
         return _run_once(module, device, shape_set)
     except _RunError as first:
         if device != "meta":
-            raise ProblemError(f"{problem.path}: {first}{_where(first.cause, problem.path)}; fix the problem file.") from first.cause
+            raise ProblemError(f"{problem.path}: {first}{_where(first.cause, problem.path)}; fix the problem "
+                               "file.") from first.cause
         try:
             # Ops without meta kernels (data-dependent shapes, .item()) need real tensors.
             return _run_once(module, "cpu", shape_set)
         except _RunError as second:
             raise ProblemError(
-                f"{problem.path}: {second}{_where(second.cause, problem.path)} (on CPU, after the meta device failed with: {first}); fix the problem file."
+                f"{problem.path}: {second}{_where(second.cause, problem.path)} (on CPU, after the meta device failed "
+                f"with: {first}); fix the problem file."
             ) from second.cause

@@ -15,12 +15,13 @@ from kernelpilot.errors import ProblemError, ProblemNotFoundError, WorkspaceErro
 
 
 def require_git(where: Path) -> Path:
-    from kernelpilot.config import find_git_root
+    from kernelpilot.config_file import find_git_root
 
     directory = where if where.is_dir() else where.parent
     root = find_git_root(directory.resolve())
     if root is None:
-        raise WorkspaceError(f"{directory.resolve()} is not inside a git repository; kernelpilot works on a branch of your repository, so run `git init && git add -A && git commit -m initial` there first.")
+        raise WorkspaceError(f"{directory.resolve()} is not inside a git repository; kernelpilot works on a branch of "
+                             "your repository, so run `git init && git add -A && git commit -m initial` there first.")
     return root
 
 
@@ -31,7 +32,8 @@ def resolve_problem(path_arg: str | None, overrides: dict[str, Any]) -> tuple[An
 
     target = Path(path_arg).expanduser() if path_arg else Path.cwd()
     if not target.exists():
-        raise ProblemNotFoundError(f"{target} does not exist; pass a problem file in KernelBench format or a project directory (see `kernelpilot init`).")
+        raise ProblemNotFoundError(f"{target} does not exist; pass a problem file in KernelBench format or a project "
+                                   "directory (see `kernelpilot init`).")
     if target.is_file():
         load_problem(target)
         config = load_config(start=target.parent, overrides={**overrides, "problem": str(target.resolve())})
@@ -40,6 +42,7 @@ def resolve_problem(path_arg: str | None, overrides: dict[str, Any]) -> tuple[An
     if config.problem is None and (target / "problem.py").is_file():
         config = load_config(start=target, overrides={**overrides, "problem": str((target / "problem.py").resolve())})
     if config.problem is None:
-        raise ProblemError(f"no problem found in {target.resolve()}: pass a problem file, add `problem = \"...\"` to kernelpilot.toml, or run `kernelpilot init`.")
+        raise ProblemError(f"no problem found in {target.resolve()}: pass a problem file, add `problem = \"...\"` to "
+                           "kernelpilot.toml, or run `kernelpilot init`.")
     load_problem(config.problem)
     return config, config.problem

@@ -119,7 +119,8 @@ def remove_session(repo: Any, info: SessionInfo) -> list[str]:
     removed: list[str] = []
     git_run(repo, "worktree", "prune")  # a worktree folder deleted by hand is forgotten first
     registered = {Path(line[len("worktree "):]).resolve()
-                  for line in git_run(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")}
+                  for line in git_run(repo, "worktree", "list", "--porcelain").splitlines()
+                  if line.startswith("worktree ")}
     if info.worktree is not None and info.worktree.resolve() in registered:
         git_run(repo, "worktree", "remove", "--force", str(info.worktree))
         removed.append(f"worktree {info.worktree}")

@@ -96,18 +96,21 @@ def parse_front_matter(text: str, source: str = "<text>") -> tuple[dict[str, Any
     """Split ``text`` into (front-matter mapping, body); SkillError when malformed."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
-        raise SkillError(f"{source} does not start with a '---' front-matter line; add front matter with {', '.join(REQUIRED_KEYS)}.")
+        raise SkillError(f"{source} does not start with a '---' front-matter line; add front matter with "
+                         f"{', '.join(REQUIRED_KEYS)}.")
     try:
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
     except StopIteration:
-        raise SkillError(f"{source} opens front matter with '---' but never closes it; add a closing '---' line.") from None
+        raise SkillError(f"{source} opens front matter with '---' but never closes it; add a closing '---' "
+                         "line.") from None
     meta: dict[str, Any] = {}
     for number, line in enumerate(lines[1:end], start=2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         match = _KEY_RE.match(line)
         if match is None:
-            raise SkillError(f"{source} line {number} is not 'key: value' ({line.strip()!r}); write each front-matter entry on one line.")
+            raise SkillError(f"{source} line {number} is not 'key: value' ({line.strip()!r}); write each front-matter "
+                             "entry on one line.")
         key, raw = match.groups()
         if key in meta:
             raise SkillError(f"{source} line {number} repeats the key {key!r}; keep one entry per key.")
@@ -121,23 +124,28 @@ def skill_from_file(path: Path) -> Skill:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SkillError(f"cannot read skill file {path} ({exc.strerror}); check that it exists and is readable.") from exc
+        raise SkillError(f"cannot read skill file {path} ({exc.strerror}); check that it exists and is "
+                         "readable.") from exc
     meta, _ = parse_front_matter(text, str(path))
     missing = [key for key in REQUIRED_KEYS if key not in meta or meta[key] in ("", [])]
     if missing:
-        raise SkillError(f"{path} front matter lacks {', '.join(missing)}; add every one of {', '.join(REQUIRED_KEYS)}.")
+        raise SkillError(f"{path} front matter lacks {', '.join(missing)}; add every one of "
+                         f"{', '.join(REQUIRED_KEYS)}.")
     for key in ("name", "description", "when"):
         if not isinstance(meta[key], str):
-            raise SkillError(f"{path} front matter key {key!r} must be one line of text, not a list; write it as plain text.")
+            raise SkillError(f"{path} front matter key {key!r} must be one line of text, not a list; write it as plain "
+                             "text.")
     name = meta["name"]
     if name != path.stem:
-        raise SkillError(f"{path} declares name {name!r} but its file stem is {path.stem!r}; make the name equal the file name without .md.")
+        raise SkillError(f"{path} declares name {name!r} but its file stem is {path.stem!r}; make the name equal the "
+                         "file name without .md.")
     if not NAME_RE.match(name):
         raise SkillError(f"{path} name {name!r} is not kebab-case; use lower-case words joined by '-'.")
     applies = meta["applies_to"]
     applies_to = tuple(applies) if isinstance(applies, list) else (applies,)
     extra = {k: v for k, v in meta.items() if k not in REQUIRED_KEYS}
-    return Skill(name=name, description=meta["description"], when=meta["when"], applies_to=applies_to, path=path, extra=extra)
+    return Skill(name=name, description=meta["description"], when=meta["when"], applies_to=applies_to, path=path,
+                 extra=extra)
 
 
 def code_blocks(text: str) -> list[CodeBlock]:
@@ -156,7 +164,8 @@ def code_blocks(text: str) -> list[CodeBlock]:
         i += 1
         while i < len(lines):
             close = _FENCE_RE.match(lines[i])
-            if close and close.group(2).startswith(fence[0]) and len(close.group(2)) >= len(fence) and not close.group(3).strip():
+            if (close and close.group(2).startswith(fence[0]) and len(close.group(2)) >= len(fence)
+                    and not close.group(3).strip()):
                 break
             body.append(lines[i])
             i += 1
@@ -229,16 +238,19 @@ def load_index(skills_dir: Path | str | None = None) -> list[Skill]:
     if skills_dir is not None:
         directory = Path(skills_dir)
         if not directory.is_dir():
-            raise SkillError(f"skills directory {directory} does not exist; pass an existing directory or unset KERNELPILOT_SKILLS_DIR.")
+            raise SkillError(f"skills directory {directory} does not exist; pass an existing directory or unset "
+                             "KERNELPILOT_SKILLS_DIR.")
         dirs: Iterable[Path] = [directory]
     else:
         dirs = skill_dirs()
         if not dirs:
-            raise SkillError("no skills directory found; set KERNELPILOT_SKILLS_DIR to the repository's skills/ folder.")
+            raise SkillError("no skills directory found; set KERNELPILOT_SKILLS_DIR to the repository's skills/ "
+                             "folder.")
     by_name: dict[str, Skill] = {}
     for directory in dirs:
         if not directory.is_dir():
-            raise SkillError(f"skills directory {directory} does not exist; point KERNELPILOT_SKILLS_DIR at an existing directory or unset it.")
+            raise SkillError(f"skills directory {directory} does not exist; point KERNELPILOT_SKILLS_DIR at an "
+                             "existing directory or unset it.")
         for path in sorted(directory.glob("*.md")):
             if path.name.lower() == "readme.md":
                 continue

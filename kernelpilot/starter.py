@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.config import ProjectConfig, find_git_root
+from kernelpilot.config import ProjectConfig
+from kernelpilot.config_file import find_git_root
 from kernelpilot.errors import KernelpilotError, WorkspaceError
 from kernelpilot.inductor.batch import INDEX, convert_all, discover, record_all
 from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
@@ -60,7 +61,8 @@ template <int kThreads>
 __global__ void softmax_rows(const __nv_bfloat16* __restrict__ x, __nv_bfloat16* __restrict__ y, int64_t n_cols);
 """
 
-STARTER_KERNEL = r"""// Starter kernel for the row softmax: correct, not fast. One CTA per row, fp32 math, three passes over
+STARTER_KERNEL = ("// Starter kernel for the row softmax: correct, not fast. One CTA per row, fp32 math, three passes"
+                  r""" over
 // the row in global memory (max, sum of exponentials, write) with 2-byte loads. Make it faster: every
 // save is built, checked against the reference and timed. Device code only (binding.cpp launches it), so
 // an edit here builds this file's device code alone, in about a second.
@@ -106,9 +108,10 @@ __global__ void __launch_bounds__(kThreads) softmax_rows(const __nv_bfloat16* __
 
 // The instance binding.cpp launches.
 template __global__ void softmax_rows<256>(const __nv_bfloat16*, __nv_bfloat16*, int64_t);
-"""
+""")
 
-STARTER_BINDING = r"""// Python binding of softmax.cu: checks the tensor, launches one CTA per row on the current stream. Host code
+STARTER_BINDING = ("// Python binding of softmax.cu: checks the tensor, launches one CTA per row on the current stream."
+                   r""" Host code
 // only: kernels are launched through kernelpilot/launch.h, so an edit of softmax.cu builds device code alone.
 // Only the torch headers it uses (torch/extension.h would parse all of libtorch, a slower first build).
 #include <ATen/core/Tensor.h>
@@ -146,7 +149,7 @@ at::Tensor softmax_last_dim(const at::Tensor& x) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax", &softmax_last_dim, "softmax over the last dimension (bf16 in/out, fp32 math)");
 }
-"""
+""")
 
 STARTER_MODEL = '''"""Starter candidate: ModelNew calls the kernel in softmax.cu through binding.cpp."""
 
@@ -185,7 +188,8 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
     """Write ``<directory>/<name>.py``, ``<directory>/kernelpilot.toml`` and the starter candidate in
     ``<directory>/kernels/<name>/``; returns the paths written."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise KernelpilotError(f"problem name {name!r} is not a valid Python module name; use letters, digits and underscores.")
+        raise KernelpilotError(f"problem name {name!r} is not a valid Python module name; use letters, digits and "
+                               "underscores.")
     if directory.exists() and not directory.is_dir():
         raise KernelpilotError(f"{directory} exists and is not a directory; pass a project directory.")
     problem = directory / f"{name}.py"
@@ -196,7 +200,8 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
         existing.append(candidate)
     if existing and not force:
         names = " and ".join(str(p) for p in existing)
-        raise KernelpilotError(f"{names} already exist{'s' if len(existing) == 1 else ''}; pass --force to overwrite, or choose another --problem name or directory.")
+        raise KernelpilotError(f"{names} already exist{'s' if len(existing) == 1 else ''}; pass --force to overwrite, "
+                               "or choose another --problem name or directory.")
     directory.mkdir(parents=True, exist_ok=True)
     problem.write_text(STARTER_PROBLEM, encoding="utf-8")
     config.write_text(commented_template(problem.name, f"kernels/{name}"), encoding="utf-8")
@@ -280,7 +285,8 @@ def init_command(args: Any) -> int:
             out = Path(args.out) if args.out else directory / "kernels" / "c0"
             return inductor_batch_command(source, out, recordings, helpers, getattr(args, "jobs", None),
                                           float(getattr(args, "budget_gb", 110.0)),
-                                          float(getattr(args, "timeout", 300.0)), _levels(getattr(args, "levels", None)))
+                                          float(getattr(args, "timeout", 300.0)),
+                                          _levels(getattr(args, "levels", None)))
         stem = source.stem
         name = source.resolve().parent.name if stem == "problem" else stem
         target = Path(args.out) if args.out else directory / "kernels" / f"{name}-inductor"
@@ -300,7 +306,8 @@ def init_command(args: Any) -> int:
         print(f"next: commit them (a session starts from your last commit): git add {shown} && git commit -m "
               f"'kernelpilot starter'")
     print(f"then: set `model` in kernelpilot.toml (or KERNELPILOT_MODEL), and run `kernelpilot{target}`; without a "
-          f"model, `kernelpilot{target}` evaluates each save of {_shown(written[-1].parent)}/ in its session's worktree.")
+          f"model, `kernelpilot{target}` evaluates each save of {_shown(written[-1].parent)}/ in its session's "
+          "worktree.")
     return 0
 
 
@@ -313,9 +320,9 @@ def _needs_repository(directory: Path, git_init: bool) -> bool:
         return False
     if git_init:
         return True
-    raise WorkspaceError(f"{here} is not inside a git repository, and kernelpilot works on a branch of your repository; "
-                         f"run `git init` there first (then commit what init writes), or pass --git-init to have init "
-                         f"run `git init` and commit the starter files (nothing was written).")
+    raise WorkspaceError(f"{here} is not inside a git repository, and kernelpilot works on a branch of your "
+                         "repository; run `git init` there first (then commit what init writes), or pass --git-init "
+                         f"to have init run `git init` and commit the starter files (nothing was written).")
 
 
 def _git_init_and_commit(directory: Path, written: list[Path]) -> None:
@@ -329,7 +336,8 @@ def _git_init_and_commit(directory: Path, written: list[Path]) -> None:
             hint = ("set `git config user.name` and `git config user.email`, then " if "identity" in done.stderr
                     or "who you are" in done.stderr else "")
             raise WorkspaceError(f"`git {command[0]}` failed in {directory.resolve()}: {said}; the starter files are "
-                                 f"written: {hint}commit them yourself (`git add -A && git commit -m 'kernelpilot starter'`).")
+                                 f"written: {hint}commit them yourself "
+                                 "(`git add -A && git commit -m 'kernelpilot starter'`).")
 
     git("init", "-q")
     git("add", "--", *(str(p.resolve().relative_to(directory.resolve())) for p in written))

@@ -18,7 +18,7 @@ SCHEMA_VERSION = 1
 
 # problem_too_large: the problem's own single eager Model call does not fit an empty GPU (nothing about
 # the candidate can be said); every other status is about the candidate
-# "superseded": a newer save cancelled the evaluation (the pairing loop): no verdict about the candidate, never a failure
+# "superseded": a newer save cancelled the evaluation (the pairing loop): no verdict on the candidate, never a failure
 Status = Literal["build_error", "runtime_error", "timeout", "incorrect", "rejected", "ok", "problem_too_large",
                  "superseded"]
 STATUSES: tuple[str, ...] = get_args(Status)

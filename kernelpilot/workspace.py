@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,38 +26,13 @@ from kernelpilot.approval_rule import check_approval
 from kernelpilot.errors import GuardError, WorkspaceError
 from kernelpilot.gitcmd import git_run as _git, nul_list as _nul_list
 from kernelpilot.guard import PathRules, default_globs, normalize
+from kernelpilot.session_repo import new_session_id, open_user_repo, project_rel, worktree_dir
 
 BOT_IDENTITY = {
     "GIT_AUTHOR_NAME": "kernelpilot", "GIT_AUTHOR_EMAIL": "kernelpilot@localhost",
     "GIT_COMMITTER_NAME": "kernelpilot", "GIT_COMMITTER_EMAIL": "kernelpilot@localhost",
 }
 NOTES_REF = "refs/notes/kernelpilot"
-_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def data_dir() -> Path:
-    """Where worktrees live: ``$KERNELPILOT_DATA_DIR``, else platformdirs' user data dir."""
-    override = os.environ.get("KERNELPILOT_DATA_DIR")
-    if override:
-        return Path(override).expanduser().resolve()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("kernelpilot")).resolve()
-
-
-def new_session_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
-
-def _project_rel(path: str | Path, project_root: Path) -> str:
-    """``path`` (absolute, or relative to the project root) relative to the project root."""
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        try:
-            return p.resolve().relative_to(project_root).as_posix()
-        except ValueError:
-            raise WorkspaceError(f"{p} is outside the project {project_root}; keep the problem and candidates inside it.") from None
-    return normalize(p).as_posix()
 
 
 @dataclass
@@ -106,27 +80,10 @@ class Workspace:
         import git
 
         project_root = Path(project_root).resolve()
-        try:
-            user_repo = git.Repo(project_root, search_parent_directories=True)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise WorkspaceError(
-                f"{project_root} is not inside a git repository; kernelpilot works on a branch of your repository, "
-                f"so run `git init && git add -A && git commit -m initial` there first (kernelpilot never does this for you)."
-            ) from None
-        if user_repo.bare:
-            raise WorkspaceError(f"{user_repo.git_dir} is a bare repository; run kernelpilot in a checkout with a working tree.")
-        top = Path(user_repo.working_tree_dir).resolve()
-        try:
-            head_sha = user_repo.head.commit.hexsha
-        except ValueError:
-            raise WorkspaceError(f"the repository at {top} has no commits yet; commit your files first (`git add -A && git commit -m initial`).") from None
+        user_repo, top, head_sha = open_user_repo(project_root)
         prefix = PurePosixPath(project_root.relative_to(top).as_posix())
         session_id = session_id or new_session_id()
-        if not _SESSION_RE.match(session_id) or ".." in session_id or session_id.endswith((".lock", ".")):
-            raise WorkspaceError(f"session id {session_id!r} is not usable as a branch name; use letters, digits, '.', '_' and '-'.")
-        worktree = data_dir() / "worktrees" / session_id
-        if worktree == top or top in worktree.parents:
-            raise WorkspaceError(f"the worktree directory {worktree} would be inside your repository; point KERNELPILOT_DATA_DIR outside {top}.")
+        worktree = worktree_dir(session_id, top)
         branch = f"kernelpilot/{session_id}"
         state = cls._state_path(user_repo, session_id)
         saved = json.loads(state.read_text()) if state.is_file() else {}
@@ -141,7 +98,8 @@ class Workspace:
             pass  # reopening a live session
         elif branch_exists:
             if worktree.exists():
-                raise WorkspaceError(f"{worktree} exists but is not a worktree of {top}; remove that directory and try again.")
+                raise WorkspaceError(f"{worktree} exists but is not a worktree of {top}; remove that directory and try "
+                                     "again.")
             _git(user_repo, "worktree", "prune")
             _git(user_repo, "worktree", "add", str(worktree), branch)
             notes.append(f"Reopened session {session_id} from branch {branch}.")
@@ -150,15 +108,16 @@ class Workspace:
             _git(user_repo, "worktree", "add", "-b", branch, str(worktree), head_sha)
             saved = {"session": session_id, "base_sha": head_sha, "candidates": {}, "created": time.time()}
         if user_repo.is_dirty(untracked_files=True):
-            notes.append(f"Your uncommitted changes and untracked files are not in the worktree: it starts from your HEAD ({head_sha[:12]}).")
+            notes.append("Your uncommitted changes and untracked files are not in the worktree: it starts from your "
+                         f"HEAD ({head_sha[:12]}).")
         repo = git.Repo(worktree)
         path = worktree / prefix if str(prefix) != "." else worktree
         if candidate_files is None:
-            candidate_files = default_globs(_project_rel(candidate_dir, project_root) if candidate_dir else "kernels")
+            candidate_files = default_globs(project_rel(candidate_dir, project_root) if candidate_dir else "kernels")
         protected: list[str] = []
         if problem:
             try:
-                protected.append(_project_rel(problem, project_root))
+                protected.append(project_rel(problem, project_root))
             except WorkspaceError:
                 pass  # a problem outside the project cannot be written from the worktree anyway
         created = float(saved.get("created") or 0.0)
@@ -210,7 +169,8 @@ class Workspace:
                 target = os.readlink(current)
                 inside = (current.parent / target).resolve().is_relative_to(self.worktree_root.resolve())
                 where = "inside" if inside else "outside"
-                raise GuardError(f"{rel.as_posix()} goes through the symlink {current.relative_to(self.path)} -> {target} (pointing {where} the worktree); candidate paths may not contain symlinks.")
+                raise GuardError(f"{rel.as_posix()} goes through the symlink {current.relative_to(self.path)} -> "
+                                 f"{target} (pointing {where} the worktree); candidate paths may not contain symlinks.")
         return current
 
     def guard(self, rel_path: str | Path) -> Path:
@@ -225,7 +185,8 @@ class Workspace:
             self._no_symlinks(normalize(rel))  # nothing was swapped in while creating the directories
             target.write_text(text, encoding="utf-8")
         except (NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
-            raise WorkspaceError(f"cannot write {normalize(rel).as_posix()}: {exc.strerror} ({exc.filename}); pick a file path that does not collide with an existing file or directory.") from None
+            raise WorkspaceError(f"cannot write {normalize(rel).as_posix()}: {exc.strerror} ({exc.filename}); pick a "
+                                 "file path that does not collide with an existing file or directory.") from None
         return target
 
     def read_file(self, rel: str | Path) -> str:
@@ -235,7 +196,8 @@ class Workspace:
         if not target.is_relative_to(self.worktree_root.resolve()):
             raise GuardError(f"{clean.as_posix()} resolves outside the worktree; read only files of the project.")
         if not target.is_file():
-            raise WorkspaceError(f"{clean.as_posix()} does not exist in the worktree; list the files to see what is there.")
+            raise WorkspaceError(f"{clean.as_posix()} does not exist in the worktree; list the files to see what is "
+                                 "there.")
         return target.read_text(encoding="utf-8", errors="replace")
 
     # ---- commits -------------------------------------------------------------------------------
@@ -278,9 +240,11 @@ class Workspace:
             else:
                 updates[self._repo_rel(rel)] = None
         tree = self.tree_with(self.repo, head, updates)
-        body = f"kernelpilot {candidate_id}: {message.strip() or 'checkpoint'}\n\nKernelpilot-Candidate: {candidate_id}\nKernelpilot-Session: {self.session_id}\n"
+        body = (f"kernelpilot {candidate_id}: {message.strip() or 'checkpoint'}\n\nKernelpilot-Candidate: "
+                f"{candidate_id}\nKernelpilot-Session: {self.session_id}\n")
         sha = _git(self.repo, "commit-tree", tree, "-p", head, env=BOT_IDENTITY, stdin=body.encode())
-        _git(self.repo, "update-ref", "-m", f"kernelpilot checkpoint {candidate_id}", f"refs/heads/{self.branch}", sha, head)
+        _git(self.repo, "update-ref", "-m", f"kernelpilot checkpoint {candidate_id}", f"refs/heads/{self.branch}", sha,
+             head)
         if changed:
             _git(self.repo, "reset", "-q", sha, "--", *[self._repo_rel(p) for p in changed])
         self.candidates[candidate_id] = CandidateRecord(sha=sha, message=message)
@@ -293,7 +257,8 @@ class Workspace:
         """The commit of a candidate id (or a commit sha of this session)."""
         if candidate in self.candidates:
             return self.candidates[candidate].sha
-        found = _git(self.repo, "log", "--format=%H", "--fixed-strings", f"--grep=Kernelpilot-Candidate: {candidate}", self.branch)
+        found = _git(self.repo, "log", "--format=%H", "--fixed-strings", f"--grep=Kernelpilot-Candidate: {candidate}",
+                     self.branch)
         for sha in found.splitlines():
             trailer = _git(self.repo, "log", "-1", "--format=%(trailers:key=Kernelpilot-Candidate,valueonly)", sha)
             if trailer.strip() == candidate:
@@ -304,7 +269,8 @@ class Workspace:
             except WorkspaceError:
                 pass
         known = ", ".join(self.candidates) or "none yet"
-        raise WorkspaceError(f"unknown candidate {candidate!r} in session {self.session_id}; known candidates: {known}.")
+        raise WorkspaceError(f"unknown candidate {candidate!r} in session {self.session_id}; known candidates: "
+                             f"{known}.")
 
     def diff(self, candidate: str, against: str = "original") -> str:
         """Unified diff of a candidate against ``original`` (session start), ``previous``, or another candidate."""
@@ -319,7 +285,8 @@ class Workspace:
 
     def changed_files(self, candidate: str) -> list[str]:
         """Repository-relative paths the candidate changes relative to the session start."""
-        return _nul_list(_git(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base_sha, self.resolve(candidate)))
+        return _nul_list(_git(self.repo, "diff", "--name-only", "-z", "--no-renames", self.base_sha,
+                              self.resolve(candidate)))
 
     def record_verdict(self, candidate_id: str, verdict: Any) -> None:
         """Keep the candidate's last verdict (a dict or a Verdict): approval goes by it (approval_rule)."""
@@ -341,7 +308,8 @@ class Workspace:
     def reject(self, candidate_id: str, reason: str) -> None:
         """Keep the candidate on the session branch, marked rejected with ``reason`` (JSON + git note)."""
         sha = self.resolve(candidate_id)
-        _git(self.repo, "notes", f"--ref={NOTES_REF}", "add", "-f", "-m", f"rejected: {reason.strip() or 'no reason given'}", sha, env=BOT_IDENTITY)
+        _git(self.repo, "notes", f"--ref={NOTES_REF}", "add", "-f", "-m",
+             f"rejected: {reason.strip() or 'no reason given'}", sha, env=BOT_IDENTITY)
         record = self.candidates.setdefault(candidate_id, CandidateRecord(sha=sha, message=""))
         record.status, record.reason = "rejected", reason
         self._save()

@@ -80,7 +80,8 @@ def modules() -> dict[str, Module]:
                         mod.private.append(f"{base}.{alias.name}")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
-                mod.any_params += sum(1 for a in args if isinstance(a.annotation, ast.Name) and a.annotation.id == "Any")
+                mod.any_params += sum(1 for a in args if isinstance(a.annotation, ast.Name)
+                                      and a.annotation.id == "Any")
         mod.imports.discard(mod.name)
     return found
 

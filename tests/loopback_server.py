@@ -40,7 +40,8 @@ def raw_stream(deltas: list[dict[str, Any]], **kw: Any) -> Reply:
 
 
 def error(status: int, message: str = "slow down", **kw: Any) -> Reply:
-    body = {"error": {"message": message, "type": "rate_limit_error" if status == 429 else "server_error", "code": status}}
+    body = {"error": {"message": message, "type": "rate_limit_error" if status == 429 else "server_error",
+                      "code": status}}
     return Reply(status=status, error_body=body, **kw)
 
 
@@ -124,13 +125,16 @@ def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": c.get("id"), "type": "function",
-             "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"])}}
+             "function": {"name": c["name"],
+                          "arguments": c["arguments"] if isinstance(c["arguments"], str)
+                          else json.dumps(c["arguments"])}}
             for c in reply.tool_calls
         ]
     usage = dict(reply.usage, total_tokens=sum(reply.usage.values()))
     return {"id": "chatcmpl-loopback", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "test-model"),
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
             "usage": usage}
 
 

@@ -29,7 +29,8 @@ def test_cli_run_replay_prints_jsonl_and_saves_a_transcript(tmp_path: Path, caps
     problem = make_project(tmp_path / "proj")
     script = tmp_path / "demo.jsonl"
     script.write_text("\n".join(json.dumps(t) for t in [
-        {"text": "Let me read the problem.", "tool_calls": [{"name": "read_file", "arguments": {"path": "vector_scale.py"}}]},
+        {"text": "Let me read the problem.",
+         "tool_calls": [{"name": "read_file", "arguments": {"path": "vector_scale.py"}}]},
         {"text": "That is all for this demo.", "tool_calls": []},
     ]) + "\n")
     code = main(["run", str(problem), "--replay", str(script), "--jsonl", "--max-turns", "5"])
@@ -99,7 +100,8 @@ async def test_watch_loop_re_evaluates_on_save(tmp_path: Path) -> None:
         (d / "kernel.cu").write_text((d / "kernel.cu").read_text().replace("256", "512"))
 
     editor = asyncio.ensure_future(edit_later())
-    code = await asyncio.wait_for(watch_loop(None, d, evaluator, out, jsonl=True, interval_s=0.05, max_evaluations=2), 10)
+    code = await asyncio.wait_for(watch_loop(None, d, evaluator, out, jsonl=True, interval_s=0.05, max_evaluations=2),
+                                  10)
     await editor
     assert code == 0 and [c[0] for c in evaluator.calls] == ["benchmark", "benchmark"]
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -136,7 +138,8 @@ async def test_the_gpu_demo_transcript_replays_on_cpu(tmp_path: Path) -> None:
     finished = [e for e in events if e.kind == "tool_call_finished"]
     writes = [e for e in finished if e.name == "write_file"]  # type: ignore[attr-defined]
     assert len(writes) == 3 and all(e.ok for e in writes), [e.result for e in writes]  # type: ignore[attr-defined]
-    assert sorted(p.name for p in (ws.path / "kernels" / "diag_matmul").iterdir()) == ["binding.cpp", "model_new.py", "row_scale.cu"]
+    assert sorted(p.name for p in (ws.path / "kernels" / "diag_matmul").iterdir()) == \
+        ["binding.cpp", "model_new.py", "row_scale.cu"]
     assert [e.name for e in finished][-4:] == ["build", "test", "benchmark", "propose"]  # type: ignore[attr-defined]
     assert events[-1].reason == "proposal_approved"  # type: ignore[attr-defined]
 

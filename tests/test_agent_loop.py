@@ -62,11 +62,13 @@ def results(events: list[Event]) -> dict[str, list[str]]:
 
 async def test_end_to_end_write_benchmark_propose_approve(tmp_path: Path) -> None:
     turns = [
-        {"text": "Looking around.", "tool_calls": [call("list_files"), call("read_file", path="vector_scale.py", start_line=5, end_line=6)]},
+        {"text": "Looking around.",
+         "tool_calls": [call("list_files"), call("read_file", path="vector_scale.py", start_line=5, end_line=6)]},
         write_candidate_turn(),
         {"text": "", "tool_calls": [call("build"), call("test"), call("benchmark")]},
         {"text": "512 threads per block.", "tool_calls": [
-            call("edit_file", path=f"{D}/kernel.cu", search="const int threads = 256;", replace="const int threads = 512;"),
+            call("edit_file", path=f"{D}/kernel.cu", search="const int threads = 256;",
+                 replace="const int threads = 512;"),
             call("benchmark"), call("propose", summary="512-thread blocks; fewer blocks to schedule")]},
         {"text": "never reached", "tool_calls": [call("list_files")]},
     ]
@@ -97,7 +99,8 @@ async def test_end_to_end_write_benchmark_propose_approve(tmp_path: Path) -> Non
     records = [json.loads(line) for line in tr.path.read_text().splitlines()]
     types = {r["type"] for r in records}
     assert {"header", "event", "message", "candidate"} <= types
-    verdicts = [r["event"]["verdict"] for r in records if r["type"] == "event" and r["event"]["kind"] == "candidate_evaluated"]
+    verdicts = [r["event"]["verdict"] for r in records if r["type"] == "event"
+                and r["event"]["kind"] == "candidate_evaluated"]
     assert verdicts[-1]["status"] == "ok" and verdicts[-1]["performance"]["speedup_vs_compile"] == pytest.approx(1.311)
     assert not any(r["type"] == "event" and r["event"]["kind"] == "text_delta" for r in records)
 
@@ -149,9 +152,12 @@ async def test_propose_needs_an_ok_benchmark_of_the_current_files(tmp_path: Path
         write_candidate_turn(),
         {"text": "", "tool_calls": [call("propose", summary="too early")]},
         {"text": "", "tool_calls": [call("benchmark"),
-                                    call("edit_file", path=f"{D}/kernel.cu", search="const int threads = 256;", replace="const int threads = 128;"),
+                                    call("edit_file", path=f"{D}/kernel.cu", search="const int threads = 256;",
+                                         replace="const int threads = 128;"),
                                     call("propose", summary="files changed since the benchmark")]},
-        {"text": "", "tool_calls": [call("revert", candidate_id="c1"), call("propose", summary="back to c1"), call("revert", candidate_id="c9")]},
+        {"text": "",
+         "tool_calls": [call("revert", candidate_id="c1"), call("propose", summary="back to c1"),
+                        call("revert", candidate_id="c9")]},
     ]
     s = session(tmp_path, turns, ["vector_scale_slow.json"], auto_approve="never")
     events = await collect(s)
@@ -166,7 +172,8 @@ async def test_propose_needs_an_ok_benchmark_of_the_current_files(tmp_path: Path
     assert events[-1].reason == "finished" and events[-1].best_candidate == "c1"  # type: ignore[attr-defined]
 
 
-async def test_propose_refuses_a_candidate_identical_to_the_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_propose_refuses_a_candidate_identical_to_the_repository(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The project already holds these exact kernel files (e.g. a shipped example): nothing to land."""
     import agent_support
 
@@ -180,7 +187,8 @@ async def test_propose_refuses_a_candidate_identical_to_the_repository(tmp_path:
         return problem
 
     monkeypatch.setattr(agent_support, "make_project", make_with_kernels)
-    turns = [write_candidate_turn(), {"text": "", "tool_calls": [call("benchmark"), call("propose", summary="same files")]}]
+    turns = [write_candidate_turn(),
+             {"text": "", "tool_calls": [call("benchmark"), call("propose", summary="same files")]}]
     s = session(tmp_path, turns, ["vector_scale_ok.json"])
     events = await collect(s)
     r = results(events)
@@ -235,7 +243,8 @@ async def test_budgets_stop_the_session(tmp_path: Path, budget: str, budgets: Bu
     assert events[-1].kind == "done" and events[-1].reason == "budget"  # type: ignore[attr-defined]
     assert s.turns == 2
     usages = [e for e in events if e.kind == "usage"]
-    assert usages[-1].total_tokens == 2 * (usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))  # type: ignore[attr-defined]
+    assert usages[-1].total_tokens == 2 * (usage.get("prompt_tokens", 0)  # type: ignore[attr-defined]
+                                           + usage.get("completion_tokens", 0))
 
 
 async def test_wall_time_budget_interrupts_a_slow_evaluation(tmp_path: Path) -> None:
@@ -306,7 +315,8 @@ async def test_resume_continues_from_the_transcript(tmp_path: Path) -> None:
     assert second.resumed and second.turns == 2 and "c1" in second.book.records
     assert second.client.position == 2  # type: ignore[attr-defined]
     events2 = await collect(second)
-    assert events2[-1].reason == "proposal_approved" and events2[-1].best_candidate == "c1"  # type: ignore[attr-defined]
+    assert events2[-1].reason == "proposal_approved"  # type: ignore[attr-defined]
+    assert events2[-1].best_candidate == "c1"  # type: ignore[attr-defined]
     request = second.client.requests[0]  # type: ignore[attr-defined]
     assert any("resumed" in str(m.get("content")) for m in request)
     assert sum(1 for m in request if m.get("tool_calls")) == 2  # the first session's turns are in context
@@ -344,7 +354,8 @@ async def test_system_prompt_keeps_problem_rules_memory_and_best_verdict(tmp_pat
     assert "cudaStream_t from the binding" in system and "kernels/vector_scale/" in system
     assert "# Best candidate so far" in system and "c1: ok, 0.0331 ms, 1.31x vs torch.compile" in system
     last = s.client.requests[-1]  # type: ignore[attr-defined]
-    assert any("chars of old tool output elided" in str(m.get("content")) or "elided" in json.dumps(m.get("tool_calls") or [])
+    assert any("chars of old tool output elided" in str(m.get("content"))
+               or "elided" in json.dumps(m.get("tool_calls") or [])
                for m in last[1:])
     assert "    1  // y = alpha * x" in str(last[-1]["content"])  # the most recent result is kept whole
 

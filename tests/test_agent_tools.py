@@ -44,7 +44,8 @@ def test_compact_elides_old_tool_output_and_keeps_recent() -> None:
     messages = [{"role": "user", "content": "go"}]
     for i in range(5):
         messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "write_file", "arguments": json.dumps({"path": "k.cu", "content": big})}}]})
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "write_file", "arguments": json.dumps({"path": "k.cu", "content": big})}}]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": big})
     out = context.compact(messages, limit_tokens=6000, keep_recent=4)
     assert messages[2]["content"] == big  # the stored conversation is untouched

@@ -64,8 +64,10 @@ def project(tmp_path: Path) -> tuple[Path, Workspace]:
 
 @pytest.mark.parametrize(("verdict", "said"), [
     (None, "its verdict is unevaluated, and it has no verdict yet; wait for its verdict"),
-    (fixture("build_error.json"), "its verdict is build_error (build failed: 1 error in kernel.cu), and it does not build"),
-    ({"status": "runtime_error", "summary": "runtime error: illegal memory access"}, "it crashed or failed at run time"),
+    (fixture("build_error.json"),
+     "its verdict is build_error (build failed: 1 error in kernel.cu), and it does not build"),
+    ({"status": "runtime_error", "summary": "runtime error: illegal memory access"},
+     "it crashed or failed at run time"),
     ({"status": "superseded"}, "a newer save replaced it before it was evaluated; approve the newer save instead"),
 ])
 def test_a_verdict_that_cannot_be_approved_is_refused_and_nothing_changes(
@@ -141,8 +143,10 @@ def _session(tmp_path: Path, benchmarks: list[str], turns: list[dict[str, Any]])
 
 
 def _write_and_benchmark() -> list[dict[str, Any]]:
-    writes = [{"name": "write_file", "arguments": {"path": f"{D}/{n}", "content": c}} for n, c in candidate_files().items()]
-    return [{"text": "Writing.", "tool_calls": writes}, {"text": "Timing.", "tool_calls": [{"name": "benchmark", "arguments": {}}]},
+    writes = [{"name": "write_file", "arguments": {"path": f"{D}/{n}", "content": c}}
+              for n, c in candidate_files().items()]
+    return [{"text": "Writing.", "tool_calls": writes},
+            {"text": "Timing.", "tool_calls": [{"name": "benchmark", "arguments": {}}]},
             {"text": "Waiting for you."}, {"text": "Noted."}]
 
 

@@ -69,7 +69,8 @@ def test_exclusive_inside_shared_and_nesting(tmp_path: Path) -> None:
                     capture_output=True)
                 assert probe.returncode != 0  # nobody else may even share it during the timing
             probe = subprocess.run([sys.executable, "-c", (
-                "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)"),
+                "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_SH | "
+                "fcntl.LOCK_NB)"),
                 str(path)], capture_output=True)
             assert probe.returncode == 0  # back to shared after the timing
     assert gpu_lock.GpuLock(None).waited_s == 0.0  # no lock file: every use is a no-op
@@ -84,7 +85,8 @@ def _stored(uuid: str = "abc", driver: str = "580.1", torch: str = "2.11.0+cu130
 
 
 def test_stored_baselines_are_reused_only_on_the_same_setting() -> None:
-    now = {"gpu_uuid": "GPU-abc", "driver": "580.1", "torch": "2.11.0", "clocks": {"sm_max_mhz": 1980, "mem_max_mhz": 3201}}
+    now = {"gpu_uuid": "GPU-abc", "driver": "580.1", "torch": "2.11.0",
+           "clocks": {"sm_max_mhz": 1980, "mem_max_mhz": 3201}}
     assert identity_mismatch(_stored().identity(), now) == ""
     assert "another GPU" in identity_mismatch(_stored(uuid="xyz").identity(), now)
     assert "driver 570.0 -> 580.1" in identity_mismatch(_stored(driver="570.0").identity(), now)

@@ -12,7 +12,8 @@ from kernelpilot.evaluation.build.standby import BUILD_NICE, Standby
 
 # the child reports its priority after a pause: the caller lowers it just after the start
 SHOW = "import os, subprocess, sys, time; time.sleep(1.0); print(os.nice(0)); " \
-       "print(subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'], capture_output=True, text=True).stdout)"
+       "print(subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'], capture_output=True, " \
+       "text=True).stdout)"
 
 
 def test_a_build_and_its_compilers_step_back(tmp_path: Path) -> None:

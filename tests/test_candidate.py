@@ -87,7 +87,8 @@ def test_python_syntax_error_names_the_line(directory: Path) -> None:
 
 def test_no_kernels_and_no_load_inline(directory: Path) -> None:
     (directory / "kernel.cu").unlink()
-    with pytest.raises(CandidateError, match=r"has no .cu files, no @triton.jit kernels, and model_new.py does not call load_inline"):
+    with pytest.raises(CandidateError,
+                       match=r"has no .cu files, no @triton.jit kernels, and model_new.py does not call load_inline"):
         load_candidate(directory)
 
 
@@ -139,9 +140,12 @@ def test_build_options_are_read_from_the_source(tmp_path: Path) -> None:
         "_ext = load_extension(__file__, arch_specific=True, extra_cuda_cflags=['--use_fast_math'], verbose=True)\n"
     )
     assert options_from_source(model) == {"arch_specific": True, "extra_cuda_cflags": ["--use_fast_math"]}
-    model.write_text("import kernelpilot.extension as kx\nFLAGS = ['-O2']\n_ext = kx.load_extension(__file__, extra_cflags=FLAGS)\n")
-    with pytest.raises(ExtensionBuildError, match=r"model_new.py line 3: load_extension\(extra_cflags=...\) must be a literal"):
+    model.write_text("import kernelpilot.extension as kx\nFLAGS = ['-O2']\n_ext = kx.load_extension(__file__, "
+                     "extra_cflags=FLAGS)\n")
+    with pytest.raises(ExtensionBuildError,
+                       match=r"model_new.py line 3: load_extension\(extra_cflags=...\) must be a literal"):
         options_from_source(model)
-    model.write_text("from kernelpilot.extension import load_extension\n_ext = load_extension(__file__, extra_cuda_cflags='-O2')\n")
+    model.write_text("from kernelpilot.extension import load_extension\n_ext = load_extension(__file__, "
+                     "extra_cuda_cflags='-O2')\n")
     with pytest.raises(ExtensionBuildError, match=r"extra_cuda_cflags=...\) must be a list of strings, not '-O2'"):
         options_from_source(model)

@@ -32,7 +32,8 @@ def test_every_problem_form(tmp_path: Path) -> None:
         "23_Softmax,1,3.0,,\n")))
     assert [c.line for c in claims] == [2, 3, 4, 6]
     assert claims[0].x_eager == 1.5 and claims[0].x_compile is None and claims[0].gpu == "H100"
-    assert claims[1].problem == "1,19" and claims[1].sample == 2 and claims[1].x_eager == 2.0 and claims[1].x_compile == 1.1
+    assert claims[1].problem == "1,19" and claims[1].sample == 2 and claims[1].x_eager == 2.0
+    assert claims[1].x_compile == 1.1
     assert claims[2].sample == 0 and claims[2].x_compile == 0.9
     results = check_claims(claims, REFS, {}, {})
     assert [r.key for r in results] == ["level1/23_Softmax", "level1/19_ReLU", "level2/23_Conv3d_GroupNorm_Mean",
@@ -42,7 +43,8 @@ def test_every_problem_form(tmp_path: Path) -> None:
 def test_level_and_problem_id_columns(tmp_path: Path) -> None:
     claims = parse_claims(_csv(tmp_path, "level,problem_id,claimed_x_eager\n1,23,1.2\nlevel2,23,1.3\n"))
     assert [c.problem for c in claims] == ["1/23", "2/23"]
-    assert [r.key for r in check_claims(claims, REFS, {}, {})] == ["level1/23_Softmax", "level2/23_Conv3d_GroupNorm_Mean"]
+    assert [r.key for r in check_claims(claims, REFS, {}, {})] == ["level1/23_Softmax",
+                                                                   "level2/23_Conv3d_GroupNorm_Mean"]
 
 
 def test_unmatched_and_duplicate_rows_are_kept(tmp_path: Path) -> None:
@@ -60,7 +62,8 @@ def test_unmatched_and_duplicate_rows_are_kept(tmp_path: Path) -> None:
     ("sample,claimed_x_eager\n0,1.5\n", "no `problem` column"),
     ("problem,gpu\nlevel1/19_ReLU,H100\n", "no `claimed_x_eager` or `claimed_x_compile`"),
     ("problem,speedup\nlevel1/19_ReLU,1.5\n", "unknown column(s) 'speedup'"),
-    ("problem,claimed_x_eager\nlevel1/19_ReLU,150%\n", "line 2: claimed_x_eager is '150%': write the speedup as a ratio"),
+    ("problem,claimed_x_eager\nlevel1/19_ReLU,150%\n",
+     "line 2: claimed_x_eager is '150%': write the speedup as a ratio"),
     ("problem,claimed_x_eager\nlevel1/19_ReLU,fast\n", "line 2: claimed_x_eager is 'fast', not a number"),
     ("problem,claimed_x_eager\nlevel1/19_ReLU,-2\n", "positive ratio"),
     ("problem,claimed_x_eager\n1,19,1.5\n", "line 2: 3 fields for a header of 2"),

@@ -88,7 +88,8 @@ def test_tui_help_and_version() -> None:
 
 def test_cli_does_not_import_heavy_libraries() -> None:
     code = "import sys, kernelpilot.cli; print(sorted(m for m in ('torch', 'textual', 'litellm') if m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
 
 
 def test_missing_problem_files(tmp_path: Path) -> None:
@@ -115,17 +116,21 @@ def test_missing_candidate(git_project: Path) -> None:
 
 def test_no_git_repository(tmp_path: Path) -> None:
     shutil.copy(DATA / "softmax_bf16.py", tmp_path / "softmax.py")
-    line = one_line_error(kp("run", "softmax.py", "--model", "openai/x", cwd=tmp_path), "is not inside a git repository")
+    line = one_line_error(kp("run", "softmax.py", "--model", "openai/x", cwd=tmp_path),
+                          "is not inside a git repository")
     assert "git init" in line
     one_line_error(kp("softmax.py", cwd=tmp_path), "is not inside a git repository")
     assert not (tmp_path / ".git").exists()
 
 
 def test_no_gpu(git_project: Path) -> None:
-    line = one_line_error(kp("eval", "softmax.py", "cand", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
+    line = one_line_error(kp("eval", "softmax.py", "cand", cwd=git_project, CUDA_VISIBLE_DEVICES=""),
+                          "needs a CUDA GPU")
     assert "--mode build" in line
-    one_line_error(kp("eval", "softmax.py", "cand", "--mode", "test", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
-    one_line_error(kp("run", "softmax.py", "--model", "openai/x", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
+    one_line_error(kp("eval", "softmax.py", "cand", "--mode", "test", cwd=git_project, CUDA_VISIBLE_DEVICES=""),
+                   "needs a CUDA GPU")
+    one_line_error(kp("run", "softmax.py", "--model", "openai/x", cwd=git_project, CUDA_VISIBLE_DEVICES=""),
+                   "needs a CUDA GPU")
     build = kp("eval", "softmax.py", "cand", "--mode", "build", cwd=git_project, CUDA_VISIBLE_DEVICES="")
     assert "needs a CUDA GPU" not in build.stderr
     one_line_error(kp("profile", "softmax.py", "cand", cwd=git_project, CUDA_VISIBLE_DEVICES=""), "needs a CUDA GPU")
@@ -151,7 +156,8 @@ def test_no_model_configured(git_project: Path) -> None:
 
 
 def test_missing_replay_file(git_project: Path) -> None:
-    one_line_error(kp("run", "softmax.py", "--replay", "gone.jsonl", cwd=git_project), "replay file gone.jsonl does not exist")
+    one_line_error(kp("run", "softmax.py", "--replay", "gone.jsonl", cwd=git_project),
+                   "replay file gone.jsonl does not exist")
 
 
 def test_bad_flag_values_exit_2() -> None:
@@ -161,7 +167,8 @@ def test_bad_flag_values_exit_2() -> None:
 
 
 def test_hotspots_missing_script(tmp_path: Path) -> None:
-    one_line_error(kp("hotspots", "--steps", "3", "train.py", "--lr", "1", cwd=tmp_path), "script train.py does not exist")
+    one_line_error(kp("hotspots", "--steps", "3", "train.py", "--lr", "1", cwd=tmp_path),
+                   "script train.py does not exist")
 
 
 IDENTITY = {"GIT_AUTHOR_NAME": "E", "GIT_AUTHOR_EMAIL": "e@example.com", "GIT_COMMITTER_NAME": "E",
@@ -212,7 +219,8 @@ def test_init_outside_a_git_repository_refuses_and_says_git_init(tmp_path: Path)
     assert not (tmp_path / "proj").exists()
 
 
-def test_init_git_init_makes_a_repository_kernelpilot_can_work_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_git_init_makes_a_repository_kernelpilot_can_work_in(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     project = tmp_path / "proj"
     result = kp("init", str(project), "--git-init", **IDENTITY)
     assert result.returncode == 0, result.stderr
@@ -226,7 +234,8 @@ def test_init_git_init_makes_a_repository_kernelpilot_can_work_in(tmp_path: Path
     monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
     config = load_config(project, env={})
     ws = Workspace.open(project, "s1", candidate_dir=config.candidate_dir, problem=config.problem)
-    assert (ws.path / "kernels" / "softmax" / "softmax.cu").read_text() == (project / "kernels" / "softmax" / "softmax.cu").read_text()
+    assert (ws.path / "kernels" / "softmax" / "softmax.cu").read_text() == \
+        (project / "kernels" / "softmax" / "softmax.cu").read_text()
 
 
 @pytest.mark.slow
@@ -241,11 +250,14 @@ def test_init_starter_candidate_builds(tmp_path: Path) -> None:
         pytest.skip("no CUDA toolkit found (set CUDA_HOME)")
     project = git_repo(tmp_path / "proj")
     assert kp("init", str(project)).returncode == 0
-    build = subprocess.run([sys.executable, "-m", "kernelpilot", "eval", "softmax.py", "kernels/softmax", "--mode", "build",
-                            "--json"], cwd=project, env=clean_env(KERNELPILOT_ARCH="sm_90"), capture_output=True, text=True,
+    build = subprocess.run([sys.executable, "-m", "kernelpilot", "eval", "softmax.py", "kernels/softmax", "--mode",
+                            "build",
+                            "--json"], cwd=project, env=clean_env(KERNELPILOT_ARCH="sm_90"), capture_output=True,
+                           text=True,
                            timeout=1200)
     verdict = __import__("json").loads(build.stdout)
-    assert build.returncode == 0 and verdict["status"] == "ok" and verdict["mode"] == "build", build.stdout[-2000:] + build.stderr[-2000:]
+    assert build.returncode == 0 and verdict["status"] == "ok" and verdict["mode"] == "build", \
+        build.stdout[-2000:] + build.stderr[-2000:]
     assert any("softmax_rows" in k["kernel"] for k in verdict["build"]["kernels"])
 
 
@@ -283,17 +295,20 @@ def fake_impl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[object]:
     return kp_fake_impl.SEEN
 
 
-def test_dispatch_passes_resolved_arguments(fake_impl: list[object], git_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dispatch_passes_resolved_arguments(fake_impl: list[object], git_project: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(cli.IMPLEMENTATIONS, "eval", "kp_fake_impl:record")
     monkeypatch.chdir(git_project)
-    assert cli.main(["eval", "softmax.py", "cand", "--mode", "build", "--trials", "3", "--compile-mode", "max-autotune"]) == 0
+    assert cli.main(["eval", "softmax.py", "cand", "--mode", "build", "--trials", "3", "--compile-mode",
+                     "max-autotune"]) == 0
     (args,) = fake_impl
     assert args.problem == git_project / "softmax.py" and args.candidate == git_project / "cand"
     assert args.config.trials == 3 and args.config.compile_mode == "max-autotune" and args.mode == "build"
 
 
 def test_implementation_errors_become_one_line(fake_impl: list[object], git_project: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(cli.IMPLEMENTATIONS, "skills", "kp_fake_impl:fail")
     assert cli.main(["skills"]) == 3
     assert capsys.readouterr().err == "kernelpilot: the thing broke; fix it\n"
@@ -303,7 +318,8 @@ def test_missing_implementation_module(monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setitem(cli.IMPLEMENTATIONS, "skills", "kernelpilot.not_written_yet:skills_command")
     assert cli.main(["skills"]) == 2
     assert capsys.readouterr().err == (
-        "kernelpilot: `kernelpilot skills` is not available in this installation (kernelpilot.not_written_yet is missing); reinstall kernelpilot.\n"
+        "kernelpilot: `kernelpilot skills` is not available in this installation (kernelpilot.not_written_yet is "
+        "missing); reinstall kernelpilot.\n"
     )
 
 

@@ -74,7 +74,8 @@ def test_argument_errors_are_json(project: Path, capsys: pytest.CaptureFixture[s
 def test_argument_errors_without_json_are_argparse_unchanged(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "eval", "softmax.py", "cand", "--mode", "fast")
     assert code == 2 and out == ""
-    assert err.startswith("usage: kernelpilot eval") and "kernelpilot eval: error: argument --mode: invalid choice" in err
+    assert err.startswith("usage: kernelpilot eval")
+    assert "kernelpilot eval: error: argument --mode: invalid choice" in err
 
 
 def test_no_gpu(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,7 +84,8 @@ def test_no_gpu(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: 
     assert code == 2 and err == ""
     assert "needs a CUDA GPU" in one_object(out, "no_gpu")["error"]
     code, out, err = run(capsys, "eval", "softmax.py", "cand")  # the plain form is unchanged
-    assert code == 2 and out == "" and err.startswith("kernelpilot: `kernelpilot eval --mode benchmark` needs a CUDA GPU")
+    assert code == 2 and out == ""
+    assert err.startswith("kernelpilot: `kernelpilot eval --mode benchmark` needs a CUDA GPU")
 
 
 def test_not_found(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

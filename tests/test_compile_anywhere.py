@@ -203,7 +203,8 @@ def test_the_build_steps_probe_never_starts_cuda(tmp_path: Path) -> None:
     (tmp_path / "problem.py").write_text(PROBLEM)
     (tmp_path / "cand.py").write_text(OFF_META)
     check = SINGLE_FILE_BUILDER.replace('print("KERNELPILOT_BUILD_RESULT',
-                                        'import torch; result["cuda"] = torch.cuda.is_initialized()\nprint("KERNELPILOT_BUILD_RESULT')
+                                        'import torch; result["cuda"] = '
+                                        'torch.cuda.is_initialized()\nprint("KERNELPILOT_BUILD_RESULT')
     out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "cand.py"), str(tmp_path / "problem.py")],
                          capture_output=True, text=True, timeout=300)
     line = next(x for x in out.stdout.splitlines() if x.startswith("KERNELPILOT_BUILD_RESULT "))
@@ -213,10 +214,12 @@ def test_the_build_steps_probe_never_starts_cuda(tmp_path: Path) -> None:
     assert result["cuda"] is False, result
 
     # a CUDA call the probe cannot put on the meta device stops the probe, never starts CUDA
-    (tmp_path / "cand.py").write_text(OFF_META.replace("tmp = torch.empty", "torch.cuda.synchronize()\n        tmp = torch.empty"))
+    (tmp_path / "cand.py").write_text(OFF_META.replace("tmp = torch.empty",
+                                                       "torch.cuda.synchronize()\n        tmp = torch.empty"))
     out = subprocess.run([sys.executable, "-c", check, str(tmp_path / "cand.py"), str(tmp_path / "problem.py")],
                          capture_output=True, text=True, timeout=300)
-    result = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("KERNELPILOT_BUILD_RESULT ")).split(" ", 1)[1])
+    result = json.loads(next(x for x in out.stdout.splitlines()
+                             if x.startswith("KERNELPILOT_BUILD_RESULT ")).split(" ", 1)[1])
     assert result["forward_probe"].startswith("stopped: _Probe: the forward would start CUDA"), result
     assert result["cuda"] is False, result
 
@@ -326,7 +329,8 @@ def test_a_source_that_does_not_compile_fails_once(tmp_path: Path) -> None:
 def test_compiler_errors_are_the_sources_not_the_machines() -> None:
     from kernelpilot.evaluation.build.load_inline import compiler_errors
 
-    nvcc = "[1/3] nvcc ... -c cuda.cu\nFAILED: cuda.cuda.o\ncuda.cu(12): error: identifier \"scale\" is undefined\n1 error detected"
+    nvcc = ("[1/3] nvcc ... -c cuda.cu\nFAILED: cuda.cuda.o\ncuda.cu(12): error: identifier \"scale\" is undefined\n1 "
+            "error detected")
     gcc = "main.cpp:3:48: error: 'undefined_scale' was not declared in this scope\nninja: build stopped"
     assert "identifier" in compiler_errors(nvcc) and "undefined_scale" in compiler_errors(gcc)
     assert compiler_errors("g++: fatal error: Killed signal terminated program cc1plus\nmain.cpp: error: x") == ""
@@ -402,7 +406,8 @@ def test_a_candidates_torch_compile_in_the_worker_is_build_time_not_a_hang(tmp_p
     (tmp_path / "problem.py").write_text(PROBLEM)
     (tmp_path / "cand.py").write_text(SLEEPY_COMPILE.replace("{seconds}", "4.0"))
     (tmp_path / "slow.py").write_text(SLEEPY_COMPILE.replace("{seconds}", "4.0").replace(
-        "        return self.fn(x)", "        time.sleep(4.0)  # not a compile: the call's own time\n        return self.fn(x)"))
+        "        return self.fn(x)",
+        "        time.sleep(4.0)  # not a compile: the call's own time\n        return self.fn(x)"))
     settings = EvalSettings(device="cpu", confine=True, rules="kernelbench", trials=2, call_floor_s=1.5,
                             first_call_s=1.0, start_timeout_s=300, test_timeout_s=600, build_timeout_s=600,
                             relaxed_policy=["*"])

@@ -38,7 +38,8 @@ def helper():
     from torch.utils.cpp_extension import load
     return load('h', sources=[])
 """
-    assert _found(code) == [("li", "load_inline"), ("build", "load"), ("ext.load", "load"), ("cpp_extension.load", "load"),
+    assert _found(code) == [("li", "load_inline"), ("build", "load"), ("ext.load", "load"),
+                            ("cpp_extension.load", "load"),
                             ("cx.load_inline", "load_inline"), ("torch.utils.cpp_extension.load", "load"),
                             ("torch.utils.cpp_extension.load_inline", "load_inline"), ("load", "load")]
 
@@ -92,7 +93,8 @@ def test_temporary_paths_of_a_build_are_made_stable(tmp_path: Path, monkeypatch)
     assert c_args[1][0] != a_args[1][0]
     here = str(Path(__file__).resolve())  # not temporary: left as it is
     assert stable_load_args("load", ("mine", [here]), {})[0][1] == [here]
-    inline = stable_load_args("load_inline", ("x",), {"cpp_sources": "", "build_directory": tempfile.mkdtemp(dir=tmp_path)})
+    inline = stable_load_args("load_inline", ("x",),
+                              {"cpp_sources": "", "build_directory": tempfile.mkdtemp(dir=tmp_path)})
     assert inline[1]["build_directory"] == str(root / "kp-build" / "x")
     # relative (CUDA-L1 builds in 'cuda_extensions'): the build step's folder is the candidate's, the worker's
     # another; both build in one place, and nothing lands beside the user's files

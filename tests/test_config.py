@@ -50,7 +50,8 @@ def test_kernelpilot_toml_is_found_upward_and_paths_are_relative_to_it(project: 
 
 
 def test_pyproject_tool_table(project: Path) -> None:
-    write(project / "pyproject.toml", '[project]\nname = "x"\n\n[tool.kernelpilot]\nproblem = "p.py"\ncandidate_dir = "cand"\n')
+    write(project / "pyproject.toml",
+          '[project]\nname = "x"\n\n[tool.kernelpilot]\nproblem = "p.py"\ncandidate_dir = "cand"\n')
     cfg = load_config(project, env={})
     assert cfg.problem == project / "p.py" and cfg.candidate_dir == project / "cand"
 
@@ -72,8 +73,10 @@ def test_search_stops_at_git_root(tmp_path: Path) -> None:
 
 
 def test_precedence_defaults_file_env_overrides(project: Path) -> None:
-    write(project / "kernelpilot.toml", 'trials = 7\nmodel = "anthropic/a"\ncompile_mode = "max-autotune"\nmax_turns = 10\n')
-    env = {"KERNELPILOT_TRIALS": "8", "KERNELPILOT_MODEL": "openai/b", "KERNELPILOT_ARCH": "sm_90", "KERNELPILOT_DATA_DIR": "/x"}
+    write(project / "kernelpilot.toml",
+          'trials = 7\nmodel = "anthropic/a"\ncompile_mode = "max-autotune"\nmax_turns = 10\n')
+    env = {"KERNELPILOT_TRIALS": "8", "KERNELPILOT_MODEL": "openai/b", "KERNELPILOT_ARCH": "sm_90",
+           "KERNELPILOT_DATA_DIR": "/x"}
     cfg = load_config(project, overrides={"trials": 9, "model": None}, env=env)
     assert cfg.trials == 9  # override beats env beats file
     assert cfg.model == "openai/b"  # None override leaves the env value
@@ -83,12 +86,14 @@ def test_precedence_defaults_file_env_overrides(project: Path) -> None:
 
 
 def test_env_lists_and_bools(project: Path) -> None:
-    cfg = load_config(project, env={"KERNELPILOT_ALLOWED_LIBRARIES": "cublas, cudnn", "KERNELPILOT_CUDA_GRAPHS": "true"})
+    cfg = load_config(project,
+                      env={"KERNELPILOT_ALLOWED_LIBRARIES": "cublas, cudnn", "KERNELPILOT_CUDA_GRAPHS": "true"})
     assert cfg.allowed_libraries == ["cublas", "cudnn"] and cfg.cuda_graphs is True
 
 
 def test_tables_merge_over_defaults_with_dtype_aliases(project: Path) -> None:
-    write(project / "kernelpilot.toml", "[tolerances]\nbf16 = [0.03, 0.02]\n\n[max_normalized_error]\nfp32 = 2e-5\n\n[keys]\napprove = \"y\"\n")
+    write(project / "kernelpilot.toml",
+          "[tolerances]\nbf16 = [0.03, 0.02]\n\n[max_normalized_error]\nfp32 = 2e-5\n\n[keys]\napprove = \"y\"\n")
     cfg = load_config(project, env={})
     assert cfg.tolerances["bfloat16"] == (0.03, 0.02)
     assert cfg.tolerances["float32"] == DEFAULT_TOLERANCES["float32"]
@@ -98,9 +103,12 @@ def test_tables_merge_over_defaults_with_dtype_aliases(project: Path) -> None:
 
 
 def test_extra_shapes_both_forms(project: Path) -> None:
-    write(project / "kernelpilot.toml", '[[extra_shapes]]\nname = "odd"\ninputs = [[3, 5000]]\n\n[[extra_shapes]]\nname = "expr"\ninputs = "[torch.rand(2, 7)]"\n')
+    write(project / "kernelpilot.toml",
+          '[[extra_shapes]]\nname = "odd"\ninputs = [[3, 5000]]\n\n[[extra_shapes]]\nname = "expr"\ninputs = '
+          '"[torch.rand(2, 7)]"\n')
     cfg = load_config(project, env={})
-    assert cfg.extra_shapes == [{"name": "odd", "inputs": [[3, 5000]]}, {"name": "expr", "inputs": "[torch.rand(2, 7)]"}]
+    assert cfg.extra_shapes == [{"name": "odd", "inputs": [[3, 5000]]},
+                                {"name": "expr", "inputs": "[torch.rand(2, 7)]"}]
 
 
 def test_problem_py_layout_defaults_candidate_dir(project: Path) -> None:
@@ -122,9 +130,12 @@ def test_problem_py_layout_defaults_candidate_dir(project: Path) -> None:
         ("[tolerances]\nbfloat16 = 0.01", "tolerances.bfloat16 in {file} must be a pair [atol, rtol]"),
         ("[tolerances]\nint7 = [1, 1]", "tolerances.int7 in {file} names unknown dtype 'int7'"),
         ("[max_normalized_error]\nfloat32 = 0", "max_normalized_error.float32 in {file} must be a positive number"),
-        ('[[extra_shapes]]\nname = "a"\ninputs = [[1, -2]]', "extra_shapes[0].inputs in {file} must be a list of shapes"),
-        ('[[extra_shapes]]\nname = "a"\ninputs = "[torch.rand(2"', "extra_shapes[0].inputs in {file} is not a valid Python expression"),
-        ('[[extra_shapes]]\ninputs = [[1]]', "extra_shapes[0] in {file} must be a table with exactly the keys name and inputs"),
+        ('[[extra_shapes]]\nname = "a"\ninputs = [[1, -2]]',
+         "extra_shapes[0].inputs in {file} must be a list of shapes"),
+        ('[[extra_shapes]]\nname = "a"\ninputs = "[torch.rand(2"',
+         "extra_shapes[0].inputs in {file} is not a valid Python expression"),
+        ('[[extra_shapes]]\ninputs = [[1]]',
+         "extra_shapes[0] in {file} must be a table with exactly the keys name and inputs"),
         ("trails = 3", "unknown key 'trails' in {file} (did you mean 'trials'?)"),
     ],
 )
@@ -150,7 +161,9 @@ def test_invalid_toml_names_the_file(project: Path) -> None:
 def test_bad_env_value_names_the_variable(project: Path) -> None:
     with pytest.raises(ConfigError, match="environment variable KERNELPILOT_TRIALS must be an integer, got 'many'"):
         load_config(project, env={"KERNELPILOT_TRIALS": "many"})
-    with pytest.raises(ConfigError, match="max_turns in environment variable KERNELPILOT_MAX_TURNS must be a positive integer, got int -4"):
+    with pytest.raises(ConfigError,
+                       match="max_turns in environment variable KERNELPILOT_MAX_TURNS must be a positive integer, got "
+                             "int -4"):
         load_config(project, env={"KERNELPILOT_MAX_TURNS": "-4"})
 
 

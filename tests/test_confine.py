@@ -14,7 +14,8 @@ import pytest
 
 from kernelpilot.evaluation.sandbox import confine
 from kernelpilot.evaluation.static import policy
-from kernelpilot.evaluation.sandbox.confine import ResourceLimits, WorkerSandbox, detect, kill_process_group, scrubbed_env
+from kernelpilot.evaluation.sandbox.confine import (ResourceLimits, WorkerSandbox, detect, kill_process_group,
+                                                    scrubbed_env)
 
 CAPS = detect()
 needs_landlock = pytest.mark.skipif(CAPS.landlock_abi == 0, reason=f"kernel lacks Landlock: {CAPS.landlock_reason}")
@@ -261,7 +262,8 @@ def test_extension_builds_and_loads_under_confinement(sandbox: WorkerSandbox, wo
         import torch
         from torch.utils.cpp_extension import load_inline
         cuda = r'''
-        __global__ void add_one(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.f; }
+        __global__ void add_one(float* x, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.f; }
         void launch(torch::Tensor x) { add_one<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), x.numel()); }
         '''
         ext = load_inline("kp_confined_ext", cpp_sources="void launch(torch::Tensor x);", cuda_sources=cuda,

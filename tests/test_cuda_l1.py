@@ -16,10 +16,12 @@ from kernelpilot.suite.claims import parse_claims
 from kernelpilot.suite.discovery import discover_jobs, discover_problems
 
 ROOT = Path(__file__).resolve().parents[1]
-RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n" \
+RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n" \
+       "        return torch.relu(x)\n\n" \
        "def get_inputs():\n    return [torch.rand(4, 8)]\n\ndef get_init_inputs():\n    return []\n"
 SIGMOID = RELU.replace("relu", "sigmoid")
-SOLUTION = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)  # {tag}\n"
+SOLUTION = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        "
+            "return x.clamp_min(0)  # {tag}\n")
 
 
 def _script(name: str):
@@ -98,7 +100,8 @@ def test_bad_releases_stop_with_a_message(tmp_path: Path) -> None:
     ("nofolder", "expected NAME=DIR"),
     ("cl1={missing}", "lacks manifest.json, claims.csv, generations, KernelBench"),
 ])
-def test_rescore_published_sets_are_checked_before_anything_runs(tmp_path: Path, capsys, given: str, message: str) -> None:
+def test_rescore_published_sets_are_checked_before_anything_runs(tmp_path: Path, capsys, given: str,
+                                                                 message: str) -> None:
     args = ["--kernelbench", str(tmp_path), "--out", str(tmp_path / "out"),
             "--published", given.replace("{missing}", str(tmp_path / "none"))]
     with pytest.raises(SystemExit) as stopped:

@@ -103,7 +103,8 @@ def test_a_kernel_edit_compiles_device_code_alone_and_matches_a_full_build(prist
     assert device is not None and full is not None
     assert len(device.cubins) == 2 and all(Path(c).is_file() for c in device.cubins)  # two parts
     # the template's instances split over the two parts; the plain kernel compiled in both
-    assert sorted({k for c in device.cubins for k in elf.kernels(Path(c))}) == sorted(full.stubs[next(iter(full.stubs))])
+    assert sorted({k for c in device.cubins
+                   for k in elf.kernels(Path(c))}) == sorted(full.stubs[next(iter(full.stubs))])
     env = build_env(pristine.candidate, build_dir=pristine.build_dir, arch="sm_90")
     result = identity.summary(identity.check(device, full, env))
     assert result == "same (4 kernels)", result
@@ -134,7 +135,8 @@ def test_host_code_changes_take_the_full_build(pristine: Built) -> None:
 def test_new_build_options_in_model_new_take_the_full_build(pristine: Built) -> None:
     """A kernel edit compiled with the last full build's flags would not be what model_new.py now asks for."""
     pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha;")
-    pristine.edit("model_new.py", "load_extension(__file__)", 'load_extension(__file__, extra_cuda_cflags=["-DKP_TEST=1"])')
+    pristine.edit("model_new.py", "load_extension(__file__)",
+                  'load_extension(__file__, extra_cuda_cflags=["-DKP_TEST=1"])')
     report = pristine.build()
     assert report.ok and not report.command.startswith(DEVICE_ONLY)
     assert "full build: the build's options, sources or toolchain changed since the last full build" in _notes(report)
@@ -152,9 +154,11 @@ def test_a_kernel_binding_launches_that_the_edit_removed_fails_the_build(pristin
 
 @pytest.mark.slow
 def test_host_code_in_a_cu_file_keeps_every_edit_on_full_builds(pristine: Built) -> None:
-    pristine.edit("scale.cu", '#include "scale.h"\n', '#include "scale.h"\n\nextern "C" long kp_rounded(long n) { return n; }\n')
+    pristine.edit("scale.cu", '#include "scale.h"\n',
+                  '#include "scale.h"\n\nextern "C" long kp_rounded(long n) { return n; }\n')
     pristine.edit("binding.cpp", '#include "scale.h"\n', '#include "scale.h"\n\nextern "C" long kp_rounded(long n);\n')
-    pristine.edit("binding.cpp", "const long n = x.numel();\n    if (alpha", "const long n = kp_rounded(x.numel());\n    if (alpha")
+    pristine.edit("binding.cpp", "const long n = x.numel();\n    if (alpha",
+                  "const long n = kp_rounded(x.numel());\n    if (alpha")
     assert pristine.build().ok
     pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha;")
     report = pristine.build()
@@ -165,11 +169,14 @@ def test_host_code_in_a_cu_file_keeps_every_edit_on_full_builds(pristine: Built)
 def test_binding_must_launch_through_kernelpilot_s_header(tmp_path: Path) -> None:
     binding = tmp_path / "binding.cpp"
     helper = tmp_path / "launch_helper.h"
-    binding.write_text('#include <kernelpilot/launch.h>\n#include "launch_helper.h"\n// cudaFuncSetAttribute in a comment\n')
+    binding.write_text('#include <kernelpilot/launch.h>\n#include "launch_helper.h"\n// cudaFuncSetAttribute in a '
+                       'comment\n')
     helper.write_text("inline void f() {}\n")
     assert sources.host_launch_problem(binding, tmp_path) == ""
-    helper.write_text("inline void f(void* k) {\n  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n}\n")
-    assert sources.host_launch_problem(binding, tmp_path).startswith("launch_helper.h line 2 calls cudaFuncSetAttribute")
+    helper.write_text("inline void f(void* k) {\n  cudaFuncSetAttribute(k, "
+                      "cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n}\n")
+    assert sources.host_launch_problem(binding,
+                                       tmp_path).startswith("launch_helper.h line 2 calls cudaFuncSetAttribute")
     helper.write_text("inline void f() { k<<<1, 1>>>(); }\n")
     assert "calls <<<" in sources.host_launch_problem(binding, tmp_path)
     binding.write_text("#include <cuda_runtime.h>\n")
@@ -186,7 +193,8 @@ def test_instances_split_keeps_every_line_and_only_the_chosen_instantiations() -
     part = sources.keep_only(text, found.spans, {1})
     assert part.count("\n") == text.count("\n")
     assert "k<1>" not in part and "k<2>(int);" in part and "k<3>" in part and "k<9>" in part
-    assert not sources.instances(text.replace("template <int N>", "__constant__ int table[4];\ntemplate <int N>")).splittable
+    assert not sources.instances(text.replace("template <int N>",
+                                              "__constant__ int table[4];\ntemplate <int N>")).splittable
 
 
 @pytest.mark.slow

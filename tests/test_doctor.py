@@ -37,7 +37,8 @@ def test_a_machine_where_nothing_links_is_not_ready_and_says_what_to_do(tmp_path
     bad.write_text(f'#!/bin/sh\ncase " $* " in *" -shared "*) echo "ld: cannot find -lstdc++" >&2; exit 1;; esac\n'
                    f'exec {shutil.which("g++")} "$@"\n')
     bad.chmod(0o755)
-    code, out = _doctor("--no-candidates", env={"CXX": str(bad), "KERNELPILOT_TOOLCHAIN_CACHE": str(tmp_path / "t.json")})
+    code, out = _doctor("--no-candidates",
+                        env={"CXX": str(bad), "KERNELPILOT_TOOLCHAIN_CACHE": str(tmp_path / "t.json")})
     linker = next(c for c in out["checks"] if c["name"] == "linker")
     assert code == 1 and not out["ready"]
     assert linker["status"] == "fail" and "cannot find -lstdc++" in linker["detail"] and linker["fix"]

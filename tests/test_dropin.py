@@ -138,12 +138,14 @@ def test_approval_writes_the_dropin_in_the_same_commit(mlp_problem: Path, tmp_pa
     new = approve(ws, "c1")
     assert git(repo, "rev-parse", "HEAD") == new and git(repo, "rev-parse", f"{new}^") == before  # one commit
     files = git(repo, "show", "--name-only", "--format=", new).splitlines()
-    assert sorted(files) == sorted(f"{rel}/candidate/{n}" for n in ("model_new.py", "dropin.py", "dropin_swap.py", ".gitignore"))
+    assert sorted(files) == sorted(f"{rel}/candidate/{n}"
+                                   for n in ("model_new.py", "dropin.py", "dropin_swap.py", ".gitignore"))
     assert git(repo, "status", "--porcelain") == ""
     assert any("kernelpilot apply" in n and "training too" in n for n in ws.notes), ws.notes
 
 
-def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     from kernelpilot.dropin.apply_command import apply_command
     from kernelpilot.dropin.registration import write_registration
 
@@ -193,7 +195,8 @@ def test_apply_measures_and_write_commits(mlp_problem: Path, tmp_path: Path, cap
     assert "['layers.0.mlp', 'layers.1.mlp']" in res.stdout
 
 
-def test_apply_reports_a_swap_that_does_not_match(mlp_problem: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_reports_a_swap_that_does_not_match(mlp_problem: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from kernelpilot.dropin.apply_command import apply_command
     from kernelpilot.dropin.registration import write_registration
 

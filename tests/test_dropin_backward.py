@@ -139,7 +139,8 @@ def test_perturbed_moves_each_element_by_at_most_one_ulp() -> None:
 def test_a_chain_whose_holder_cannot_be_replayed_is_refused_with_the_reason(tmp_path: Path) -> None:
     from kernelpilot.dropin.swap import install
 
-    reason = "model.layers.0 reads tensors that are neither its arguments nor its parameters; the chain cannot be swapped into it."
+    reason = ("model.layers.0 reads tensors that are neither its arguments nor its parameters; the chain cannot be "
+              "swapped into it.")
     origin = {"kind": "chain", "path": "layers.0", "holder_error": reason}
     with pytest.raises(ValueError, match="neither its arguments nor its parameters"):
         install(object(), None, origin, [], tmp_path)

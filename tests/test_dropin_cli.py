@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def kp(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelpilot", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "kernelpilot", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_help_lists_the_new_flags() -> None:

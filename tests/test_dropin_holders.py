@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-BLOCKS = '''"""Residual blocks whose norm scales by a constant tensor made in the forward; called with an optional cache."""
+BLOCKS = '''"""Residual blocks whose norm scales by a constant tensor made in the forward, with an optional cache."""
 import sys
 
 import torch

@@ -78,7 +78,8 @@ def test_code_digest_sees_the_code_and_not_the_command_line(tmp_path: Path) -> N
         keep = tmp_path / f"keep-{name}"
         keep.mkdir()
         subprocess.run([nvcc, "-O3", "-gencode=arch=compute_90,code=sm_90", *extra, "-c", str(src), "-o",
-                        str(tmp_path / f"{name}.o"), "--keep", "--keep-dir", str(keep)], check=True, capture_output=True)
+                        str(tmp_path / f"{name}.o"), "--keep", "--keep-dir", str(keep)], check=True,
+                       capture_output=True)
         digests[name] = code_digest(keep)
     assert digests["a"] == digests["b"]  # same code, another command line
     assert digests["a"] != digests["c"]  # another constant

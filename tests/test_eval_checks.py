@@ -220,7 +220,8 @@ def test_own_kernels_by_whole_name_from_the_sources(tmp_path) -> None:
     (tmp_path / "c.py").write_text(
         'import torch\nSRC = r"""\n__global__ void gelu_cudnn_kernel(const float* x) {}\n'
         'template <int N> __global__ void __launch_bounds__(256) tiled(float* y) {}\n'
-        '__global__ void\nsplit_line_kernel (int n) {}\n"""\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n')
+        '__global__ void\nsplit_line_kernel (int n) {}\n"""\nclass ModelNew(torch.nn.Module):\n    def forward(self, '
+        'x):\n        return x\n')
     assert cuda_kernel_names(load_candidate(tmp_path / "c.py")) == ["gelu_cudnn_kernel", "tiled", "split_line_kernel"]
 
 
@@ -230,10 +231,12 @@ def test_an_own_kernel_named_like_torchs_does_not_claim_torchs(tmp_path) -> None
     kernel the candidate itself declares in ``at::native`` is its own."""
     from kernelpilot.evaluation.candidate import cuda_kernel_names, load_candidate
 
-    torchs = "void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, std::array<char*, 2> >(int, at::native::AbsFunctor<float>, std::array<char*, 2>)"
+    torchs = ("void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<float>, std::array<char*, 2> "
+              ">(int, at::native::AbsFunctor<float>, std::array<char*, 2>)")
     mine = "vectorized_elementwise_kernel(float const*, float*, int)"
     only_torch = ra.KernelTrace(kernels=[(torchs, 7)], home_stream=7)
-    assert [f.rule for f in ra.kernel_findings(only_torch, ["vectorized_elementwise_kernel"], [])] == ["no-custom-kernel"]
+    assert [f.rule
+            for f in ra.kernel_findings(only_torch, ["vectorized_elementwise_kernel"], [])] == ["no-custom-kernel"]
     both = ra.KernelTrace(kernels=[(torchs, 7), (mine, 7)], home_stream=7)
     assert ra.kernel_findings(both, ["vectorized_elementwise_kernel"], []) == []
     anonymous = "void (anonymous namespace)::vectorized_elementwise_kernel<4>(float const*)"
@@ -251,7 +254,8 @@ def test_an_own_kernel_named_like_torchs_does_not_claim_torchs(tmp_path) -> None
 
 
 def _chrome(kernels: list[tuple[str, int, int, int, list[tuple[str, int, int]]]]) -> dict:
-    """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts, dur))."""
+    """A torch.profiler chrome trace: per kernel (name, stream, correlation, launch ts, enclosing ops (name, ts,
+    dur))."""
     events = [{"ph": "X", "cat": "kernel", "name": "fill_marker", "ts": 1, "dur": 1, "args": {"stream": 7}}]
     for name, stream, corr, ts, ops in kernels:
         events.append({"ph": "X", "cat": "kernel", "name": name, "ts": 1000 + ts, "dur": 5,
@@ -356,9 +360,11 @@ def test_timing_statistics_and_host_gap() -> None:
     assert tm.noise_pct(t) == pytest.approx(100 * 2.0 / 6.0)
     from kernelpilot.verdict import Timing
 
-    honest = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03), "candidate": Timing(0.5, 0.5, 0.5, 0.5, 10, host_median_ms=0.53)}
+    honest = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03),
+              "candidate": Timing(0.5, 0.5, 0.5, 0.5, 10, host_median_ms=0.53)}
     assert tm.host_gap_flag(honest, 0.2) is None
-    hidden = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03), "candidate": Timing(0.01, 0.01, 0.01, 0.01, 10, host_median_ms=0.9)}
+    hidden = {"eager": Timing(1.0, 1, 1, 1, 10, host_median_ms=1.03),
+              "candidate": Timing(0.01, 0.01, 0.01, 0.01, 10, host_median_ms=0.9)}
     assert "outside the timed stream" in (tm.host_gap_flag(hidden, 0.2) or "")
 
 

@@ -83,9 +83,9 @@ def _candidate_dir(tmp_path: Path, kernel: str) -> Path:
         '  launch_scale(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), nullptr); return y; }\n'
         'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }\n', encoding="utf-8")
     (d / "model_new.py").write_text(
-        "import torch.nn as nn\nfrom kernelpilot.extension import load_extension\n\n_ext = load_extension(__file__)\n\n\n"
-        "class ModelNew(nn.Module):\n    def __init__(self, scale):\n        super().__init__()\n\n"
-        "    def forward(self, x, y):\n        return _ext.scale(x)\n", encoding="utf-8")
+        "import torch.nn as nn\nfrom kernelpilot.extension import load_extension\n\n_ext = "
+        "load_extension(__file__)\n\n\nclass ModelNew(nn.Module):\n    def __init__(self, scale):\n        "
+        "super().__init__()\n\n    def forward(self, x, y):\n        return _ext.scale(x)\n", encoding="utf-8")
     return d
 
 
@@ -353,7 +353,8 @@ def test_single_file_builds_once_and_a_reused_name_loads_its_own_build(tmp_path:
         shutil.copyfile(right, moved)
         again = ev.evaluate(PROBLEM, moved, "test")
         assert again.status == "ok", again.error
-        assert again.build is not None and (again.build.cache, again.build.seconds, again.build.rebuilt) == ("hit", 0.0, [])
+        assert again.build is not None
+        assert (again.build.cache, again.build.seconds, again.build.rebuilt) == ("hit", 0.0, [])
         other = ev.evaluate(PROBLEM, wrong, "test")
         assert other.status == "incorrect", other.summary  # x*s - y: its own build ran, not the loaded module
         assert other.phases["import"] < 20, other.phases  # loaded, not rebuilt under a new name in the worker

@@ -118,7 +118,8 @@ def test_candidate_follows_the_directory_format(example: Path) -> None:
     assert re.search(r"load_extension\(__file__", model_new), "model_new.py must call load_extension(__file__)"
     binding = (cand / "binding.cpp").read_text()
     # the torch.Tensor caster and PYBIND11_MODULE: torch's pybind header, or all of torch/extension.h
-    assert re.search(r"#include <torch/(extension|csrc/utils/pybind)\.h>", binding), "binding.cpp includes no torch pybind header"
+    assert re.search(r"#include <torch/(extension|csrc/utils/pybind)\.h>",
+                     binding), "binding.cpp includes no torch pybind header"
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME" in binding
     assert "getCurrentCUDAStream()" in binding and "TORCH_CHECK" in binding
     kernels = sorted(cand.glob("*.cu"))
@@ -268,7 +269,8 @@ def test_replay_defines_every_kernel_its_binding_can_launch_at_each_evaluation(r
     symbol) where the replay says "Correct"."""
     declared = re.compile(r"__global__\s+void\s+(\w+)\s*\(")
     instantiated = re.compile(r"^\s*template\s+__global__\s+void\s+(\w+)\s*<", re.MULTILINE)
-    plain = re.compile(r"^(?!\s*template)[^\n]*__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\([^;{]*\)\s*\{",
+    plain = re.compile(r"^(?!\s*template)[^\n]*__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?"
+                       r"(\w+)\s*\([^;{]*\)\s*\{",
                        re.MULTILINE)
     steps = 0
     for name, files in _replay_files(replay):

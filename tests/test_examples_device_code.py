@@ -53,12 +53,14 @@ def test_the_parts_of_every_kernel_file_are_the_full_build_s_machine_code(candid
         home = find_cuda_home()
     except ToolchainError:
         pytest.skip("needs the CUDA toolkit (nvcc)")
-    spec = make_spec(candidate, arch="sm_90", build_dir=tmp_path / "build", **options_from_source(candidate / "model_new.py"))
+    spec = make_spec(candidate, arch="sm_90", build_dir=tmp_path / "build",
+                     **options_from_source(candidate / "model_new.py"))
     for cu in [s for s in spec.sources if s.suffix == ".cu"]:
         full_argv = [str(home / "bin" / "nvcc"), "-DTORCH_EXTENSION_NAME=kp_example", *TORCH_NVCC_FLAGS,
                      "--compiler-options", "-fPIC", *spec.cuda_cflags, "-c", str(cu), "-o", str(tmp_path / "full.o")]
         parts = parts_of(cu, sources.local_includes(cu, candidate), full_argv, tmp_path / "parts", 3)
-        assert len(parts) == min(3, len(sources.instances(cu.read_text()).spans)) or not sources.instances(cu.read_text()).splittable
+        assert len(parts) == min(3, len(sources.instances(cu.read_text()).spans)) \
+            or not sources.instances(cu.read_text()).splittable
         for part in parts:
             done = subprocess.run(part.argv, capture_output=True, text=True)
             assert done.returncode == 0, done.stderr[-2000:]

@@ -38,7 +38,8 @@ def test_the_manifest_lists_every_file_once() -> None:
     assert len(set(names)) == len(names)
     for e in ENTRIES:
         level, pid, _sample = parse_generation_name(e["generation_name"]) or (None, None, None)
-        assert e["problem"] == f"level{level}/{e['problem'].split('/')[1]}" and e["problem"].split("/")[1].startswith(f"{pid}_")
+        assert e["problem"] == f"level{level}/{e['problem'].split('/')[1]}"
+        assert e["problem"].split("/")[1].startswith(f"{pid}_")
         assert set(e["kernelpilot"]) == set(PRESETS) and set(e["kernelbench"]) == set(PRESETS[1:])
         assert all(v["status"] in OUR_STATUSES for v in e["kernelpilot"].values())
         assert all(v in KB_STATUSES for v in e["kernelbench"].values())
@@ -53,7 +54,8 @@ def test_both_kinds_of_every_pattern() -> None:
     for word in ("top level", "__init__", "first forward", "autograd Function", "helper", "assembled at run time",
                  "cpp_extension.load",
                  "kernel taken", "fallback taken", "TORCH_CUDA_ARCH_LIST", "cudnn", "allow_tf32", "renamed", "derived",
-                 "CUDA graph", "autotuning", "pure PyTorch", "mixed precision", "Triton", "cached", "side stream", "thread"):
+                 "CUDA graph", "autotuning", "pure PyTorch", "mixed precision", "Triton", "cached", "side stream",
+                 "thread"):
         assert word in patterns, word
 
 

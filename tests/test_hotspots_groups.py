@@ -84,7 +84,8 @@ def test_extract_module_with_weights(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert hotspots_command(args) == 0
     (directory,) = tmp_path.iterdir()
     origin = json.loads((directory / "origin.json").read_text())
-    assert origin["kind"] == "module" and origin["class"] == "MLP" and origin["paths"] == ["layers.0.mlp", "layers.1.mlp"]
+    assert origin["kind"] == "module" and origin["class"] == "MLP"
+    assert origin["paths"] == ["layers.0.mlp", "layers.1.mlp"]
     assert set(origin["params"].values()) == {"gate.weight", "up.weight", "down.weight"} and origin["autograd"]
     weights = torch.load(directory / "weights.pt", weights_only=True)
     assert {tuple(v.shape) for v in weights.values()} == {(64, 32), (32, 64)}

@@ -39,7 +39,8 @@ def get_init_inputs():
 '''
 
 # Inductor's output for torch.relu on a (64, 32) float32 input (torch 2.11's layout, one pointwise kernel)
-RELU_CODE = '''
+# Inductor's output as it wrote it; its two long lines are split into string pieces, the text unchanged
+RELU_CODE = ('''
 from torch._inductor.runtime import triton_helpers, triton_heuristics
 from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
 from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, DeviceProperties
@@ -63,8 +64,20 @@ triton_helpers.set_driver_to_gpu()
 @triton_heuristics.pointwise(
     size_hints={'x': 2048},
     filename=__file__,
-    triton_meta={'signature': {'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, warp_size=32), 'constants': {}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': [{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]]}]},
-    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': 'triton_poi_fused_relu_0', 'mutated_arg_names': [], 'optimize_mem': True, 'no_x_dim': False, 'atomic_add_found': False, 'num_load': 1, 'num_store': 1, 'num_reduction': 0, 'backend_hash': 'B0', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': 16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': False, 'are_deterministic_algorithms_enabled': False},
+    triton_meta={'signature': '''
+'''{'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': '''
+'''DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, '''
+'''regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, warp_size=32), 'constants': '''
+'''{}, 'native_matmul': False, 'enable_fp_fusion': True, 'launch_pdl': False, 'disable_ftz': False, 'configs': '''
+'''[{(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]], (2,): [['tt.divisibility', 16]]}]},
+    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': '''
+'''set(), 'kernel_name': 'triton_poi_fused_relu_0', 'mutated_arg_names': [], 'optimize_mem': True, 'no_x_dim': '''
+'''False, 'atomic_add_found': False, 'num_load': 1, 'num_store': 1, 'num_reduction': '''
+'''0, 'backend_hash': 'B0', 'assert_indirect_indexing': True, 'autotune_local_cache': True, 'autotune_pointwise': '''
+'''True, 'autotune_remote_cache': None, 'force_disable_caches': False, 'dynamic_scale_rblock': '''
+'''True, 'max_autotune': False, 'max_autotune_pointwise': False, 'min_split_scan_rblock': 256, 'spill_threshold': '''
+'''16, 'store_cubin': False, 'deterministic': False, 'force_filter_reduction_configs': '''
+'''False, 'are_deterministic_algorithms_enabled': False},
     min_elem_per_thread=0
 )
 @triton.jit
@@ -100,7 +113,7 @@ class Runner:
             triton_poi_fused_relu_0.run(arg0_1, buf0, 2048, stream=stream0)
             del arg0_1
         return (buf0, )
-'''
+''')
 
 
 def helpers_2_11() -> str:

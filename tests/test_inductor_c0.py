@@ -123,8 +123,8 @@ def test_convolutions_and_attention_are_kept_as_library_calls(converted: dict[st
     att_dir, att = converted["attention"]
     model = (att_dir / "model_new.py").read_text()
     assert att.libraries == ["attention"]
-    assert "buf0 = torch.ops.aten._scaled_dot_product_efficient_attention.default(arg0_1, arg1_1, arg2_1, None, False)" \
-        in model
+    assert ("buf0 = torch.ops.aten._scaled_dot_product_efficient_attention.default(arg0_1, arg1_1, arg2_1, None, "
+            "False)") in model
 
 
 def test_a_graph_break_runs_both_graphs_and_the_eager_code_between(converted: dict[str, Any]) -> None:

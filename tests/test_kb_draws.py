@@ -58,7 +58,8 @@ def test_side_by_side_draws_are_the_serial_draws(monkeypatch: pytest.MonkeyPatch
     assert cache.prefetch(SEEDS, torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 0  # all kept already
 
 
-def test_sets_drawn_side_by_side_that_the_cache_cannot_keep_serve_their_one_use(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sets_drawn_side_by_side_that_the_cache_cannot_keep_serve_their_one_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Room for one set: the others drawn side by side are held for their one use, not dropped and drawn again
     one after the other (the H200's level1/19: 20 s of every verdict)."""
     from kernelpilot.evaluation.kernelbench.inputs import ENV
@@ -111,14 +112,17 @@ def test_what_a_child_cannot_send_is_drawn_serially(monkeypatch: pytest.MonkeyPa
 def test_small_sets_and_an_unsizable_get_inputs_draw_serially(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PARALLEL_ENV, raising=False)
     m = _problem()  # 260 kB a set: under the threshold
-    assert KernelBenchInputs(m, "cpu").prefetch([1, 2], torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 0
+    assert KernelBenchInputs(m, "cpu").prefetch([1, 2], torch.float32, True, m.get_inputs, lambda x: x,
+                                                kb._set_seed) == 0
     monkeypatch.setenv(PARALLEL_ENV, "1")
     m.get_inputs = lambda: [torch.rand(4).numpy().sum()]  # the meta device cannot run it: no size, no fork
     assert kb_draws.size_hint(m.get_inputs) is None
-    assert KernelBenchInputs(m, "cpu").prefetch([1, 2], torch.float32, True, m.get_inputs, lambda x: x, kb._set_seed) == 0
+    assert KernelBenchInputs(m, "cpu").prefetch([1, 2], torch.float32, True, m.get_inputs, lambda x: x,
+                                                kb._set_seed) == 0
     monkeypatch.setenv(PARALLEL_ENV, "0")  # off
     m3 = _problem()
-    assert KernelBenchInputs(m3, "cpu").prefetch([1, 2], torch.float32, True, m3.get_inputs, lambda x: x, kb._set_seed) == 0
+    assert KernelBenchInputs(m3, "cpu").prefetch([1, 2], torch.float32, True, m3.get_inputs, lambda x: x,
+                                                 kb._set_seed) == 0
 
 
 def test_kernelbench_score_draws_its_sets_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n" \
        "        super(Model, self).__init__()\n\n    def forward(self, x):\n        return torch.relu(x)\n\n" \
        "def get_inputs():\n    return [torch.rand(4, 8)]\n\ndef get_init_inputs():\n    return []\n"
-LINEAR = RELU.replace("super(Model, self).__init__()", "super(Model, self).__init__()\n        self.fc = nn.Linear(8, 3)") \
+LINEAR = RELU.replace("super(Model, self).__init__()",
+                      "super(Model, self).__init__()\n        self.fc = nn.Linear(8, 3)") \
              .replace("torch.relu(x)", "self.fc(x)")
 
 
@@ -30,7 +31,8 @@ def test_generations_in_the_suites_layout(tmp_path: Path) -> None:
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     out = tmp_path / "runs" / "model"
-    assert gen.main(["--kernelbench", str(checkout), "--out", str(out), "--levels", "1,2", "--corpus", str(tmp_path / "corpus")]) == 0
+    assert gen.main(["--kernelbench", str(checkout), "--out", str(out), "--levels", "1,2", "--corpus",
+                     str(tmp_path / "corpus")]) == 0
     manifest = json.loads((out / "expected.json").read_text())
     names = sorted(p.name for p in out.glob("level_*_problem_*_sample_*_kernel.py"))
     assert sorted(e["file"] for e in manifest["files"]) == names
@@ -42,7 +44,8 @@ def test_generations_in_the_suites_layout(tmp_path: Path) -> None:
     for e in manifest["files"]:
         f = out / e["file"]
         kind = load_candidate(f).kind
-        assert kind == ("single_file" if e["pattern"].startswith("cuda") or e["pattern"] == "try_fallback" else "pytorch")
+        assert kind == ("single_file" if e["pattern"].startswith("cuda")
+                        or e["pattern"] == "try_fallback" else "pytorch")
         assert not [x for x in check_candidate(f, rules="kernelbench") if x.severity == "reject"], e["file"]
     corpus = json.loads((tmp_path / "corpus" / "expected.json").read_text())
     assert all((tmp_path / "corpus" / e["generation_name"]).is_file() for e in corpus["files"])

@@ -15,9 +15,11 @@ from kernelpilot.suite.claims import parse_claims
 from kernelpilot.suite.discovery import discover_jobs, discover_problems
 
 ROOT = Path(__file__).resolve().parents[1]
-RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n" \
+RELU = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n" \
+       "        return torch.relu(x)\n\n" \
        "def get_inputs():\n    return [torch.rand(4, 8)]\n\ndef get_init_inputs():\n    return []\n"
-SOLUTION = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp_min(0)  # {tag}\n"
+SOLUTION = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        "
+            "return x.clamp_min(0)  # {tag}\n")
 
 
 def _script():

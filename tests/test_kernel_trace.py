@@ -50,7 +50,8 @@ def test_a_call_of_many_small_ops_stays_linear() -> None:
     ops, launches = [], []
     for i in range(15_000):
         t = i * 10.0
-        ops += [_op("aten::item", 0, t, 8), _op("aten::_local_scalar_dense", 0, t + 1, 6), _op("aten::copy_", 0, t + 2, 4)]
+        ops += [_op("aten::item", 0, t, 8), _op("aten::_local_scalar_dense", 0, t + 1, 6),
+                _op("aten::copy_", 0, t + 2, 4)]
         launches.append(_launch(i, 0, t + 3, 1))
     found = enclosing_ops(launches, {0: ops})
     assert found[0] == found[14_999] == ("aten::item", "aten::_local_scalar_dense", "aten::copy_")

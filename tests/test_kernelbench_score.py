@@ -54,7 +54,8 @@ def _run(tmp_path: Path, candidate: str, rules: str = "kernelbench") -> dict:
            "kind": "pytorch"}
     worker = Worker("cpu")
     out = worker.evaluate(msg)["verdict"]
-    out["_state_after"] = __import__("kernelpilot.evaluation.worker.global_state", fromlist=["Snapshot"]).Snapshot.take()
+    out["_state_after"] = __import__("kernelpilot.evaluation.worker.global_state",
+                                     fromlist=["Snapshot"]).Snapshot.take()
     out["_initial"] = worker.initial_state
     return out
 

@@ -14,7 +14,8 @@ from kernelpilot.agent.toolcalls import ToolCallAccumulator
 from loopback_server import LoopbackServer, error, raw_stream, text_turn, tool_turn
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "read a file",
-                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+                                           "parameters": {"type": "object",
+                                                          "properties": {"path": {"type": "string"}}}}}]
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 
 
@@ -155,7 +156,8 @@ async def test_agent_loop_over_real_litellm(server: LoopbackServer, tmp_path: An
 
     monkeypatch.setenv("KERNELPILOT_DATA_DIR", str(tmp_path / "data"))
     p = open_project(tmp_path)
-    server.queue(tool_turn([{"id": "call_1", "name": "read_file", "arguments": {"path": "vector_scale.py"}}], text="Reading."),
+    server.queue(tool_turn([{"id": "call_1", "name": "read_file", "arguments": {"path": "vector_scale.py"}}],
+                           text="Reading."),
                  text_turn("I have read the problem."))
     s = AgentSession(p.problem, p.workspace, FixtureEvaluator(["vector_scale_ok.json"]), client(server),
                      Budgets(max_turns=5), p.config, auto_approve="never")

@@ -165,7 +165,8 @@ def test_triton_and_cuda_versions_name_the_machine(tmp_path: Path) -> None:
     now = current_identity(None)
     assert (now["triton"], now["cuda"]) == (triton, cuda)
     stored = dict(now, triton="3.1.0", cuda="12.4")
-    assert identity_mismatch(stored, dict(now, triton="3.8.0", cuda="13.0")) == "Triton 3.1.0 -> 3.8.0; CUDA 12.4 -> 13.0"
+    assert identity_mismatch(stored,
+                             dict(now, triton="3.8.0", cuda="13.0")) == "Triton 3.1.0 -> 3.8.0; CUDA 12.4 -> 13.0"
     assert identity_mismatch(dict(now, triton="", cuda=""), now) == ""  # rows stored before these were recorded
 
 

@@ -9,7 +9,8 @@ import torch
 from kernelpilot.evaluation.correctness.output_reuse import poison, probe
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64])
+@pytest.mark.parametrize("dtype",
+                         [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64])
 def test_a_rewritten_buffer_is_reuse_and_a_kept_one_replay(dtype: torch.dtype) -> None:
     x = torch.arange(12).reshape(3, 4).to(dtype)
     buf = torch.empty_like(x)
@@ -30,7 +31,8 @@ def test_marks_no_arithmetic_makes() -> None:
     t = torch.zeros(4)
     poison(t, [])
     assert torch.isnan(t).all()
-    assert torch.isnan(t * 1).all() and not (torch.isnan(t * 1) & ((t * 1).view(torch.int32) == t.view(torch.int32))).any()
+    assert torch.isnan(t * 1).all()
+    assert not (torch.isnan(t * 1) & ((t * 1).view(torch.int32) == t.view(torch.int32))).any()
 
 
 def test_half_written_is_a_replay_and_new_storage_is_nothing() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.evaluation.static.policy import RULES, blocking, check_candidate, check_native, check_python, unknown_rules
+from kernelpilot.evaluation.static.policy import (RULES, blocking, check_candidate, check_native, check_python,
+                                                  unknown_rules)
 
 HONEST = '''\
 from __future__ import annotations
@@ -184,7 +185,8 @@ def test_single_file_load_inline_sources_are_scanned(tmp_path: Path) -> None:
     assert [(f.rule, f.line, f.evidence) for f in findings] == [("native-process", 7, 'popen("id", "r");')]
 
 
-@pytest.mark.parametrize("line", ['#include "/root/.ssh/id_rsa"', '#include "../../secrets.h"', "#include </etc/shadow>",
+@pytest.mark.parametrize("line",
+                         ['#include "/root/.ssh/id_rsa"', '#include "../../secrets.h"', "#include </etc/shadow>",
                                   'asm(".incbin \\"/root/.aws/credentials\\"");', '#embed "/etc/passwd"'])
 def test_native_include_outside_candidate_is_refused(line: str) -> None:
     src = f"#include <cuda_runtime.h>\n#include \"common.cuh\"\n{line}\n"
@@ -206,7 +208,8 @@ def test_modules_the_problem_imports_are_allowed_unless_refused_for_a_reason(tmp
     cand = tmp_path / "cand.py"
     cand.write_text("import numpy as np\nimport os\nimport ctypes\nimport pandas\nimport torch\n")
     alone = {f.rule: f.severity for f in check_candidate(cand)}
-    assert alone == {"import-numpy": "reject", "import-os": "reject", "import-ctypes": "reject", "import-pandas": "reject"}
+    assert alone == {"import-numpy": "reject", "import-os": "reject", "import-ctypes": "reject",
+                     "import-pandas": "reject"}
     found = {f.rule: f for f in check_candidate(cand, problem=problem)}
     assert {r: f.severity for r, f in found.items()} == {
         "import-numpy": "warn", "import-os": "reject", "import-ctypes": "reject", "import-pandas": "reject"}

@@ -16,8 +16,10 @@ DATA = Path(__file__).parent / "data" / "problems"
 
 
 def test_load_problem_does_not_import_torch() -> None:
-    code = "import sys; from kernelpilot.problem import load_problem; load_problem(sys.argv[1]); print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code, str(DATA / "matmul.py")], capture_output=True, text=True, check=True)
+    code = ("import sys; from kernelpilot.problem import load_problem; load_problem(sys.argv[1]); print('torch' in "
+            "sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(DATA / "matmul.py")], capture_output=True, text=True,
+                         check=True)
     assert out.stdout.strip() == "False"
 
 
@@ -69,7 +71,8 @@ def test_builder_with_required_argument_is_refused(tmp_path: Path) -> None:
 
 def test_model_without_forward_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "p.py"
-    path.write_text("import torch.nn as nn\nclass Model(nn.Module):\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    path.write_text("import torch.nn as nn\nclass Model(nn.Module):\n    pass\ndef get_inputs():\n    return []\ndef "
+                    "get_init_inputs():\n    return []\n")
     with pytest.raises(ProblemError, match="line 2: class Model has no forward method"):
         load_problem(path)
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RNN = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self):\n"
        "        super(Model, self).__init__()\n        self.fc = nn.Linear(16, 8)\n"
        "        self.hidden = torch.randn(4, 8)  # a plain attribute, not a buffer\n\n"
-       "    def forward(self, x):\n        self.hidden = torch.tanh(self.fc(torch.cat((x, self.hidden), dim=1))[:, :8])\n"
-       "        return self.hidden\n\n"
+       "    def forward(self, x):\n        self.hidden = torch.tanh(self.fc(torch.cat((x, self.hidden), dim=1))[:, "
+       ":8])\n        return self.hidden\n\n"
        "def get_inputs():\n    return [torch.rand(4, 8)]\n\ndef get_init_inputs():\n    return []\n")
 
 
@@ -63,8 +63,10 @@ def test_the_fp16_pattern_halves_tensors_kept_as_plain_attributes(tmp_path: Path
 
     refresh = _module("rescore_refresh")
     checkout, folder = _checkout(tmp_path), tmp_path / "gen"
-    refresh.refresh_folder(folder, checkout, ["--problems", "1", "--fallbacks", "0", "--elementwise", "0", "--levels", "3"])
-    entry = next(e for e in json.loads((folder / "expected.json").read_text())["files"] if e["pattern"] == "fp16_compute")
+    refresh.refresh_folder(folder, checkout,
+                           ["--problems", "1", "--fallbacks", "0", "--elementwise", "0", "--levels", "3"])
+    entry = next(e for e in json.loads((folder / "expected.json").read_text())["files"]
+                 if e["pattern"] == "fp16_compute")
     spec = importlib.util.spec_from_file_location("fp16_rnn", folder / entry["file"])
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -103,4 +105,5 @@ def test_the_corpus_copy_and_taking_out_verdicts(tmp_path: Path) -> None:
     assert store.finished() == {jobs[1].key} and len(store.planned_jobs()) == 2
     store.close()
     kept = [json.loads(line) for line in (run / "redone.jsonl").read_text().splitlines()]
-    assert [(k["job"], k["status"], k["why"]) for k in kept] == [(jobs[0].key, "ok", "its file changed since it was judged")]
+    assert [(k["job"], k["status"], k["why"])
+            for k in kept] == [(jobs[0].key, "ok", "its file changed since it was judged")]

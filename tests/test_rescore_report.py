@@ -30,11 +30,13 @@ def kb(status: str = "correct", speedup: float | None = 1.5, preset: str = "curr
 
 def verdict(status: str, score: KernelBenchScore | None, *rules: str, speedup: float | None = 1.4,
             weights: str = "by seed", severity: str = "reject") -> Verdict:
-    findings = [Finding(rule=r, message=f"{r} message", severity=severity if r != "global-state" else "warn",  # type: ignore[arg-type]
+    findings = [Finding(rule=r, message=f"{r} message",  # type: ignore[arg-type]
+                        severity=severity if r != "global-state" else "warn",
                         evidence="cudnn_benchmark: False -> True" if r == "global-state" else r) for r in rules]
     perf = Performance(candidate=_t(1.0, 0.05), eager=_t(speedup or 1.0, 0.05), compiled=_t(1.2),
                        speedup_vs_eager=speedup, speedup_vs_compile=1.2) if speedup else None
-    return Verdict(status=status, mode="benchmark", kernelbench=score, findings=findings, performance=perf,  # type: ignore[arg-type]
+    return Verdict(status=status, mode="benchmark", kernelbench=score, findings=findings,  # type: ignore[arg-type]
+                   performance=perf,
                    correctness=Correctness(passed=status == "ok", atol=1e-4, rtol=1e-4, weights=weights))
 
 
@@ -130,7 +132,8 @@ def test_scores_side_by_side_and_difference_table(rescored: Path) -> None:
     diffs = {reason: [d["job"] for d in items] for reason, items in section["differences"].items()}
     assert diffs == {"fallback": ["level1/19_Relu#1"], "no_kernel": ["level1/22_Tanh#0"],
                      "global_state": ["level1/26_Gelu#0"], "weights": ["level3/1_Mlp#0"]}
-    assert section["static_checker"]["path"] is None and "no KernelBench checkout" in section["static_checker"]["not_run"]
+    assert section["static_checker"]["path"] is None
+    assert "no KernelBench checkout" in section["static_checker"]["not_run"]
 
 
 def test_markdown_and_json_carry_the_section(rescored: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,7 +164,8 @@ def test_static_checker_runs_from_the_checkout_per_file(tmp_path: Path) -> None:
     checker.write_text(FAKE_CHECKER)
     found, why = find_checker([tmp_path / "kb" / "KernelBench"])  # the folder of levels: its parent is the root
     assert found == checker.resolve() and not why
-    files = {"cuda": "load_inline(name='x')\n", "pure": "import torch\n", "triton": "import triton\n@triton.jit\ndef k(): pass\n",
+    files = {"cuda": "load_inline(name='x')\n", "pure": "import torch\n",
+             "triton": "import triton\n@triton.jit\ndef k(): pass\n",
              "fallback": "load_inline(name='x')\ntry:\n    pass\nexcept Exception:\n    pass\n"}
     paths = []
     for name, code in files.items():
@@ -173,7 +177,8 @@ def test_static_checker_runs_from_the_checkout_per_file(tmp_path: Path) -> None:
     assert out[str(tmp_path / "triton.py")].valid is True and out[str(tmp_path / "triton.py")].backend == "triton"
     assert out[str(tmp_path / "triton.py")].warnings == ["precision fp32 backend triton"]
     assert "code_bypass" in out[str(tmp_path / "fallback.py")].label()
-    assert out[str(tmp_path / "missing.py")].valid is None and "cannot read" in out[str(tmp_path / "missing.py")].not_run
+    assert out[str(tmp_path / "missing.py")].valid is None
+    assert "cannot read" in out[str(tmp_path / "missing.py")].not_run
     none, why = find_checker([tmp_path / "elsewhere"])
     assert none is None and "no kernel_static_checker.py" in why
     assert run_checker(None, paths[:1], why=why)[str(paths[0])].label().startswith("not run (no kernel_static_checker")

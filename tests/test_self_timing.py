@@ -51,9 +51,11 @@ class ModelNew(nn.Module):
 
 def test_signs_in_the_model_file_and_its_own_imports(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("import torch\nfrom time import perf_counter as clock\n"
-                                   "def f():\n    s = torch.cuda.Event(enable_timing=True)\n    return s.elapsed_time(s)\n")
+                                   "def f():\n    s = torch.cuda.Event(enable_timing=True)\n    return "
+                                   "s.elapsed_time(s)\n")
     assert set(signs(tmp_path / "a.py")) == {"time.perf_counter", "CUDA events (elapsed_time)"}
-    (tmp_path / "kernels.py").write_text("import triton\n@triton.autotune(configs=[], key=['n'])\ndef k(n):\n    pass\n")
+    (tmp_path / "kernels.py").write_text("import triton\n@triton.autotune(configs=[], key=['n'])\ndef k(n):\n    "
+                                         "pass\n")
     (tmp_path / "b.py").write_text("import torch\nfrom kernels import k\nimport os.path\n"
                                    "torch.backends.cudnn.benchmark = True\n")
     assert set(signs(tmp_path / "b.py")) == {"cudnn.benchmark = True", "Triton's autotuner"}

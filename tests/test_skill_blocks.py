@@ -77,7 +77,8 @@ def test_torch_block_compiles(item: tuple[str, CodeBlock], tmp_path: Path) -> No
     doc, block = item
     result = compile_block(block, tmp_path, timeout_s=600)
     if not result.ok:
-        pytest.fail(f"skills/{doc}.md block {block.index} (line {block.line}) does not compile:\n{result.output[-4000:]}", pytrace=False)
+        pytest.fail(f"skills/{doc}.md block {block.index} (line {block.line}) does not "
+                    f"compile:\n{result.output[-4000:]}", pytrace=False)
 
 
 @pytest.mark.parametrize("item", PYTHON, ids=_id)
@@ -88,11 +89,13 @@ def test_python_block_parses(item: tuple[str, CodeBlock]) -> None:
     try:
         ast.parse(block.code)
     except SyntaxError as exc:
-        pytest.fail(f"skills/{doc}.md block {block.index} (line {block.line}) is not valid Python: {exc}", pytrace=False)
+        pytest.fail(f"skills/{doc}.md block {block.index} (line {block.line}) is not valid Python: {exc}",
+                    pytrace=False)
 
 
 def test_compile_errors_name_the_block(tmp_path: Path) -> None:
-    broken = CodeBlock(index=3, line=10, language="cuda", tags=("fragment",), code="__global__ void k() { undefined_thing(); }\n")
+    broken = CodeBlock(index=3, line=10, language="cuda", tags=("fragment",),
+                       code="__global__ void k() { undefined_thing(); }\n")
     if not (cuda_home() / "bin" / "nvcc").exists():
         pytest.skip("nvcc not found")
     result = compile_block(broken, tmp_path)

@@ -136,7 +136,8 @@ def test_front_matter_errors_are_precise(tmp_path: Path) -> None:
 
 
 def test_parser_handles_lists_and_quotes() -> None:
-    meta, body = skills.parse_front_matter('---\nname: x\ndescription: "a: b"\napplies_to: [sm_90, \'sm_90a\']\n---\nbody\n')
+    meta, body = skills.parse_front_matter('---\nname: x\ndescription: "a: b"\napplies_to: [sm_90, '
+                                           '\'sm_90a\']\n---\nbody\n')
     assert meta == {"name": "x", "description": "a: b", "applies_to": ["sm_90", "sm_90a"]}
     assert body == "body"
 

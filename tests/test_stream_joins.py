@@ -46,7 +46,8 @@ def _trace(kernels: list[tuple[str, int, int, float, float]], syncs: list[dict[s
     for y in syncs:
         events.append({"ph": "X", "cat": "cuda_sync", "name": y["kind"], "ts": 10.0 * y["corr"], "dur": 1,
                        "args": {"cuda_sync_kind": y["kind"], "correlation": y["corr"], "stream": y.get("stream", -1),
-                                "wait_on_stream": y.get("on", -1), "wait_on_cuda_event_record_corr_id": y.get("rec", -1)}})
+                                "wait_on_stream": y.get("on", -1),
+                                "wait_on_cuda_event_record_corr_id": y.get("rec", -1)}})
     return {"traceEvents": events}
 
 

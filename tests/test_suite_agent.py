@@ -49,7 +49,8 @@ async def test_agent_sessions_keep_the_fastest_correct_candidate(tmp_path: Path)
     ev = FixtureEvaluator(["vector_scale_slow.json", "vector_scale_ok.json"])
     seen: list[tuple[str, str]] = []
     stored = await run_agent_suite(problems, store, tmp_path / "run", _args(_replay(tmp_path, 0.0)), ev,
-                                   on_result=lambda job, status, v: seen.append((job.problem.key, status)), concurrency=1)
+                                   on_result=lambda job, status, v: seen.append((job.problem.key, status)),
+                                   concurrency=1)
     assert stored == 2 and sorted(seen) == [("1_scaled_add", "ok"), ("2_tiny_softmax", "ok")]
     assert [m for m, _ in ev.calls] == ["benchmark"] * 4  # two benchmarks per session, all through the one evaluator
     rows = {r.problem: r for r in store.rows()}
@@ -68,7 +69,8 @@ async def test_suite_budget_stops_starting_sessions(tmp_path: Path) -> None:
 
     store.plan([Job(r, None, 0) for r in problems])
     ev = FixtureEvaluator(["vector_scale_ok.json"])
-    await run_agent_suite(problems, store, tmp_path / "run", _args(_replay(tmp_path, 0.75), budget=0.5), ev, concurrency=1)
+    await run_agent_suite(problems, store, tmp_path / "run", _args(_replay(tmp_path, 0.75), budget=0.5), ev,
+                          concurrency=1)
     statuses = {r.problem: r.status for r in store.rows()}
     assert statuses == {"1_scaled_add": "ok", "2_tiny_softmax": "not_started", "3_no_solution": "not_started"}
     overall = build_report(store)["views"]["sample0"]["overall"]

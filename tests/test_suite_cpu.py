@@ -73,8 +73,10 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     problems, solutions = _suite(tmp_path, 4)
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "kernelpilot", "suite", str(problems), "--solutions", str(solutions), "--out", str(run),
-            "--mode", "test", "--rules", "kernelbench", "--device", "cpu", "--gpus", "0", "--build-workers", "1", "--jsonl"]
+    argv = [sys.executable, "-m", "kernelpilot", "suite", str(problems), "--solutions", str(solutions), "--out",
+            str(run),
+            "--mode", "test", "--rules", "kernelbench", "--device", "cpu", "--gpus", "0", "--build-workers", "1",
+            "--jsonl"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     db = run / "results.sqlite"
     deadline = time.monotonic() + 240

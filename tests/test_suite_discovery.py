@@ -32,7 +32,8 @@ def test_kernelbench_checkout_and_generation_layout(tmp_path: Path) -> None:
     _write(kb / "KernelBench" / "level2" / "1_Conv2D_ReLU_BiasAdd.py")
     problems = discover_problems([kb])
     assert [(p.key, p.level, p.number) for p in problems] == [
-        ("level1/1_Square_matrix_multiplication_", 1, 1), ("level1/23_Softmax", 1, 23), ("level2/1_Conv2D_ReLU_BiasAdd", 2, 1)]
+        ("level1/1_Square_matrix_multiplication_", 1, 1), ("level1/23_Softmax", 1, 23),
+        ("level2/1_Conv2D_ReLU_BiasAdd", 2, 1)]
     assert [p.key for p in discover_problems([kb], levels=[2])] == ["level2/1_Conv2D_ReLU_BiasAdd"]
     runs = tmp_path / "runs" / "my_model"
     for name in ("level_1_problem_1_sample_0_kernel.py", "level_1_problem_1_sample_1_kernel.py",
@@ -56,7 +57,8 @@ def test_folder_of_problems_with_named_solutions(tmp_path: Path) -> None:
     problems = discover_problems([tmp_path / "problems"])
     assert [(p.key, p.level) for p in problems] == [("1_relu", None), ("softmax", None)]
     jobs = discover_jobs(problems, tmp_path / "sol")
-    assert [(j.key, j.candidate.name if j.candidate else None) for j in jobs] == [("1_relu#0", "1_relu.py"), ("softmax#0", "softmax")]
+    assert [(j.key, j.candidate.name if j.candidate else None) for j in jobs] == \
+        [("1_relu#0", "1_relu.py"), ("softmax#0", "softmax")]
 
 
 def test_bad_inputs_say_what_to_do(tmp_path: Path) -> None:

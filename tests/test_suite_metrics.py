@@ -15,13 +15,15 @@ from kernelpilot.verdict import Performance, Verdict
 
 
 def _job(key: str, level: int, sample: int = 0, candidate: bool = True) -> Job:
-    return Job(ProblemRef(f"level{level}/{key}", Path(f"/p/{key}.py"), level, 1), Path(f"/s/{key}_{sample}.py") if candidate else None, sample)
+    return Job(ProblemRef(f"level{level}/{key}", Path(f"/p/{key}.py"), level, 1),
+               Path(f"/s/{key}_{sample}.py") if candidate else None, sample)
 
 
 def _v(status: str, eager: float | None = None, compiled: float | None = None, window: list[float] | None = None,
        flags: list[str] | None = None, phases: dict[str, float] | None = None) -> Verdict:
     perf = Performance(speedup_vs_eager=eager, speedup_vs_compile=compiled) if eager else None
-    return Verdict(status=status, mode="benchmark", performance=perf, worker_window=window or [], flags=flags or [],  # type: ignore[arg-type]
+    return Verdict(status=status, mode="benchmark", performance=perf,  # type: ignore[arg-type]
+                   worker_window=window or [], flags=flags or [],
                    phases=phases or {})
 
 
@@ -39,7 +41,8 @@ def store(tmp_path: Path) -> Store:
                 _v("incorrect"), _v("ok", 1.2, 0.9), None, _v("ok", 8.0, 2.0, flags=["faster than the roofline"]),
                 _v("build_error")]
     for job, verdict in zip(plan, verdicts, strict=True):
-        assert s.add(job, verdict, status="missing" if verdict is None else None, gpu="gpu0" if verdict and verdict.worker_window else None)
+        assert s.add(job, verdict, status="missing" if verdict is None else None,
+                     gpu="gpu0" if verdict and verdict.worker_window else None)
     assert not s.add(plan[0], verdicts[0])  # a second verdict for a finished job is never stored
     s._db.execute("UPDATE sessions SET started = 1000, ended = 1100 WHERE id = ?", (session,))
     yield s
@@ -61,13 +64,15 @@ def test_sample0_and_best_of_k(store: Store) -> None:
     assert (l2["pass_rate"], l2["fast_p_vs_eager"]["2"], l2["geomean_vs_compile"]) == (0.5, 0.5, pytest.approx(2.0))
     overall = r["views"]["sample0"]["overall"]
     assert overall["problems"] == 6 and overall["pass_rate"] == 0.5
-    assert overall["faster_than_compile_rate"] == pytest.approx(2 / 6) and overall["fast_1_vs_compile"] == pytest.approx(2 / 6)
+    assert overall["faster_than_compile_rate"] == pytest.approx(2 / 6)
+    assert overall["fast_1_vs_compile"] == pytest.approx(2 / 6)
     assert overall["geomean_vs_eager"] == pytest.approx(2.0)  # (2.0 * 0.5 * 8.0) ** (1/3)
     assert overall["geomean_vs_compile"] == pytest.approx(1.2 ** (1 / 3))
     # best of k: A takes sample 1 (3.0 vs compile), C its passing sample 1 (1.2, 0.9)
     b1 = r["views"]["best_of_k"]["level1"]
     assert (b1["passed"], b1["faster_than_eager_rate"], b1["faster_than_compile_rate"]) == (3, 0.5, 0.25)
-    assert b1["geomean_vs_eager"] == pytest.approx(2.4 ** (1 / 3)) and b1["geomean_vs_compile"] == pytest.approx(1.08 ** (1 / 3))
+    assert b1["geomean_vs_eager"] == pytest.approx(2.4 ** (1 / 3))
+    assert b1["geomean_vs_compile"] == pytest.approx(1.08 ** (1 / 3))
 
 
 def test_throughput_and_flags(store: Store) -> None:

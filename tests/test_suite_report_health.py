@@ -66,14 +66,17 @@ def test_no_baseline_counts_and_both_fast_1_rates(baseline_run: Store) -> None:
     l1, l2, overall = (r["views"]["sample0"][k] for k in ("level1", "level2", "overall"))
     # level 1: A faster; B and C have no baseline; D slower: 1 of 4 over all, 1 of the 2 with a baseline
     assert (l1["problems"], l1["no_compile_baseline"], l1["with_compile_baseline"]) == (4, 2, 2)
-    assert l1["fast_1_vs_compile"] == pytest.approx(1 / 4) and l1["fast_1_vs_compile_with_baseline"] == pytest.approx(1 / 2)
+    assert l1["fast_1_vs_compile"] == pytest.approx(1 / 4)
+    assert l1["fast_1_vs_compile_with_baseline"] == pytest.approx(1 / 2)
     assert l1["geomean_vs_compile"] == pytest.approx((1.5 * 0.8) ** 0.5)  # over the passing ones with a baseline
     # level 2: E incorrect, F faster, H no baseline (its stale 5x not counted), G not run yet
     assert (l2["problems"], l2["no_compile_baseline"], l2["with_compile_baseline"], l2["not_run_yet"]) == (4, 1, 3, 1)
-    assert l2["fast_1_vs_compile"] == pytest.approx(1 / 4) and l2["fast_1_vs_compile_with_baseline"] == pytest.approx(1 / 3)
+    assert l2["fast_1_vs_compile"] == pytest.approx(1 / 4)
+    assert l2["fast_1_vs_compile_with_baseline"] == pytest.approx(1 / 3)
     assert l2["geomean_vs_compile"] == pytest.approx(1.2)
     assert (overall["problems"], overall["no_compile_baseline"], overall["passed"], overall["failed"]) == (8, 3, 6, 1)
-    assert overall["fast_1_vs_compile"] == pytest.approx(2 / 8) and overall["faster_than_compile_rate"] == pytest.approx(2 / 8)
+    assert overall["fast_1_vs_compile"] == pytest.approx(2 / 8)
+    assert overall["faster_than_compile_rate"] == pytest.approx(2 / 8)
     assert overall["fast_1_vs_compile_with_baseline"] == pytest.approx(2 / 5)
     assert overall["fast_p_vs_eager"]["1"] == pytest.approx(6 / 8)  # vs eager every passing one is 2-3x
     flags = {p["problem"]: p["no_compile_baseline"] for p in r["per_problem"]}
@@ -166,7 +169,8 @@ def test_kernelbench_commit_from_git_or_a_commit_file(tmp_path: Path) -> None:
     _git(repo, "commit", "-q", "-m", "problems")
     head = _git(repo, "rev-parse", "HEAD")
     for given in (repo, repo / "KernelBench", level, level / "1_scaled_add.py"):
-        assert kernelbench_sources([given]) == [{"root": str(repo.resolve()), "commit": head, "from": "git", "dirty": False}]
+        assert kernelbench_sources([given]) == [{"root": str(repo.resolve()), "commit": head, "from": "git",
+                                                 "dirty": False}]
     (level / "1_scaled_add.py").write_text((level / "1_scaled_add.py").read_text() + "# edited\n")
     assert kernelbench_sources([repo])[0]["dirty"] is True
     copy = tmp_path / "copy"  # a copy without .git: its COMMIT file

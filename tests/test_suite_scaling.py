@@ -21,8 +21,8 @@ def _run_dir(tmp_path: Path, rows: list[tuple[str, str, str, float | None, float
     store = Store(tmp_path / "run")
     for i, (job, gpu, status, start, end, slot) in enumerate(rows):
         store._db.execute(
-            "INSERT INTO verdicts (job_key, problem, sample, status, gpu, worker_start, worker_end, verdict, created_at)"
-            " VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO verdicts (job_key, problem, sample, status, gpu, worker_start, worker_end, verdict, "
+            "created_at) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)",
             (f"{job}#0", job, status, gpu, start, end, json.dumps({"phases": {"suite_slot": slot}}),
              (end if end is not None else created.get(job, float(i)))))
     store.close()

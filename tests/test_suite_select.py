@@ -53,7 +53,8 @@ def _db(run: Path) -> tuple[list[tuple[Any, ...]], list[str], dict[str, str]]:
     return plan, verdicts, meta
 
 
-def test_a_new_run_plans_every_problem_and_runs_only_the_chosen_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_new_run_plans_every_problem_and_runs_only_the_chosen_jobs(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     kb, solutions = _checkout(tmp_path)
     run = tmp_path / "run"
     code, events = _suite(capsys, str(kb), "--solutions", str(solutions), "--out", str(run), "--mode", "test",
@@ -64,7 +65,8 @@ def test_a_new_run_plans_every_problem_and_runs_only_the_chosen_jobs(tmp_path: P
     assert verdicts == PLAN[:2]  # the first two level-1 jobs, in plan order
     assert json.loads(meta["levels"]) is None
     started = events[0]
-    assert (started["event"], started["total"], started["already_done"], started["planned"], started["left_for_later"]) == (
+    assert (started["event"], started["total"], started["already_done"], started["planned"],
+            started["left_for_later"]) == (
         "suite_started", 2, 0, 5, 3)
     assert [e["job"] for e in events if e["event"] == "verdict"] == PLAN[:2]
     report = json.loads((run / "report.json").read_text())
@@ -77,17 +79,20 @@ def test_a_new_run_plans_every_problem_and_runs_only_the_chosen_jobs(tmp_path: P
     overall = views["overall"]
     assert (overall["problems"], overall["pass_rate"], overall["not_run_yet"]) == (5, 0.0, 3)
     assert overall["statuses"] == {"missing": 2}  # the statuses are the verdicts'; not run yet is apart
-    assert [p["status"] for p in report["per_problem"]] == ["missing", "missing", "not_run_yet", "not_run_yet", "not_run_yet"]
+    assert [p["status"] for p in report["per_problem"]] == ["missing", "missing", "not_run_yet", "not_run_yet",
+                                                            "not_run_yet"]
     text = (run / "report.md").read_text()
     assert "**Incomplete run:** 3 of 5 planned jobs not run yet" in text and f"--resume {run}" in text
     assert "| level2 | 2 | 0.0% |" in text and text.count("| overall | 5 |") == 1
     assert "Statuses: missing 2; not run yet 3" in text
 
 
-def test_resume_keeps_the_plan_and_runs_only_the_chosen_pending_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_keeps_the_plan_and_runs_only_the_chosen_pending_jobs(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     kb, solutions = _checkout(tmp_path)
     run = tmp_path / "run"
-    assert _suite(capsys, str(kb), "--solutions", str(solutions), "--out", str(run), "--mode", "test", "--limit", "1")[0] == 0
+    assert _suite(capsys, str(kb), "--solutions", str(solutions), "--out", str(run), "--mode", "test", "--limit",
+                  "1")[0] == 0
     plan0, verdicts0, meta0 = _db(run)
     assert verdicts0 == PLAN[:1]
     # the folders change after the plan: a new problem and a solution for a planned one; the plan stays
@@ -101,7 +106,8 @@ def test_resume_keeps_the_plan_and_runs_only_the_chosen_pending_jobs(tmp_path: P
     assert verdicts1 == [PLAN[0], PLAN[1], PLAN[4]]
     assert (events[0]["total"], events[0]["already_done"], events[0]["left_for_later"]) == (3, 1, 2)
     with sqlite3.connect(run / "results.sqlite") as con:
-        assert con.execute("SELECT candidate, status FROM verdicts WHERE job_key = ?", (PLAN[4],)).fetchone() == (None, "missing")
+        assert con.execute("SELECT candidate, status FROM verdicts WHERE job_key = ?", (PLAN[4],)).fetchone() == \
+            (None, "missing")
     # --levels on a resume chooses pending jobs too: level2/1_C only, not the pending level-1 job
     code, events = _suite(capsys, "--resume", str(run), "--levels", "2")
     assert code == 0 and [e["job"] for e in events if e["event"] == "verdict"] == [PLAN[3]]
@@ -121,7 +127,8 @@ def test_resume_keeps_the_plan_and_runs_only_the_chosen_pending_jobs(tmp_path: P
         assert con.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 5
 
 
-def test_add_new_plans_the_files_added_since_and_keeps_every_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_add_new_plans_the_files_added_since_and_keeps_every_verdict(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """--resume --add-new: samples written into the solutions folder after the run started are planned (a
     problem that had none loses its `missing` verdict to its new samples); judged jobs keep their verdicts,
     and problems outside the run's plan stay out."""
@@ -143,7 +150,8 @@ def test_add_new_plans_the_files_added_since_and_keeps_every_verdict(tmp_path: P
     assert [r[6] for r in plan if r[0].startswith("level1/1_A")] == [
         str((solutions / f"level_1_problem_1_sample_{s}_kernel.py").resolve()) for s in (0, 1)]
     assert sorted(verdicts) == sorted(PLAN[1:])  # 1_A#0's `missing` verdict is gone, the others stay
-    assert main(["suite", "--resume", str(run), "--add-new", "--problems", "level2/*", "--device", "cpu", "--jsonl"]) == 0
+    assert main(["suite", "--resume", str(run), "--add-new", "--problems", "level2/*", "--device", "cpu",
+                 "--jsonl"]) == 0
     assert "--add-new: 0 new file(s)" in capsys.readouterr().err and _db(run)[0] == plan
     # misuse says what to do
     assert main(["suite", str(kb), "--solutions", str(solutions), "--out", str(tmp_path / "other"), "--add-new"]) == 2
@@ -158,7 +166,8 @@ def test_resuming_a_run_planned_with_levels_keeps_its_plan(tmp_path: Path, capsy
     jobs = discover_jobs(discover_problems([kb], [1]), solutions)
     store = Store(run)
     store.set_meta(problems=[str(kb)], solutions=str(solutions), mode="test", levels=[1], model=None, replay=None,
-                   rules="kernelpilot", overrides={"rules": "kernelpilot", "device": "cpu", "confine": False}, source=str(kb))
+                   rules="kernelpilot", overrides={"rules": "kernelpilot", "device": "cpu", "confine": False},
+                   source=str(kb))
     store.plan(jobs)
     store.close()
     plan0 = _db(run)[0]
@@ -170,7 +179,8 @@ def test_resuming_a_run_planned_with_levels_keeps_its_plan(tmp_path: Path, capsy
     assert json.loads((run / "report.json").read_text())["complete"]
 
 
-def test_bad_choices_say_what_to_do_and_leave_nothing_behind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_choices_say_what_to_do_and_leave_nothing_behind(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     kb, solutions = _checkout(tmp_path)
     run = tmp_path / "run"
     base = ["suite", str(kb), "--solutions", str(solutions), "--out", str(run), "--device", "cpu", "--mode", "test"]
@@ -240,14 +250,17 @@ def test_only_the_chosen_candidate_is_evaluated(tmp_path: Path, capsys: pytest.C
     assert code == 0
     assert [(e["job"], e["status"]) for e in events if e["event"] == "verdict"] == [("2_tiny_softmax#0", "ok")]
     plan, verdicts, _ = _db(run)
-    assert [r[0] for r in plan] == ["1_scaled_add#0", "2_tiny_softmax#0", "3_no_solution#0"] and verdicts == ["2_tiny_softmax#0"]
+    assert [r[0] for r in plan] == ["1_scaled_add#0", "2_tiny_softmax#0", "3_no_solution#0"]
+    assert verdicts == ["2_tiny_softmax#0"]
     with sqlite3.connect(run / "results.sqlite") as con:
         stored = json.loads(con.execute("SELECT verdict FROM verdicts").fetchone()[0])
     assert stored["status"] == "ok" and stored["build"]["ok"]
     report = json.loads((run / "report.json").read_text())
     overall = report["views"]["sample0"]["overall"]
-    assert (overall["problems"], overall["passed"], overall["not_run_yet"], overall["pass_rate"]) == (3, 1, 2, pytest.approx(1 / 3))
+    assert (overall["problems"], overall["passed"], overall["not_run_yet"], overall["pass_rate"]) == \
+        (3, 1, 2, pytest.approx(1 / 3))
     # the no-solution problem next: no build needed, the scaled-add candidate is still never built
     code, events = _suite(capsys, "--resume", str(run), "--problems", "3_no_solution")
-    assert code == 0 and [(e["job"], e["status"]) for e in events if e["event"] == "verdict"] == [("3_no_solution#0", "missing")]
+    assert code == 0
+    assert [(e["job"], e["status"]) for e in events if e["event"] == "verdict"] == [("3_no_solution#0", "missing")]
     assert _db(run)[:2] == (plan, ["2_tiny_softmax#0", "3_no_solution#0"])

@@ -41,7 +41,8 @@ def test_table_and_geomeans_with_peers() -> None:
                         "quack": "unavailable: ModuleNotFoundError: No module named 'quack'"}),
         # fp32: our kernel does not run; the peers' and the baselines' times are still listed
         Row(op="softmax", shape="4096x65536", dtype="fp32", compile_ms=2.0, note="our example kernel takes bf16 only",
-            peer_ms={"liger": 1.1, "quack": None}, peer_notes={"liger": "", "quack": "incorrect: it changed its inputs"}),
+            peer_ms={"liger": 1.1, "quack": None},
+            peer_notes={"liger": "", "quack": "incorrect: it changed its inputs"}),
     ]
     text = table(rows, ["liger", "quack"])
     lines = text.splitlines()
@@ -79,7 +80,8 @@ def test_saved_rows_are_reported_and_a_remeasured_case_replaces_the_first(tmp_pa
     assert main([]) == 2
 
 
-def test_variant_timer_refuses_a_directory_without_a_candidate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_variant_timer_refuses_a_directory_without_a_candidate(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     from bench_variants import main
 
     assert main(["softmax", str(tmp_path)]) == 2

@@ -93,7 +93,8 @@ def test_an_nvcc_option_this_nvcc_refuses_is_left_out(tmp_path: Path) -> None:
     (home / "include" / "cuda_runtime.h").write_text("")
     nvcc = home / "bin" / "nvcc"
     nvcc.write_text('#!/bin/sh\ncase " $* " in *static-global-template-stub*) '
-                    'echo "nvcc fatal   : Unknown option \'-static-global-template-stub\'" >&2; exit 1;; esac\nexit 0\n')
+                    'echo "nvcc fatal   : Unknown option \'-static-global-template-stub\'" >&2; exit 1;; '
+                    'esac\nexit 0\n')
     nvcc.chmod(0o755)
     cxx, _ = _wrapper(tmp_path, refuse_gold=False)
     env = {**_env(tmp_path, cxx), "CUDA_HOME": str(home)}

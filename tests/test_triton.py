@@ -93,7 +93,8 @@ def test_what_a_kernel_author_needs_is_allowed(line: str) -> None:
 
 def test_side_stream_around_a_triton_launch_is_refused() -> None:
     src = KB.read_text().replace("        return triton_add(a, b)",
-                                 "        with torch.cuda.stream(torch.cuda.Stream()):\n            return triton_add(a, b)")
+                                 "        with torch.cuda.stream(torch.cuda.Stream()):\n            return "
+                                 "triton_add(a, b)")
     assert "side-stream" in rules(check_python(src))
 
 

@@ -109,7 +109,8 @@ def test_rule_sets_and_their_static_split(tmp_path: Path) -> None:
     assert ("import-os", "warn") in kb and ("try-fallback", "warn") in kb and ("module-patch", "warn") in kb
     assert all(sev == "warn" for _, sev in kb)  # listed, refusing nothing by themselves
     # and each says so, rather than "is refused" beside an ok verdict
-    assert all("kernelbench rules this is listed, not refused" in f.message for f in check_candidate(src, rules="kernelbench"))
+    assert all("kernelbench rules this is listed, not refused" in f.message
+               for f in check_candidate(src, rules="kernelbench"))
     assert not any("listed, not refused" in f.message for f in check_candidate(src))
     src.write_text("import os\nimport ctypes\nos.system('nvidia-smi')\nfrom os import fork\nfork()\n")
     refused = {f.rule for f in check_candidate(src, rules="kernelbench") if f.severity == "reject"}

@@ -112,8 +112,8 @@ def test_load_inline_names_positional_and_keyword(tmp_path: Path) -> None:
     from kernelpilot.evaluation.build.load_inline import inline_names
 
     src = tmp_path / "m.py"
-    src.write_text("import json, torch\nfrom torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import load_inline\n"
-                   "a = load_inline('attention', cpp_sources='')\nb = load_inline(name='custom_max_pool', cpp_sources='')\n"
-                   "c = torch.utils.cpp_extension.load_inline(cpp_sources='', name='third')\n"
+    src.write_text("import json, torch\nfrom torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import "
+                   "load_inline\na = load_inline('attention', cpp_sources='')\nb = load_inline(name='custom_max_pool', "
+                   "cpp_sources='')\nc = torch.utils.cpp_extension.load_inline(cpp_sources='', name='third')\n"
                    "d = cpp_extension.load('fourth', sources=[])\ne = torch.load('weights.pt')\n")
     assert inline_names(src) == ["attention", "custom_max_pool", "third", "fourth"]

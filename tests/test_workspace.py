@@ -43,7 +43,8 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-OK = {"status": "ok", "mode": "benchmark", "summary": "correct; 2.0x vs torch.compile"}  # a verdict that may be approved
+OK = {"status": "ok", "mode": "benchmark",  # a verdict that may be approved
+      "summary": "correct; 2.0x vs torch.compile"}
 
 
 def open_ws(repo: Path, session: str = "s1") -> Workspace:
@@ -249,7 +250,8 @@ def test_approve_onto_dirty_same_file_is_refused_and_loses_nothing(repo: Path, h
     if how == "staged":
         git(repo, "add", target)
     before = git(repo, "rev-parse", "HEAD")
-    with pytest.raises(WorkspaceError, match=f"uncommitted changes to {target}.*commit or stash them.*nothing was changed"):
+    with pytest.raises(WorkspaceError,
+                       match=f"uncommitted changes to {target}.*commit or stash them.*nothing was changed"):
         approve(ws, "c1")
     assert (repo / target).read_text() == "// my precious edit\n"
     assert git(repo, "rev-parse", "HEAD") == before
@@ -270,7 +272,8 @@ def test_approve_with_unrelated_dirty_and_staged_files_keeps_them(repo: Path) ->
     assert (repo / "README.md").read_text() == "work in progress\n"
     assert (repo / "scratch.txt").read_text() == "untracked\n"
     assert git(repo, "diff", "--cached", "--name-only") == "notes.txt"  # still staged, not committed
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True, check=True).stdout
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout
     assert sorted(status.splitlines()) == [" M README.md", "?? scratch.txt", "A  notes.txt"]
 
 

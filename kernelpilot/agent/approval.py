@@ -59,7 +59,8 @@ class ProposalMixin:
             self._wake.set()
             return
         await asyncio.to_thread(self.workspace.reject, candidate_id, reason)
-        self._append({"role": "user", "content": f"The engineer rejected {candidate_id}: {reason}"})  # type: ignore[attr-defined]
+        self._append({"role": "user",  # type: ignore[attr-defined]
+                      "content": f"The engineer rejected {candidate_id}: {reason}"})
         self._record(ProposalRejected(candidate_id=candidate_id, reason=reason))  # type: ignore[attr-defined]
 
     def _check_verdict(self, cid: str, confirmed: str) -> None:
@@ -115,7 +116,8 @@ class ProposalMixin:
             return True, ""
         return False, f"the sanitizer gate refused {cid}:\n{report.text()}\nFix these before proposing again."
 
-    async def _apply_decision(self, cid: str, decision: tuple[bool, str], result: ToolResult | None) -> AsyncIterator[Event]:
+    async def _apply_decision(self, cid: str, decision: tuple[bool, str],
+                              result: ToolResult | None) -> AsyncIterator[Event]:
         approved, reason = decision
         confirmed = reason if approved else ""
         if approved:
@@ -135,7 +137,8 @@ class ProposalMixin:
             self.book.approved, self.book.approved_commit = cid, commit
             yield self._emit(ProposalApproved(candidate_id=cid, commit=commit))  # type: ignore[attr-defined]
             if result is not None:
-                result.text = f"The engineer approved {cid}; it is committed as {commit[:12]} in their repository. The session is complete."
+                result.text = (f"The engineer approved {cid}; it is committed as {commit[:12]} in their repository. "
+                               "The session is complete.")
             self._finish("proposal_approved")  # type: ignore[attr-defined]
             return
         try:
@@ -156,13 +159,15 @@ class ProposalMixin:
             result.text, result.ok = text, False
         else:
             self._append({"role": "user", "content": text})  # type: ignore[attr-defined]
-        return self._emit(ErrorEvent(message=f"Approving {cid} failed: {exc}", recoverable=True))  # type: ignore[attr-defined]
+        return self._emit(ErrorEvent(message=f"Approving {cid} failed: {exc}",  # type: ignore[attr-defined]
+                                     recoverable=True))
 
     async def _decide_unproposed(self, cid: str) -> AsyncIterator[Event]:
         """The engineer approved or rejected a candidate the model did not propose (e.g. from the table)."""
         decision = self._decisions.pop(cid)
         if self.book.get(cid) is None and decision[0]:
-            yield self._emit(ErrorEvent(message=f"There is no benchmarked candidate {cid} to approve.", recoverable=True))  # type: ignore[attr-defined]
+            yield self._emit(ErrorEvent(message="There is no benchmarked candidate "  # type: ignore[attr-defined]
+                                                f"{cid} to approve.", recoverable=True))
             return
         async for event in self._apply_decision(cid, decision, None):
             yield event

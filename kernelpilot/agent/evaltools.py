@@ -30,7 +30,8 @@ from kernelpilot.verdict import Verdict
 async def evaluate(ctx: ToolContext, mode: str) -> Verdict:
     """Run the engine on the current candidate directory (``evaluate_async`` when offered)."""
     if not ctx.candidate_dir.is_dir():
-        raise ToolFailure(f"there is no candidate yet: write binding.cpp, kernel.cu and model_new.py in {ctx.candidate_rel}/ first")
+        raise ToolFailure("there is no candidate yet: write binding.cpp, kernel.cu and model_new.py in "
+                          f"{ctx.candidate_rel}/ first")
     ev = ctx.evaluator
     if hasattr(ev, "evaluate_async"):
         result = await ev.evaluate_async(ctx.problem, ctx.candidate_dir, mode=mode)
@@ -68,7 +69,8 @@ async def benchmark(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     best = ctx.book.best()
     best_line = f"\nbest so far: {best.id} ({best.median_ms:.4g} ms)" if best and best.median_ms else ""
     event = CandidateEvaluated(candidate_id=cid, verdict=data, diff=diff, commit=commit, source="agent")
-    text = f"candidate {cid}" + (f" (checkpoint {commit[:10]})" if commit else "") + "\n" + verdict_for_model(verdict) + best_line + note
+    text = (f"candidate {cid}" + (f" (checkpoint {commit[:10]})" if commit else "") + "\n" + verdict_for_model(verdict)
+            + best_line + note)
     return ToolResult(text, ok=verdict.status == "ok", events=[event])
 
 
@@ -121,7 +123,8 @@ def _profile_text(result: Any) -> str:
 
 async def show_problem(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     info = await problem_info(ctx)
-    return ToolResult(f"problem {ctx.problem.name} ({ctx.problem.path})\n```python\n{ctx.problem.source.rstrip()}\n```\n{info}")
+    return ToolResult(f"problem {ctx.problem.name} "
+                      f"({ctx.problem.path})\n```python\n{ctx.problem.source.rstrip()}\n```\n{info}")
 
 
 async def problem_info(ctx: ToolContext) -> str:
@@ -221,8 +224,10 @@ async def inductor_kernel(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     offset = max(0, int(args.get("offset") or 0))
     size = max(1000, min(int(args.get("max_chars") or 12000), 40000))
     part = text[offset : offset + size]
-    more = f"\n… {len(text) - offset - len(part)} more chars: call inductor_kernel with offset={offset + len(part)}" if offset + len(part) < len(text) else ""
-    return ToolResult(f"torch.compile (Inductor) generated code, chars {offset}-{offset + len(part)} of {len(text)}:\n{part}{more}")
+    more = (f"\n… {len(text) - offset - len(part)} more chars: call inductor_kernel with offset={offset + len(part)}"
+            if offset + len(part) < len(text) else "")
+    return ToolResult(f"torch.compile (Inductor) generated code, chars {offset}-{offset + len(part)} of "
+                      f"{len(text)}:\n{part}{more}")
 
 
 def write_inductor_candidate(problem: Path, candidate_dir: Path, guard: Any, compile_mode: str = "default") -> Any:
@@ -265,10 +270,11 @@ async def propose(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if record is None:
         raise ToolFailure("the current candidate files have not been benchmarked; call benchmark first, then propose")
     if not record.ok:
-        raise ToolFailure(f"candidate {record.id} did not pass (status {record.verdict.get('status')}); only a candidate with status ok can be proposed")
+        raise ToolFailure(f"candidate {record.id} did not pass (status {record.verdict.get('status')}); only a "
+                          "candidate with status ok can be proposed")
     if not await asyncio.to_thread(ctx.workspace.changed_files, record.id):
-        raise ToolFailure(f"candidate {record.id} is identical to the files at the session start (the engineer's repository "
-                          "already has them), so there is nothing to propose; change the kernel, or finish")
+        raise ToolFailure(f"candidate {record.id} is identical to the files at the session start (the engineer's "
+                          "repository already has them), so there is nothing to propose; change the kernel, or finish")
     return ToolResult(f"proposed {record.id}", proposal=record.id, summary=summary)
 
 
@@ -282,4 +288,6 @@ async def revert(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     matches = fileops.tree_hash(ctx.candidate_dir) == record.files_hash
     status = record.verdict.get("status")
     ms = f", {record.median_ms:.4g} ms" if record.median_ms else ""
-    return ToolResult(f"restored the files of {cid} (status {status}{ms})" + ("" if matches else "; note: the files differ from the benchmarked ones, benchmark again before proposing"))
+    return ToolResult(f"restored the files of {cid} (status {status}{ms})"
+                      + ("" if matches
+                         else "; note: the files differ from the benchmarked ones, benchmark again before proposing"))

@@ -22,7 +22,8 @@ def make_client(args: Any, config: Any) -> Any:
         return ScriptedClient(Path(args.replay))
     model = getattr(args, "model", None) or getattr(config, "model", None)
     if not model:
-        raise ModelConfigError("no model is configured; pass --model (e.g. anthropic/claude-sonnet-4-5) or use --replay FILE.")
+        raise ModelConfigError("no model is configured; pass --model (e.g. anthropic/claude-sonnet-4-5) or use "
+                               "--replay FILE.")
     return LiteLLMClient(model, api_base=getattr(args, "api_base", None) or getattr(config, "api_base", None))
 
 
@@ -49,7 +50,8 @@ def build_session(args: Any, *, evaluator: Any = None, client: Any = None) -> An
             config = load_config(Path(header.get("project_root") or problem_path.parent),
                                  overrides={"problem": str(problem_path)})
         elif Path(header.get("problem", problem_path)).resolve() != Path(problem_path).resolve():
-            raise KernelpilotError(f"session {session_id} was for {header.get('problem')}; run `kernelpilot run {header.get('problem')} --resume {session_id}`.")
+            raise KernelpilotError(f"session {session_id} was for {header.get('problem')}; run `kernelpilot run "
+                                   f"{header.get('problem')} --resume {session_id}`.")
     if config is None:
         config = load_config(Path(problem_path).parent if problem_path else None,
                              overrides={"problem": str(problem_path)} if problem_path else None)

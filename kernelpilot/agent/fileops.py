@@ -139,7 +139,8 @@ def edit_text(text: str, search: str, replace: str, where: str) -> str:
         )
     if count > 1:
         raise ValueError(
-            f"the search text matches {count} times in {where}; include more surrounding lines so it matches exactly once"
+            f"the search text matches {count} times in {where}; include more surrounding lines so it matches exactly "
+            "once"
         )
     return text.replace(search, replace, 1)
 

@@ -314,7 +314,8 @@ class AgentSession(ProposalMixin):
             self.prompt_tokens += turn.usage.prompt_tokens
             self.completion_tokens += turn.usage.completion_tokens
             self.cost_usd += turn.usage.cost_usd
-            yield self._emit(Usage(prompt_tokens=turn.usage.prompt_tokens, completion_tokens=turn.usage.completion_tokens,
+            yield self._emit(Usage(prompt_tokens=turn.usage.prompt_tokens,
+                                   completion_tokens=turn.usage.completion_tokens,
                                    cost_usd=turn.usage.cost_usd, total_tokens=self.total_tokens,
                                    total_cost_usd=round(self.cost_usd, 8)))
             if not turn.tool_calls:
@@ -336,7 +337,8 @@ class AgentSession(ProposalMixin):
                     raise
                 if self.done is not None:
                     for later in turn.tool_calls[index + 1:]:
-                        self._append({"role": "tool", "tool_call_id": later.id, "content": "not run: the session ended"})
+                        self._append({"role": "tool", "tool_call_id": later.id,
+                                      "content": "not run: the session ended"})
                     yield self._emit(self.done)
                     return
 

@@ -31,7 +31,8 @@ def prompts_dir() -> Path:
     for candidate in candidates:
         if (candidate / "system.md").is_file():
             return candidate
-    raise KernelpilotError("the prompt templates (prompts/system.md) were not found; set KERNELPILOT_PROMPTS_DIR to the repository's prompts/ folder.")
+    raise KernelpilotError("the prompt templates (prompts/system.md) were not found; set KERNELPILOT_PROMPTS_DIR to "
+                           "the repository's prompts/ folder.")
 
 
 def render(name: str, values: dict[str, Any]) -> str:
@@ -69,7 +70,8 @@ def gpu_facts() -> GpuFacts:
 
         pynvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - no driver / no NVML
-        return GpuFacts(f"No NVIDIA GPU is visible to this process ({type(exc).__name__}); evaluation needs one.", False)
+        return GpuFacts(f"No NVIDIA GPU is visible to this process ({type(exc).__name__}); evaluation needs one.",
+                        False)
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         name = pynvml.nvmlDeviceGetName(handle)
@@ -179,7 +181,8 @@ def rules_text(config: Any) -> str:
     return render("rules.md", {
         "allowed_libraries": (f" Allowed library calls in this project: {', '.join(allowed)}." if allowed
                               else " No library calls (cuBLAS, cuDNN, torch.matmul …) are allowed in this project."),
-        "extra_shapes": (f" and on the extra shape sets {', '.join(str(s.get('name', '?')) for s in extra)}" if extra else ""),
+        "extra_shapes": (f" and on the extra shape sets {', '.join(str(s.get('name', '?')) for s in extra)}" if extra
+                         else ""),
     }).strip()
 
 

@@ -32,7 +32,8 @@ def load_script(path: Path) -> list[dict[str, Any]]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise ScriptError(f"Cannot read replay file {path}: {exc.strerror}; pass an existing JSONL file to --replay.") from exc
+        raise ScriptError(f"Cannot read replay file {path}: {exc.strerror}; pass an existing JSONL file to "
+                          "--replay.") from exc
     turns: list[dict[str, Any]] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("//"):
@@ -40,7 +41,8 @@ def load_script(path: Path) -> list[dict[str, Any]]:
         try:
             obj = json.loads(line)
         except ValueError as exc:
-            raise ScriptError(f"{path}:{lineno} is not valid JSON ({exc.msg}); write one JSON object per line.") from exc
+            raise ScriptError(f"{path}:{lineno} is not valid JSON ({exc.msg}); write one JSON object per "
+                              "line.") from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("tool_calls", []), list):
             raise ScriptError(f"{path}:{lineno} must be an object with optional \"text\" and \"tool_calls\" (a list).")
         turns.append(obj)

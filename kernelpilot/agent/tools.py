@@ -128,7 +128,8 @@ async def edit_file(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     fileops.atomic_write(path, new)
     line = text[: text.index(search)].count("\n") + 1
     delta = new.count("\n") - text.count("\n")
-    return ToolResult(f"edited {rel} at line {line}: replaced {search.count(chr(10)) + 1} line(s), file is now {new.count(chr(10)) + 1} lines ({delta:+d})")
+    return ToolResult(f"edited {rel} at line {line}: replaced {search.count(chr(10)) + 1} line(s), file is now "
+                      f"{new.count(chr(10)) + 1} lines ({delta:+d})")
 
 
 # ----------------------------------------------------------------------------- skills
@@ -161,30 +162,44 @@ def build_tools() -> dict[str, Tool]:
         Tool("read_file", "Read a worktree file with line numbers; optional 1-based inclusive line range.",
              _obj({"path": _STR, "start_line": _INT, "end_line": _INT}, ["path"]), read_file),
         Tool("grep", "Search worktree files with a Python regular expression; results are file:line: text.",
-             _obj({"pattern": _STR, "path": _STR, "glob": {**_STR, "description": "e.g. *.cu"}, "max_results": _INT}, ["pattern"]), grep),
+             _obj({"pattern": _STR, "path": _STR, "glob": {**_STR, "description": "e.g. *.cu"}, "max_results": _INT},
+                  ["pattern"]), grep),
         Tool("write_file", "Create or overwrite a candidate file with the complete content.",
              _obj({"path": _STR, "content": _STR}, ["path", "content"]), write_file),
-        Tool("edit_file", "Replace one exact occurrence of `search` with `replace` in a candidate file. The search text must match exactly once.",
+        Tool("edit_file",
+             "Replace one exact occurrence of `search` with `replace` in a candidate file. The search text must match "
+             "exactly once.",
              _obj({"path": _STR, "search": _STR, "replace": _STR}, ["path", "search", "replace"]), edit_file),
         Tool("build", "Compile the candidate; returns compiler diagnostics and per-kernel registers/spills only.",
              _obj(), ev.build),
         Tool("test", "Build and check correctness on fresh random inputs (no timing).", _obj(), ev.test),
-        Tool("benchmark", "Full evaluation: build, verify, audit, time against eager and torch.compile, speed of light. Checkpoints the files as a new candidate id.",
+        Tool("benchmark",
+             "Full evaluation: build, verify, audit, time against eager and torch.compile, speed of light. Checkpoints "
+             "the files as a new candidate id.",
              _obj(), ev.benchmark),
-        Tool("profile", "Profile the current candidate (Nsight Compute summary when available, else the benchmark's timings and roofline).",
+        Tool("profile",
+             "Profile the current candidate (Nsight Compute summary when available, else the benchmark's timings and "
+             "roofline).",
              _obj(), ev.profile),
-        Tool("sanitize", "Run compute-sanitizer memcheck (and racecheck when shared memory is used) on the current candidate with a small input. Approval runs it too.",
+        Tool("sanitize",
+             "Run compute-sanitizer memcheck (and racecheck when shared memory is used) on the current candidate with "
+             "a small input. Approval runs it too.",
              _obj(), ev.sanitize),
         Tool("list_skills", "List the skill documents (name — description).", _obj(), list_skills),
         Tool("read_skill", "Read one skill document by name.", _obj({"name": _STR}, ["name"]), read_skill),
-        Tool("show_problem", "Show the problem source and its analysis: input/output shapes, dtypes, bytes moved, FLOPs.",
+        Tool("show_problem",
+             "Show the problem source and its analysis: input/output shapes, dtypes, bytes moved, FLOPs.",
              _obj(), ev.show_problem),
-        Tool("inductor_kernel", "Show the Triton code torch.compile generates for this problem: a starting point and the bar to beat.",
+        Tool("inductor_kernel",
+             "Show the Triton code torch.compile generates for this problem: a starting point and the bar to beat.",
              _obj({"offset": _INT, "max_chars": _INT}), ev.inductor_kernel),
-        Tool("inductor", "Replace the candidate with torch.compile's own kernels as a runnable Triton candidate (its kernels, "
+        Tool("inductor",
+             "Replace the candidate with torch.compile's own kernels as a runnable Triton candidate (its kernels, "
              "a ModelNew launching them with Inductor's grid and configs) and benchmark it: the starting point c0.",
              _obj(), ev.inductor),
-        Tool("propose", "Propose the current candidate to the engineer. Needs an ok benchmark of exactly the current files. Say what changed and why it is faster.",
+        Tool("propose",
+             "Propose the current candidate to the engineer. Needs an ok benchmark of exactly the current files. Say "
+             "what changed and why it is faster.",
              _obj({"summary": _STR}, ["summary"]), ev.propose),
         Tool("revert", "Restore the candidate files of an earlier candidate id (e.g. c2).",
              _obj({"candidate_id": _STR}, ["candidate_id"]), ev.revert),

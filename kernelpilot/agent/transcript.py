@@ -60,7 +60,8 @@ def find_transcript(session: str) -> Path:
         return path
     known = sorted(p.stem for p in sessions_dir().glob("*.jsonl")) if sessions_dir().is_dir() else []
     hint = f" Recent sessions: {', '.join(known[-5:])}." if known else ""
-    raise TranscriptError(f"no transcript for session {session!r} in {sessions_dir()}; pass a session id or a .jsonl path.{hint}")
+    raise TranscriptError(f"no transcript for session {session!r} in {sessions_dir()}; pass a session id or a .jsonl "
+                          f"path.{hint}")
 
 
 @dataclass

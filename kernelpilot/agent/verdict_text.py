@@ -69,7 +69,8 @@ def brief(v: Verdict) -> str:
             lines.append(f"  kernel {k.kernel}: {k.registers} regs, {k.shared_bytes or 0} B smem, spills {spills} B")
     c = v.correctness
     if c is not None:
-        lines.append(f"correctness: {'passed' if c.passed else 'FAILED'} ({sum(t.passed for t in c.trials)}/{len(c.trials)} trials)")
+        lines.append(f"correctness: {'passed' if c.passed else 'FAILED'} "
+                     f"({sum(t.passed for t in c.trials)}/{len(c.trials)} trials)")
         for t in [t for t in c.trials if not t.passed][:3]:
             lines.append(f"  trial seed={t.seed} {t.distribution} {t.order}: max_abs={t.max_abs_error} "
                          f"mismatched {t.mismatched}/{t.total} {t.message}".rstrip())

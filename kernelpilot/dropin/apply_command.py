@@ -130,7 +130,8 @@ def apply_command(args: Any) -> int:
     if getattr(args, "write", False):
         _write(args, run, rows, passed, together, all_row, base_ms, base_spread)
     elif passed:
-        print("nothing was changed; pass --write to add the install(model) call to your script (shown, then one commit)")
+        print("nothing was changed; pass --write to add the install(model) call to your script (shown, then one "
+              "commit)")
     return 0 if passed else 1
 
 
@@ -176,7 +177,8 @@ def _together(run: _Script, rows: list[Row], passed: list[Path], base: RunResult
         if other is None:
             alone = _result_of(rows, dropin)
             print(f"not combined: {swap_label(dropin, alone)}: alone it did not make the step faster "
-                  f"({alone.median(WARMUP)[0] - first_ms:+.3f} ms), so the swaps that gain the most together leave it out")
+                  f"({alone.median(WARMUP)[0] - first_ms:+.3f} ms), so the swaps that gain the most together leave "
+                  "it out")
             continue
         print(f"not combined: {swap_label(dropin, _result_of(rows, dropin))} and "
               f"{swap_label(other, _result_of(rows, other))}: one is installed where the other takes modules out "
@@ -245,8 +247,8 @@ def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float)
         stats = res.stats.get(key, {})
         if not stats.get("kernel") and not stats.get("compiled_kernel"):  # eager calls, or traced into the graph
             where = ", ".join("model." + p for p in res.swapped.get(key, [])) or "its module"
-            return (f"no call of {where} matched the recorded shapes and dtypes ({stats.get('original', 0)} call(s) ran "
-                    f"the original forward); extract it again from this run")
+            return (f"no call of {where} matched the recorded shapes and dtypes ({stats.get('original', 0)} call(s) "
+                    f"ran the original forward); extract it again from this run")
     out = difference(res.output, base.output)
     grad = grad_difference(res.grads, base.grads)
     if out > bound:

@@ -243,7 +243,8 @@ def perturbed(value: Any, state: dict[str, Any]) -> Any:
             gens[value.device] = torch.Generator(device=value.device).manual_seed(20261203)
         wide = value.double() if value.dtype == torch.float64 else value.float()
         mantissa, exponent = torch.frexp(wide)  # wide = mantissa * 2**exponent, |mantissa| in [0.5, 1)
-        ulp = torch.where(wide == 0, torch.zeros_like(wide), torch.ldexp(torch.full_like(wide, torch.finfo(value.dtype).eps / 2), exponent))
+        ulp = torch.where(wide == 0, torch.zeros_like(wide),
+                          torch.ldexp(torch.full_like(wide, torch.finfo(value.dtype).eps / 2), exponent))
         step = torch.randint(-1, 2, value.shape, generator=gens[value.device], device=value.device).to(wide.dtype)
         return (wide + step * ulp).to(value.dtype)
     if isinstance(value, tuple) and hasattr(value, "_fields"):

@@ -19,7 +19,8 @@ def swap_paths(dropin: Path) -> list[str]:
 
 def swap_where(paths: list[str]) -> str:
     """``model.<first path> (+n)``, or ``model`` for the root."""
-    return ("model." + paths[0] if paths and paths[0] else "model") + (f" (+{len(paths) - 1})" if len(paths) > 1 else "")
+    return (("model." + paths[0] if paths and paths[0] else "model")
+            + (f" (+{len(paths) - 1})" if len(paths) > 1 else ""))
 
 
 def swap_label(dropin: Path, result: RunResult) -> str:

@@ -87,7 +87,8 @@ def insertion(source: str, site: Site) -> tuple[int, str]:
     tree = ast.parse(source)
     best: ast.stmt | None = None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.end_lineno is not None and node.end_lineno < site.call_line:
+        if (isinstance(node, (ast.Assign, ast.AnnAssign)) and node.end_lineno is not None
+                and node.end_lineno < site.call_line):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Name) and t.id == site.variable for t in targets):
                 if best is None or node.lineno > best.lineno:
@@ -111,9 +112,11 @@ def write_install(script: Path, dropins: list[Path], argv: list[str], *, yes: bo
     try:
         top = Path(_git(script.parent, "rev-parse", "--show-toplevel"))
     except KernelpilotError:
-        raise KernelpilotError(f"{script} is not in a git repository; --write makes one commit, so run `git init` first.") from None
+        raise KernelpilotError(f"{script} is not in a git repository; --write makes one commit, so run `git init` "
+                               "first.") from None
     if _git(top, "status", "--porcelain", "--", str(script)):
-        raise KernelpilotError(f"{script.name} has uncommitted changes; commit them first so the install is one commit of its own.")
+        raise KernelpilotError(f"{script.name} has uncommitted changes; commit them first so the install is one commit "
+                               "of its own.")
     installer = script.parent / f"{MODULE_NAME}.py"
     rels = [os.path.relpath(d.resolve(), script.parent) for d in dropins]
     new_installer = INSTALLER.format(dropins=rels)
@@ -130,7 +133,8 @@ def write_install(script: Path, dropins: list[Path], argv: list[str], *, yes: bo
     old_installer = installer.read_text() if installer.is_file() else ""
     diff = "".join(difflib.unified_diff(source.splitlines(keepends=True), new_source.splitlines(keepends=True),
                                         f"a/{script.name}", f"b/{script.name}"))
-    diff += "".join(difflib.unified_diff(old_installer.splitlines(keepends=True), new_installer.splitlines(keepends=True),
+    diff += "".join(difflib.unified_diff(old_installer.splitlines(keepends=True),
+                                         new_installer.splitlines(keepends=True),
                                          f"a/{installer.name}", f"b/{installer.name}"))
     if not diff:
         print("the script already installs these kernels; nothing to change")
@@ -145,7 +149,8 @@ def write_install(script: Path, dropins: list[Path], argv: list[str], *, yes: bo
     installer.write_text(new_installer)
     _git(top, "add", "--", str(script), str(installer))
     names = ", ".join(d.parent.parent.name for d in dropins)
-    _git(top, "commit", "-q", "-m", f"kernelpilot apply: swap in the approved kernels ({names})", "--", str(script), str(installer))
+    _git(top, "commit", "-q", "-m", f"kernelpilot apply: swap in the approved kernels ({names})", "--", str(script),
+         str(installer))
     commit = _git(top, "rev-parse", "HEAD")
     print(f"committed {commit[:12]}: {script.name} calls install() from {installer.name}")
     return commit

@@ -80,8 +80,9 @@ def check(dropin: Path) -> dict[str, Any]:
                 failures.append(key)
     worst = max(errors.values(), default=0.0)
     grads = sum(1 for k in errors if not k.startswith(("output", "eager")))
-    summary = (f"passed on {device}: outputs and {grads} gradients{' (operator and eager path)' if len(runs) > 1 else ''}, "
-               f"worst normalized error {worst:.2e} against float64" if not failures else
+    summary = (f"passed on {device}: outputs and {grads} "
+               f"gradients{' (operator and eager path)' if len(runs) > 1 else ''}, worst normalized error {worst:.2e} "
+               "against float64" if not failures else
                f"failed on {device} for {', '.join(failures)} (worst normalized error {worst:.2e})")
     return {"ok": not failures, "summary": summary, "errors": errors}
 

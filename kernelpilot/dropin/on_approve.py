@@ -61,7 +61,8 @@ def register_after_approval(ws: Any, candidate_id: str, commit: str) -> tuple[st
     assert problem_dir is not None
     training = "training too" if reg.training else "inference only"
     note = (f"drop-in operator torch.ops.{reg.op.replace('::', '.')} written in {candidate.relative_to(top)}/dropin.py "
-            f"({training}: {reg.gradient}); apply it with `{apply_command_for(problem_dir.relative_to(top), _script(problem_dir))}`")
+            f"({training}: {reg.gradient}); apply it with "
+            f"`{apply_command_for(problem_dir.relative_to(top), _script(problem_dir))}`")
     return amended, note
 
 

@@ -41,7 +41,8 @@ def _model_file(candidate_dir: Path) -> Path:
         return own
     files = [p for p in candidate_dir.glob("*.py") if p.name not in (DROPIN_FILE, SWAP_FILE)]
     if len(files) != 1:
-        raise KernelpilotError(f"{candidate_dir} has no model_new.py and not exactly one .py file; cannot write its drop-in.")
+        raise KernelpilotError(f"{candidate_dir} has no model_new.py and not exactly one .py file; cannot write its "
+                               "drop-in.")
     return files[0]
 
 
@@ -72,7 +73,8 @@ def op_name(problem_dir: Path) -> str:
     return "kernelpilot::" + re.sub(r"\W", "_", "p_" + problem_dir.name)
 
 
-def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, gradient: str | None, refusal: str) -> str:
+def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, gradient: str | None,
+                  refusal: str) -> str:
     origin = json.loads((problem_dir / ORIGIN_FILE).read_text())
     inputs, outputs = _forward_shape(problem_dir / "problem.py")
     params = list(origin.get("params", {}))
@@ -95,10 +97,12 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
     values = {
         "WHERE": where, "PROBLEM_REL": rel, "OP": op_name(problem_dir), "CANDIDATE": candidate_id,
         "TRITON_NOTE": " and triton" if triton else "",
-        "KIND_NOTE": ("torch.library.triton_op, its Triton kernels wrapped with wrap_triton (KERNELPILOT_DROPIN_OPAQUE=1 "
-                      "makes it an opaque custom_op)") if triton else "an opaque torch.library.custom_op",
+        "KIND_NOTE": ("torch.library.triton_op, its Triton kernels wrapped with wrap_triton "
+                      "(KERNELPILOT_DROPIN_OPAQUE=1 makes it an opaque custom_op)") if triton else
+                     "an opaque torch.library.custom_op",
         "BACKWARD_NOTE": backward, "PROBLEM_FROM_HERE": repr(rel), "INPUTS": str(len(inputs)), "PARAMS": repr(params),
-        "OUTPUTS": str(outputs), "TRITON": str(triton), "OWN_BACKWARD": str(own), "GRADIENT_CHECK": repr(gradient), "REFUSAL": repr(refusal),
+        "OUTPUTS": str(outputs), "TRITON": str(triton), "OWN_BACKWARD": str(own), "GRADIENT_CHECK": repr(gradient),
+        "REFUSAL": repr(refusal),
         "MODEL_FILE": repr(model_file.name), "OP_DEFINITION": definition,
     }
     text = TEMPLATE
@@ -107,7 +111,8 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
     return text
 
 
-def write_registration(candidate_dir: Path, *, candidate_id: str, check: bool = True, timeout: float = 600) -> Registration:
+def write_registration(candidate_dir: Path, *, candidate_id: str, check: bool = True,
+                       timeout: float = 600) -> Registration:
     """Write dropin.py, dropin_swap.py and .gitignore into ``candidate_dir``; check the gradients."""
     problem_dir = problem_dir_of(candidate_dir)
     if problem_dir is None:
@@ -118,7 +123,8 @@ def write_registration(candidate_dir: Path, *, candidate_id: str, check: bool = 
     (candidate_dir / ".gitignore").write_text("_build/\n__pycache__/\n")
     dropin = candidate_dir / DROPIN_FILE
     pending = "the gradient check has not run yet"
-    dropin.write_text(dropin_source(candidate_dir, problem_dir, candidate_id=candidate_id, gradient=None, refusal=pending))
+    dropin.write_text(dropin_source(candidate_dir, problem_dir, candidate_id=candidate_id, gradient=None,
+                                    refusal=pending))
     gradient: str | None = None
     if check:
         ok, said = run_gradcheck(dropin, timeout=timeout)
@@ -129,7 +135,8 @@ def write_registration(candidate_dir: Path, *, candidate_id: str, check: bool = 
         refusal = "no gradient check was run when it was approved; use it for inference only (torch.no_grad())"
     if not origin.get("autograd", True) and gradient is not None:
         gradient += " (the script ran it without autograd)"
-    dropin.write_text(dropin_source(candidate_dir, problem_dir, candidate_id=candidate_id, gradient=gradient, refusal=refusal))
+    dropin.write_text(dropin_source(candidate_dir, problem_dir, candidate_id=candidate_id, gradient=gradient,
+                                    refusal=refusal))
     return Registration([dropin, candidate_dir / SWAP_FILE, candidate_dir / ".gitignore"], op_name(problem_dir),
                         gradient if gradient is not None else refusal, gradient is not None)
 

@@ -95,7 +95,8 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
     """Swap ``op`` in at ``paths`` (default: every recorded path); returns the paths swapped."""
     kind = origin.get("kind")
     if kind not in ("module", "chain"):
-        raise ValueError(f"{problem_dir}/origin.json names no module or chain; this kernel was not extracted from a model.")
+        raise ValueError(f"{problem_dir}/origin.json names no module or chain; this kernel was not extracted from a "
+                         "model.")
     if kind == "module" and origin.get("externals"):
         raise ValueError(f"model.{origin['path']} reads tensors that are neither its arguments nor its parameters; "
                          f"it cannot be swapped.")
@@ -104,7 +105,8 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
         raise ValueError(f"model.{origin['path']} is called with {objects}, which a swapped forward would neither read "
                          f"nor update; it cannot be swapped.")
     if kind == "chain" and "holder" not in origin:
-        raise ValueError(origin.get("holder_error") or f"{problem_dir}/origin.json records no module holding the chain; "
+        raise ValueError(origin.get("holder_error")
+                         or f"{problem_dir}/origin.json records no module holding the chain; "
                          f"it cannot be swapped.")
     spec = origin if kind == "module" else origin["holder"]
     holder_forward = None
@@ -120,7 +122,8 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
     for path in paths or origin.get("paths") or [origin["path"]]:
         module = model.get_submodule(path) if path else model
         if type(module).__name__ != spec["class"]:
-            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was extracted from.")
+            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was "
+                             "extracted from.")
         own = [_resolve(model, module, origin["params"][a]) for a in params]
         holder_params = SimpleNamespace(**{a: _resolve(model, module, n) for a, n in spec.get("params", {}).items()},
                                         **{a: module.get_submodule(rel) for a, rel in spec.get("modules", {}).items()})

@@ -63,8 +63,8 @@ def load_extension(model_file: str, name: str | None = None, **options: Any) -> 
     build.mkdir(exist_ok=True)
     return load(name=name or "kp_" + OP.split("::")[-1], sources=sources, build_directory=str(build),
                 extra_cuda_cflags=["-O3", "-std=c++17", *options.get("extra_cuda_cflags", [])],
-                extra_cflags=list(options.get("extra_cflags", [])), extra_ldflags=list(options.get("extra_ldflags", [])),
-                verbose=False)
+                extra_cflags=list(options.get("extra_cflags", [])),
+                extra_ldflags=list(options.get("extra_ldflags", [])), verbose=False)
 
 
 def _candidate() -> types.ModuleType:
@@ -151,7 +151,8 @@ def _rebound(forward: Any) -> Any:
                 names[key] = wrap_triton(value)
         for key, value in list(names.items()):
             if isinstance(value, types.FunctionType) and value.__module__ == _candidate_module.__name__:
-                names[key] = types.FunctionType(value.__code__, names, value.__name__, value.__defaults__, value.__closure__)
+                names[key] = types.FunctionType(value.__code__, names, value.__name__, value.__defaults__,
+                                                value.__closure__)
         _REBOUND[forward] = types.FunctionType(forward.__code__, names, forward.__name__, forward.__defaults__,
                                                forward.__closure__)
     return _REBOUND[forward]
@@ -189,7 +190,8 @@ def _own_backward(grads: list[torch.Tensor], tensors: list[torch.Tensor]) -> lis
             out.append(t.new_zeros(t.shape) if t.is_floating_point() else t.new_empty(0, dtype=torch.float32))
             continue
         if tuple(g.shape) != tuple(t.shape):
-            raise TypeError(f"ModelNew.backward: the gradient of {name} has shape {tuple(g.shape)}, not {tuple(t.shape)}")
+            raise TypeError(f"ModelNew.backward: the gradient of {name} has shape {tuple(g.shape)}, "
+                            f"not {tuple(t.shape)}")
         g = g.to(t.dtype).contiguous()
         # one tensor for two inputs (an add's backward), or a gradient that is an input or a grad given in:
         # an operator's outputs may alias neither each other nor its inputs

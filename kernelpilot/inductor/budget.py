@@ -61,7 +61,8 @@ def estimate_all(items: list[Item], jobs: int, timeout: float = 120.0) -> dict[s
     out: dict[str, Estimate] = {}
     if not items:
         return out
-    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(items))), mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=max(1, min(jobs, len(items))),
+                               mp_context=multiprocessing.get_context("spawn"))
     try:
         futures = {i.key: pool.submit(estimate, str(i.path), level(i.key)) for i in items}
         started = time.monotonic()

@@ -161,7 +161,8 @@ def candidate_from_code(problem: str | Path, code: str, configs: dict[str, Any] 
     (``torch_version``) that generated ``code``; without either, this torch's helpers are used."""
     if not code:
         raise ConversionError("no output code to convert: a recording with no graph or several graphs has its "
-                              "graphs in recording.data; convert it with candidate_from_recording(problem, recording.data).")
+                              "graphs in recording.data; convert it with candidate_from_recording(problem, "
+                              "recording.data).")
     recording = {"code": code, "configs": configs, "sources": sources, "torch": torch_version}
     if sources is None:  # matched by shape and stride, as before a recording observed them
         facts = model_facts(problem)

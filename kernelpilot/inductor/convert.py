@@ -64,7 +64,8 @@ def _call_function(code: str) -> ast.FunctionDef:
 def graph_inputs(code: str) -> list[str]:
     """The names call() unpacks its arguments into (``arg0_1``, ...), in order."""
     for stmt in ast.walk(_call_function(code)):
-        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args" and isinstance(stmt.targets[0], ast.Tuple):
+        if (isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args"
+                and isinstance(stmt.targets[0], ast.Tuple)):
             return [e.id for e in stmt.targets[0].elts if isinstance(e, ast.Name)]
     return []
 
@@ -125,7 +126,8 @@ def convert(code: str, sources: dict[str, Source] | None, *, params: list[Spec],
     exprs = [_fix_source(sources[a].expr, buffers) for a in body.args]
     cls = ["class ModelNew(nn.Module):"] + render.shell_init(params, buffers) + \
         render.inline_forward(names, body.args, exprs, body.out, output, [])
-    text = _module(problem_name, graph.kernels, body.autotuned, helpers, body.libraries, bool(files), [], "\n".join(cls))
+    text = _module(problem_name, graph.kernels, body.autotuned, helpers, body.libraries, bool(files), [],
+                   "\n".join(cls))
     files = {"model_new.py": text, **files}
     used = [k.name for v, k in graph.kernels.items() if v in "\n".join(body.out)]
     return Conversion(files, used, body.libraries, "autotuned" if body.autotuned else "recorded")
@@ -133,7 +135,8 @@ def convert(code: str, sources: dict[str, Source] | None, *, params: list[Spec],
 
 def convert_traced(graphs: list[tuple[str, dict[str, Any] | None]], trace: Any, *, params: list[Spec],
                    buffers: list[Spec], arg_names: list[str], problem_name: str, torch_version: str = "",
-                   helpers_source: str | None = None, init: str | None = None, notes: list[str] | None = None) -> Conversion:
+                   helpers_source: str | None = None, init: str | None = None,
+                   notes: list[str] | None = None) -> Conversion:
     """The candidate's files for the graphs ``graphs`` (code, configs) run as ``trace`` (trace.Trace) says.
 
     ``init``: the class source to use instead of a parameter-registering __init__ (problem_source.py),

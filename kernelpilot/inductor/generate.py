@@ -32,7 +32,8 @@ from kernelpilot.inductor.helpers import ConversionError, config_dict, runtime_s
 from kernelpilot.problem import load_problem, make_inputs
 
 MARKER = "KERNELPILOT_INDUCTOR_RECORDING "
-NO_GRAPH = "torch.compile produced no Inductor graph for this problem"  # what older recordings said instead of graphs: []
+# what older recordings said instead of graphs: []
+NO_GRAPH = "torch.compile produced no Inductor graph for this problem"
 
 
 @dataclass
@@ -230,7 +231,8 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
             where[(x.data_ptr(), tuple(x.shape))] = names[i] if i < len(names) else f"input{i}"
-    state = [(n, t, "parameter") for n, t in model.named_parameters()] + [(n, t, "buffer") for n, t in model.named_buffers()]
+    state = ([(n, t, "parameter") for n, t in model.named_parameters()]
+             + [(n, t, "buffer") for n, t in model.named_buffers()])
     for name, t, kind in state:
         expr = f"self.{name}" if all(p.isidentifier() for p in name.split(".")) else f"self.get_{kind}({name!r})"
         where.setdefault((t.data_ptr(), tuple(t.shape)), expr)
@@ -238,7 +240,8 @@ def _main(problem: str, mode: str) -> dict[str, Any]:
         where.setdefault((t.data_ptr(), tuple(t.shape)), expr)
     graphs = []
     for code, (compiled, args) in zip(codes, seen):
-        graphs.append({"code": code, "configs": _configs(compiled, config_dict), "sources": _sources(args, where, torch)})
+        graphs.append({"code": code, "configs": _configs(compiled, config_dict),
+                       "sources": _sources(args, where, torch)})
     if len(graphs) != 1:
         return {"graphs": graphs, **common}
     configs, sources = graphs[0]["configs"], graphs[0]["sources"]

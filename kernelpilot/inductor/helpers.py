@@ -22,7 +22,8 @@ from typing import Any
 
 from kernelpilot.problem import top_level_definitions
 
-HELPER_HEADER = '''"""Helpers from torch._inductor.runtime.triton_helpers (torch {torch}) that the kernels call, copied verbatim."""
+HELPER_HEADER = ('''"""Helpers from torch._inductor.runtime.triton_helpers (torch {torch}) that the kernels call, '''
+                 '''copied verbatim."""
 
 import math as pymath
 
@@ -30,7 +31,7 @@ import triton
 import triton.language as tl
 from triton.language import math
 from triton.language.extra import libdevice
-'''
+''')
 _HEADER_NAMES = {"pymath", "triton", "tl", "math", "libdevice"}
 
 

@@ -23,7 +23,8 @@ from kernelpilot.inductor.kernels import Kernel
 Spec = tuple[str, tuple[int, ...], str]
 
 
-KERNELS_SUMMARY = ["The @triton.jit kernels are Inductor's, unchanged; ModelNew.forward launches them as Inductor's launcher",
+KERNELS_SUMMARY = ["The @triton.jit kernels are Inductor's, unchanged; ModelNew.forward launches them as Inductor's "
+                   "launcher",
                    "did (same arguments, grid, block sizes, num_warps, num_stages). Edit it like any candidate."]
 
 
@@ -37,8 +38,8 @@ def header(problem_name: str, text: str, libraries: list[str], helpers: bool, no
             ""] + (KERNELS_SUMMARY if summary is None else summary)
     if notes:
         head += [""] + notes
-    head += ['"""', "", "import torch"] + (["import triton", "import triton.language as tl"] if summary is None else []) \
-        + ["from torch import nn"]
+    head += ['"""', "", "import torch"] \
+        + (["import triton", "import triton.language as tl"] if summary is None else []) + ["from torch import nn"]
     if "tl_math." in text:
         head.append("from triton.language import math as tl_math")
     if "libdevice." in text:
@@ -53,7 +54,8 @@ def header(problem_name: str, text: str, libraries: list[str], helpers: bool, no
 
 
 def _autotune(options: list[dict[str, Any]]) -> str:
-    configs = ",\n        ".join(f"triton.Config({o['kwargs']!r}, num_warps={o['num_warps']}, num_stages={o['num_stages']})"
+    configs = ",\n        ".join(f"triton.Config({o['kwargs']!r}, num_warps={o['num_warps']}, "
+                                 f"num_stages={o['num_stages']})"
                                  for o in options)
     return f"@triton.autotune(\n    configs=[\n        {configs},\n    ],\n    key=[],\n)"
 
@@ -73,7 +75,8 @@ def kernel_blocks(kernels: dict[str, Kernel], autotuned: dict[str, list[dict[str
 def shell_init(params: list[Spec], buffers: list[Spec]) -> list[str]:
     lines = ["    def __init__(self, *init_inputs) -> None:", "        super().__init__()"]
     if params or buffers:
-        lines.append("        # the problem Model's parameters and buffers (names, shapes, dtypes); the harness loads their values")
+        lines.append("        # the problem Model's parameters and buffers (names, shapes, dtypes); the harness loads "
+                     "their values")
     made: set[str] = set()
     for name, shape, dtype in params + buffers:
         parts = name.split(".")
@@ -86,7 +89,8 @@ def shell_init(params: list[Spec], buffers: list[Spec]) -> list[str]:
         owner = "self" if len(parts) == 1 else f"self.get_submodule({'.'.join(parts[:-1])!r})"
         empty = f"torch.empty({tuple(shape)!r}, dtype={dtype})"
         if (name, shape, dtype) in params:
-            lines.append(f"        {owner}.register_parameter({parts[-1]!r}, nn.Parameter({empty}, requires_grad=False))")
+            lines.append(f"        {owner}.register_parameter({parts[-1]!r}, nn.Parameter({empty}, "
+                         "requires_grad=False))")
         else:
             lines.append(f"        {owner}.register_buffer({parts[-1]!r}, {empty})")
     return lines

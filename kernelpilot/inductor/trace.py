@@ -90,8 +90,8 @@ def _mode_class() -> Any:
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             name = getattr(getattr(func, "_overloadpacket", func), "__name__", str(func)).split(".")[-1]
-            if getattr(func, "namespace", "aten") == "aten" and name not in MEMORY_OPS and name.rstrip("_") not in MEMORY_OPS \
-                    and name not in self.ops:
+            if getattr(func, "namespace", "aten") == "aten" and name not in MEMORY_OPS \
+                    and name.rstrip("_") not in MEMORY_OPS and name not in self.ops:
                 self.ops.append(name)
             return func(*args, **(kwargs or {}))
 

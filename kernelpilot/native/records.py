@@ -121,7 +121,8 @@ def ninja_commands(build_dir: Path) -> dict[str, list[str]]:
             for key in ("nvcc", "cuda_cflags", "cuda_post_cflags"):
                 command = command.replace(f"${key}", variables.get(key, ""))
             target = target.strip()  # "$out.d" first: it is "-MF $out.d", a flag's value that must stay one
-            command = command.replace("$out.d", f"{target}.d").replace("$in", shlex.quote(source)).replace("$out", target)
+            command = (command.replace("$out.d", f"{target}.d").replace("$in", shlex.quote(source))
+                       .replace("$out", target))
             out[source] = [a for a in shlex.split(command)]
     return out
 

@@ -59,7 +59,9 @@ class ProfileSummary:
     def _lines(self, *, full: bool) -> list[str]:
         if self.error:
             return [f"profile failed ({self.source}): {self.error}"]
-        lines = [f"profile source: {self.source}" + (" (Nsight Compute, clocks as found)" if self.source == "ncu" else " (kernel times only: ncu unavailable)")]
+        lines = [f"profile source: {self.source}"
+                 + (" (Nsight Compute, clocks as found)" if self.source == "ncu"
+                    else " (kernel times only: ncu unavailable)")]
         every = max(len(self.candidate), len(self.baseline)) if full else None
         lines += _kernel_lines("candidate", self.candidate, detailed=True, top=every)
         lines += _kernel_lines("torch.compile baseline", self.baseline, detailed=full, top=every)
@@ -146,7 +148,8 @@ def profile_candidate(
             else:
                 reason = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
                 summary = _torch_profile(target, timeout_s, env, writable, roofline)
-                summary.notes.append("ncu captured no kernels (" + " | ".join(reason) + "); fell back to torch.profiler")
+                summary.notes.append("ncu captured no kernels (" + " | ".join(reason)
+                                     + "); fell back to torch.profiler")
         else:
             summary = _torch_profile(target, timeout_s, env, writable, roofline)
             summary.notes.append("ncu not found: kernel times from torch.profiler, no hardware counters")

@@ -10,8 +10,10 @@ from __future__ import annotations
 from kernelpilot.profiling.ncu import KernelProfile
 
 STALL_ADVICE: dict[str, str] = {
-    "long_scoreboard": "waiting on global memory: put more bytes in flight (16-byte loads, several independent loads per thread before first use, enough warps)",
-    "short_scoreboard": "waiting on shared memory or special-function results: check bank conflicts and MUFU use (exp, rsqrt)",
+    "long_scoreboard": "waiting on global memory: put more bytes in flight (16-byte loads, several independent loads "
+                       "per thread before first use, enough warps)",
+    "short_scoreboard": "waiting on shared memory or special-function results: check bank conflicts and MUFU use (exp, "
+                        "rsqrt)",
     "mio_throttle": "shared-memory/MIO queue full: fewer and wider shared-memory accesses, fewer shuffles",
     "lg_throttle": "too many global memory instructions: use 16-byte vector accesses",
     "barrier": "warps wait at block barriers: fewer __syncthreads, warp-level reductions, more work per barrier",

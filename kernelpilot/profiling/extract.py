@@ -41,7 +41,8 @@ def problem_source(entry: Hotspot, *, script: str, share_pct: float) -> str:
     call = f"torch.ops.{namespace}.{op}.{entry.overload}({', '.join(args + kwargs)})"
     makers = "\n".join(f"    {n} = {_maker(s)}" for n, s in zip(names, specs))
     today = _dt.date.today().isoformat()
-    return f'''"""{entry.op} as `{script}` ran it: {entry.calls} call(s), {entry.total_ms:.3f} ms in all, {share_pct:.1f}% of recorded time.
+    return (f'''"""{entry.op} as `{script}` ran it: {entry.calls} call(s), {entry.total_ms:.3f} ms in all, '''
+            f'''{share_pct:.1f}% of recorded time.
 
 Extracted by `kernelpilot hotspots` on {today}. Signature: {entry.signature()}
 Inputs are drawn fresh with the recorded shapes and dtypes; strides are not kept (inputs are contiguous).
@@ -66,7 +67,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+''')
 
 
 def slug(entry: Hotspot) -> str:

@@ -74,11 +74,11 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
     body = program.render()
     external_note = ""
     if program.externals:
-        external_note = (f"\nIt reads {len(program.externals)} tensor(s) that are neither its arguments nor its parameters "
-                         f"(forward inputs e0..); `kernelpilot apply` cannot swap it in.")
+        external_note = (f"\nIt reads {len(program.externals)} tensor(s) that are neither its arguments nor its "
+                         f"parameters (forward inputs e0..); `kernelpilot apply` cannot swap it in.")
     if call.objects:
-        external_note += (f"\nIt is called with {_objects(call)}, which its recorded forward neither reads nor updates; "
-                          f"`kernelpilot apply` cannot swap it in{_objects_hint(call)}.")
+        external_note += (f"\nIt is called with {_objects(call)}, which its recorded forward neither reads nor "
+                          f"updates; `kernelpilot apply` cannot swap it in{_objects_hint(call)}.")
     extra: list[list[list[int]]] = []
     for other in all_groups:
         if other is group or other.cls != group.cls or other.param_signature != group.param_signature:
@@ -95,7 +95,8 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
         "shapes": [[list(r.spec.shape) for _, r in call.inputs]] + [s[: len(call.inputs)] for s in extra],
         "dtypes": [r.spec.dtype for _, r in call.inputs],
         "output": _structure_json(call.output, index),
-        "params": program.param_names, "buffers": [a for a, n in program.param_names.items() if _is_buffer(trace, full_name(program.scope, n))],
+        "params": program.param_names,
+        "buffers": [a for a, n in program.param_names.items() if _is_buffer(trace, full_name(program.scope, n))],
         "externals": len(program.externals), "autograd": call.grad and _has_backward(trace, call.path),
         **({"objects": dict(call.objects)} if call.objects else {}),
     }
@@ -103,7 +104,8 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
     merged = f", and {group.count - 1} more of its kind ({group.label()})" if group.count > 1 else ""
     doc = (f"{where} ({call.cls}) as `{script}` ran it{merged}: its forward's ATen calls, in order, with the recorded\n"
            f"shapes and dtypes [{call.signature()}].{external_note}")
-    return Extracted(re.sub(r"[^a-z0-9]+", "_", call.cls.lower()).strip("_") or "module", doc, program, body, origin, extra)
+    return Extracted(re.sub(r"[^a-z0-9]+", "_", call.cls.lower()).strip("_") or "module", doc, program, body, origin,
+                     extra)
 
 
 def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
@@ -133,13 +135,15 @@ def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
             origin["holder"] = holder_origin
         except KernelpilotError as exc:  # the chain is still a problem to pair on; only its swap is impossible
             origin["holder_error"] = str(exc)
-    escapes = "".join(f"\n  - an intermediate is {e.by} " + ("(autograd's: a kernel with a backward of its own need not "
+    escapes = "".join(f"\n  - an intermediate is {e.by} "
+                      + ("(autograd's: a kernel with a backward of its own need not "
                       "write it)" if e.vid in saved_only else "(returned as well)") for e in chain.escapes)
-    doc = (f"A chain of {len(chain.compute_ops())} calls in model{'.' + chain.holder if chain.holder else ''} as `{script}` "
-           f"ran it ({chain.repeats} time(s) a step): {chain.label()}.\n"
+    doc = (f"A chain of {len(chain.compute_ops())} calls in model{'.' + chain.holder if chain.holder else ''} as "
+           f"`{script}` ran it ({chain.repeats} time(s) a step): {chain.label()}.\n"
            f"Unfused it moves {chain.unfused_bytes} bytes; one fused kernel must move {chain.fused_bytes}.{escapes}")
     name = "chain_" + "_".join(o.name.split("::")[-1] for o in chain.compute_ops())[:60]
-    return Extracted(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"), doc, program, body, origin, extra, holder_source)
+    return Extracted(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"), doc, program, body, origin, extra,
+                     holder_source)
 
 
 def _objects(call: ModuleCall) -> str:
@@ -221,8 +225,8 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
     try:
         names = [holder.names.get(v) or holder.value(v, "P") for v in chain_program.inputs]
     except KeyError:
-        raise KernelpilotError(f"the chain reads a tensor that model.{call.path or '<root>'} neither receives, holds nor "
-                               f"makes (a global or a closure); the chain cannot be swapped into it.") from None
+        raise KernelpilotError(f"the chain reads a tensor that model.{call.path or '<root>'} neither receives, holds "
+                               f"nor makes (a global or a closure); the chain cannot be swapped into it.") from None
     names += [f"P.{attr}" for attr in chain_program.params]
     holder_lines = [line.replace(placeholder, ", ".join(names)) for line in holder_lines]
     index = {vid: i for i, vid in enumerate(holder.outputs)}
@@ -233,7 +237,8 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
               + "".join(f"    {line}\n" for line in holder_lines) + f"    return {holder.returns()}\n"
               + (holder_calls.TENSORS_HELPER if calls.modules else ""))
     origin = {"path": call.path, "class": call.cls, "arguments": [k for k, _ in call.inputs], "literals": call.literals,
-              "shapes": [[list(r.spec.shape) for _, r in call.inputs]], "dtypes": [r.spec.dtype for _, r in call.inputs],
+              "shapes": [[list(r.spec.shape) for _, r in call.inputs]],
+              "dtypes": [r.spec.dtype for _, r in call.inputs],
               "output": _structure_json(call.output, index),
               "params": {**holder.param_names, **chain_program.param_names},  # the kernel's are passed as P.<attr>
               "modules": calls.modules, "inlined": calls.inlined}
@@ -332,4 +337,5 @@ def check_problem(path: Path, extra: int) -> None:
                          env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
     if res.returncode != 0 or f"ran {extra + 1}" not in res.stdout:
         tail = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KernelpilotError(f"the extracted problem {path} does not run: {tail}; please report it (the file is kept).")
+        raise KernelpilotError(f"the extracted problem {path} does not run: {tail}; please report it (the file is "
+                               "kept).")

@@ -243,14 +243,15 @@ def _fmt_bytes(n: int) -> str:
 
 
 def fusion_table(chains: list[Chain], *, step_ms: float, clock: str, top: int = 15) -> str:
-    lines = [f"{'#':>3}  {'ms':>8}  {'% step':>6}  {'n':>4}  {'unfused':>9}  {'fused':>9}  kind / compiled / module: chain   "
-             f"({clock}; one step; step {step_ms:.3f} ms uninstrumented)"]
+    lines = [f"{'#':>3}  {'ms':>8}  {'% step':>6}  {'n':>4}  {'unfused':>9}  {'fused':>9}  kind / compiled / module: "
+             f"chain   ({clock}; one step; step {step_ms:.3f} ms uninstrumented)"]
     for i, c in enumerate(chains[:top], 1):
         share = 100 * c.ms / step_ms if step_ms > 0 else 0.0
         count = f"x{c.repeats}" if c.repeats > 1 else ""
         holder = "model" + (f".{c.holder}" if c.holder else "")
         lines.append(f"{i:>3}  {c.ms:8.3f}  {share:6.1f}  {count:>4}  {_fmt_bytes(c.unfused_bytes):>9}  "
-                     f"{_fmt_bytes(c.fused_bytes):>9}  {c.kind()} / {c.compiled or 'not checked'} / {holder}: {c.label()}")
+                     f"{_fmt_bytes(c.fused_bytes):>9}  {c.kind()} / {c.compiled or 'not checked'} / {holder}: "
+                     f"{c.label()}")
         for e in c.escapes:
             lines.append(f"{'':>44}  ! an intermediate ({e.shape}) is {e.by}: a fused kernel must still write it")
     return "\n".join(lines)

@@ -12,7 +12,8 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.profiling.compile_check import CPU_UNKNOWN, check_chains
-from kernelpilot.profiling.extract_graph import Extracted, chain_problem, module_problem, problem_source, write_extracted
+from kernelpilot.profiling.extract_graph import (Extracted, chain_problem, module_problem, problem_source,
+                                                 write_extracted)
 from kernelpilot.profiling.fusion import find_chains, fusion_table
 from kernelpilot.profiling.module_table import module_groups, module_table
 from kernelpilot.profiling.script_run import median_step_ms
@@ -35,7 +36,8 @@ def grouped_command(args: Any) -> int:
         raise KernelpilotError(f"{script} ran no steps of its model; check that it calls the model.")
     top = getattr(args, "top", None) or 15
     extract = getattr(args, "extract", None)
-    print(f"step: {step_ms:.3f} ms median uninstrumented (spread {spread:.3f} ms, {steps} steps); recorded {len(measured)} step(s)")
+    print(f"step: {step_ms:.3f} ms median uninstrumented (spread {spread:.3f} ms, {steps} steps); recorded "
+          f"{len(measured)} step(s)")
     weights = _weights(run.root) if getattr(args, "weights", False) else None
     ex: Extracted | None = None
     if group == "module":
@@ -68,7 +70,8 @@ def grouped_command(args: Any) -> int:
         directory = write_extracted(ex, Path(getattr(args, "out", None) or "problems"), extract, weights=weights)
         print(f"wrote {directory}/problem.py (checked: it loads and runs): run `kernelpilot {directory}` to pair on it")
         if ex.origin.get("holder_error"):
-            print(f"note: `kernelpilot apply` cannot swap an approved kernel of it into the model: {ex.origin['holder_error']}")
+            print("note: `kernelpilot apply` cannot swap an approved kernel of it into the model: "
+                  f"{ex.origin['holder_error']}")
     return 0
 
 
@@ -83,7 +86,8 @@ def _pick(extract: int | str, labels: list[str]) -> int:
     for i, label in enumerate(labels, 1):
         if str(extract) in label:
             return i
-    raise KernelpilotError(f"no row matches --extract {extract!r}; pass a row number or part of a row's module or chain.")
+    raise KernelpilotError(f"no row matches --extract {extract!r}; pass a row number or part of a row's module or "
+                           "chain.")
 
 
 def _weights(root: Any) -> dict[str, Any]:

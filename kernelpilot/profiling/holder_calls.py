@@ -83,7 +83,8 @@ def plan(trace: Trace, call: ModuleCall, members: set[int], forced: set[str]) ->
         attr = "m_" + re.sub(r"\W", "_", rel)
         result.modules[attr] = rel
         outs = list(dict.fromkeys(vids_in(child.output)))
-        result.replace[ops[0]] = (outs, lambda prog, me, c=child, a=attr: f"_tensors({me}.{a}({arguments(prog, me, c)}))")
+        result.replace[ops[0]] = (outs,
+                                  lambda prog, me, c=child, a=attr: f"_tensors({me}.{a}({arguments(prog, me, c)}))")
         result.skip.update(ops[1:])
     return result
 

@@ -93,7 +93,8 @@ class HotspotRecorder:
             pass
         except SystemExit as exc:
             if exc.code not in (0, None):
-                raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and fix it.") from exc
+                raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and "
+                                       "fix it.") from exc
         except KernelpilotError:
             raise
         except Exception as exc:  # the script's own exception: one line, where it happened in its code

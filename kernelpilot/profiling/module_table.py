@@ -107,7 +107,8 @@ def _compress(paths: list[str]) -> str:
         if len(differ) == 1 and all(p[differ[0]].isdigit() for p in parts):
             i = differ[0]
             nums = sorted(int(p[i]) for p in parts)
-            span = f"{{{nums[0]}..{nums[-1]}}}" if nums == list(range(nums[0], nums[-1] + 1)) else "{" + ",".join(map(str, nums)) + "}"
+            span = (f"{{{nums[0]}..{nums[-1]}}}" if nums == list(range(nums[0], nums[-1] + 1))
+                    else "{" + ",".join(map(str, nums)) + "}")
             return "model." + ".".join([*parts[0][:i], span, *parts[0][i + 1:]])
     return "model." + shown[0] + f" (+{len(shown) - 1} more)"
 

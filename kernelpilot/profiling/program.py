@@ -157,8 +157,8 @@ class Program:
         if isinstance(v, torch.device):
             return "__device__"
         if isinstance(v, str) and v.startswith("<") and v.endswith(">"):
-            raise KernelpilotError(f"{op.name} takes an argument of type {v[1:-1]}, which cannot be written as a literal; "
-                                   f"pick another hotspot.")
+            raise KernelpilotError(f"{op.name} takes an argument of type {v[1:-1]}, which cannot be written as a "
+                                   f"literal; pick another hotspot.")
         if isinstance(v, float) and not math.isfinite(v):
             return f"float({str(v)!r})"
         return repr(v)

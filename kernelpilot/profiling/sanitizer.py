@@ -20,7 +20,8 @@ from kernelpilot.profiling.runner import cuda_tool, run_sandboxed
 _ERROR_START = re.compile(
     r"^=+\s+(?P<what>(Invalid|Misaligned|Out-of-range|Program hit|Error:|Uninitialized|Race|Barrier|Cuda API)[^\n]*)$"
 )
-_AT = re.compile(r"^=+\s+at\s+(?:0x[0-9a-f]+\s+in\s+)?(?P<func>.+?)(?:\+0x[0-9a-f]+)?(?:\s+in\s+(?P<file>[^:\s]+):(?P<line>\d+))?$")
+_AT = re.compile(r"^=+\s+at\s+(?:0x[0-9a-f]+\s+in\s+)?(?P<func>.+?)(?:\+0x[0-9a-f]+)?"
+                 r"(?:\s+in\s+(?P<file>[^:\s]+):(?P<line>\d+))?$")
 _THREAD = re.compile(r"^=+\s+by thread \((?P<thread>[^)]*)\) in block \((?P<block>[^)]*)\)")
 _ADDRESS = re.compile(r"^=+\s+(?P<address>Address 0x[0-9a-f]+ .*)$")
 _SUMMARY = re.compile(r"(?:ERROR|RACECHECK) SUMMARY: (?P<n>\d+) (?:error|hazard)")
@@ -129,7 +130,8 @@ def run_sanitizer(
     if tools is None:
         tools = ["memcheck"] + (["racecheck"] if uses_shared_memory(candidate) else [])
     if binary is None:
-        return SanitizerReport(tools=tools, passed=False, error="compute-sanitizer not found (install the CUDA toolkit)")
+        return SanitizerReport(tools=tools, passed=False,
+                               error="compute-sanitizer not found (install the CUDA toolkit)")
     target = [sys.executable, "-m", "kernelpilot.profiling.target", "--problem", str(problem),
               "--candidate", str(candidate), "--small", "--baseline", "none", "--iters", "1"]
     extra = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", **(env or {})}

@@ -141,7 +141,8 @@ def run_script(script: Path, argv: list[str], *, steps: int | None, context: Any
         pass
     except SystemExit as exc:
         if exc.code not in (0, None):
-            raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and fix it.") from exc
+            raise KernelpilotError(f"{script} exited with status {exc.code}; run it on its own first and "
+                                   "fix it.") from exc
     except KernelpilotError:
         raise
     except Exception as exc:  # the script's own exception: one line, where it happened in the script's code
@@ -153,7 +154,8 @@ def run_script(script: Path, argv: list[str], *, steps: int | None, context: Any
         for h in handles:
             h.remove()
     if run.root is None:
-        raise KernelpilotError(f"{script} called no nn.Module; kernelpilot needs a script that runs a torch.nn.Module model.")
+        raise KernelpilotError(f"{script} called no nn.Module; kernelpilot needs a script that runs a torch.nn.Module "
+                               "model.")
     return run
 
 
@@ -176,7 +178,8 @@ def script_failure(script: Path, exc: BaseException) -> ScriptError:
     lines = str(exc).strip().splitlines()
     said = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     summary = f"{script} raised {said}{where}"
-    return ScriptError(f"{summary}; run it on its own (python {script}) for the whole traceback, fix it, and try again.",
+    return ScriptError(f"{summary}; run it on its own (python {script}) for the whole traceback, fix it, and try "
+                       "again.",
                        summary=summary)
 
 
@@ -200,7 +203,8 @@ def misplaced_note(args: Any, script: Path) -> str:
         return ""
     names = ", ".join(dict.fromkeys(t.split("=", 1)[0] for t in found))
     return (f"note: {names} came after {script}, so {'it goes' if len(found) == 1 else 'they go'} to {script.name} "
-            f"as its own argument{'s' if len(found) > 1 else ''}, not to kernelpilot; kernelpilot's options go before SCRIPT.")
+            f"as its own argument{'s' if len(found) > 1 else ''}, not to kernelpilot; kernelpilot's options go before "
+            "SCRIPT.")
 
 
 def median_step_ms(script: Path, argv: list[str], steps: int, *, warmup: int = 1) -> tuple[float, float]:
@@ -216,6 +220,7 @@ def median_spread(times: list[float]) -> tuple[float, float]:
     if not times:
         return 0.0, 0.0
     ordered = sorted(times)
-    mid = ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    mid = (ordered[len(ordered) // 2] if len(ordered) % 2
+           else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2)
     lo, hi = ordered[int(0.1 * (len(ordered) - 1))], ordered[int(0.9 * (len(ordered) - 1))]
     return mid, hi - lo

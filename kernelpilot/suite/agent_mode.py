@@ -71,11 +71,12 @@ class SuiteBudget:
         return self.limit is not None and self.total >= self.limit
 
 
-async def run_problem(ref: ProblemRef, run_dir: Path, args: argparse.Namespace, evaluator: Any,
-                      budget: SuiteBudget, client_factory: Callable[[Any], Any]) -> tuple[Job, Verdict | None, str | None]:
+async def run_problem(ref: ProblemRef, run_dir: Path, args: argparse.Namespace, evaluator: Any, budget: SuiteBudget,
+                      client_factory: Callable[[Any], Any]) -> tuple[Job, Verdict | None, str | None]:
     repo = run_dir / "agent" / ref.key.replace("/", "__")
     problem = await asyncio.to_thread(make_repo, repo, ref.path)
-    overrides = {"problem": str(problem), "model": getattr(args, "model", None), "api_base": getattr(args, "api_base", None),
+    overrides = {"problem": str(problem), "model": getattr(args, "model", None),
+                 "api_base": getattr(args, "api_base", None),
                  "max_turns": getattr(args, "max_turns", None), "max_tokens": getattr(args, "max_tokens", None),
                  "max_cost_usd": getattr(args, "budget_usd", None), "max_wall_s": getattr(args, "max_wall", None)}
     config = load_config(repo, overrides={k: v for k, v in overrides.items() if v is not None})

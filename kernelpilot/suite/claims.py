@@ -94,7 +94,8 @@ def parse_claims(path: str | Path) -> list[Claim]:
                       f"{', '.join(sorted(KNOWN))}")
     has_pair = "level" in header and "problem_id" in header
     if "problem" not in header and not has_pair:
-        errors.append("header: no `problem` column (or `level` and `problem_id` columns) to say which problem each row is")
+        errors.append("header: no `problem` column (or `level` and `problem_id` columns) to say which problem each "
+                      "row is")
     if not any(f in header for f in FIGURES):
         errors.append("header: no `claimed_x_eager` or `claimed_x_compile` column: nothing is claimed")
     if errors:
@@ -116,7 +117,8 @@ def parse_claims(path: str | Path) -> list[Claim]:
         if not problem and has_pair:
             level, pid = cell("level").lower().removeprefix("level"), cell("problem_id")
             if not (level.isdigit() and pid.isdigit()):
-                errors.append(f"line {n}: level {cell('level')!r} and problem_id {pid!r} must be integers (e.g. 1 and 23)")
+                errors.append(f"line {n}: level {cell('level')!r} and problem_id {pid!r} must be integers (e.g. 1 "
+                              "and 23)")
                 continue
             problem = f"{int(level)}/{int(pid)}"
         if not problem:
@@ -151,7 +153,8 @@ def resolve(claim: Claim, refs: list[ProblemRef]) -> tuple[str | None, str]:
     if len(found) == 1:
         return found[0].key, ""
     if found:
-        return None, f"{claim.problem!r} names {len(found)} problems ({', '.join(r.key for r in found[:3])}); use its key"
+        return (None,
+                f"{claim.problem!r} names {len(found)} problems ({', '.join(r.key for r in found[:3])}); use its key")
     return None, f"{claim.problem!r} names no problem of the run"
 
 
@@ -204,7 +207,8 @@ def _figures(c: Claim, v: dict[str, Any], status: str) -> list[dict[str, Any]]:
     why = f"our status is {status}" if not honest else ""
     rows = []
     for name, claimed, measured, baseline in (("x eager", c.x_eager, perf.get("speedup_vs_eager"), "eager"),
-                                              ("x torch.compile", c.x_compile, perf.get("speedup_vs_compile"), "compiled")):
+                                              ("x torch.compile", c.x_compile, perf.get("speedup_vs_compile"),
+                                               "compiled")):
         if claimed is None:
             continue
         missing = "" if measured is not None else (

@@ -72,7 +72,8 @@ class ProblemSettings:
         return self._cache[folder]
 
 
-def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str, jobs: list[Any] = ()) -> Any:  # type: ignore[assignment]
+def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str,
+               jobs: list[Any] = ()) -> Any:  # type: ignore[assignment]
     if args.ray:
         try:
             return RayPool(settings, "auto" if args.ray == "auto" else args.ray, run_dir / "work",
@@ -117,7 +118,8 @@ def _added(args: argparse.Namespace, store: Any, plan_levels: list[int] | None) 
     the plan after."""
     new = store.extend(_discover(args, plan_levels))
     print(f"kernelpilot: --add-new: {len(new)} new file(s) in {args.solutions} planned"
-          + (f" ({', '.join(j.key for j in new[:5])}{', ...' if len(new) > 5 else ''})" if new else ""), file=sys.stderr)
+          + (f" ({', '.join(j.key for j in new[:5])}{', ...' if len(new) > 5 else ''})" if new else ""),
+          file=sys.stderr)
     return store.planned_jobs()
 
 
@@ -168,9 +170,9 @@ def _resume(args: argparse.Namespace, choice: dict[str, Any]) -> _Run | str:
     if mixed and not getattr(args, "allow_mixed_versions", False):
         store.close()
         return (f"{run_dir}'s verdicts were judged by another version of kernelpilot's code ({', '.join(mixed)}; this "
-                f"is {running_version().label}, git's tree of kernelpilot/): resuming would mix verdicts of two versions. "
-                "Start a new run (--out OTHER), or pass --allow-mixed-versions to mix them knowingly (the report lists "
-                "the versions).")
+                f"is {running_version().label}, git's tree of kernelpilot/): resuming would mix verdicts of two "
+                "versions. Start a new run (--out OTHER), or pass --allow-mixed-versions to mix them knowingly (the "
+                "report lists the versions).")
     if getattr(args, "add_new", False) and not meta.get("solutions"):
         store.close()
         return ("--add-new looks for new files in the run's --solutions folder; this run has none (an agent "
@@ -280,8 +282,8 @@ def run_suite(args: argparse.Namespace) -> int:
     selection = run.selection
     todo = selection.todo
     if not args.jsonl and (len(todo) < selection.pending):
-        print(f"this call runs {len(todo)} of the run's {selection.pending} jobs without a verdict (--levels, --problems, "
-              f"--samples, --limit); the other {selection.left} stay not run yet.")
+        print(f"this call runs {len(todo)} of the run's {selection.pending} jobs without a verdict (--levels, "
+              f"--problems, --samples, --limit); the other {selection.left} stay not run yet.")
     progress = Progress(selection.already + len(todo), already=selection.already, jsonl=args.jsonl,
                         planned=len(run.jobs), left=selection.left)
     interrupted, failure = _execute(args, run, progress)
@@ -303,9 +305,11 @@ def run_suite(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "results.sqlite").is_file():
-        return _fail(f"{run_dir} is not a suite run (no results.sqlite); pass the RUN folder a `kernelpilot suite` made.")
+        return _fail(f"{run_dir} is not a suite run (no results.sqlite); pass the RUN folder a `kernelpilot suite` "
+                     "made.")
     try:
-        report, text = write_report(run_dir, claims=getattr(args, "claims", None), checkout=getattr(args, "kernelbench_checkout", None))
+        report, text = write_report(run_dir, claims=getattr(args, "claims", None),
+                                    checkout=getattr(args, "kernelbench_checkout", None))
     except KernelpilotError as exc:
         return _fail(str(exc))
     if args.json:

@@ -106,7 +106,8 @@ def classify(v: Verdict) -> Difference | None:
     ours_pass, kb_pass = v.status == "ok", kb.status == "correct"
     labels = (ours_label(v), kernelbench_label(v))
     if kb.status == "not_run":
-        return Difference("other", *labels, detail=kb.error or "refused before running: KernelBench's harness did not run")
+        return Difference("other", *labels,
+                          detail=kb.error or "refused before running: KernelBench's harness did not run")
     if ours_pass and kb_pass:
         return _timing(v, labels)
     if ours_pass == kb_pass:

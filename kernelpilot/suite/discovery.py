@@ -85,7 +85,8 @@ def _problem_files(folder: Path) -> list[Path]:
 
 def _level_dirs(folder: Path) -> dict[int, Path]:
     for root in (folder, folder / "KernelBench"):
-        found = {int(m.group(1)): d for d in sorted(root.glob("level*")) if d.is_dir() and (m := LEVEL_DIR.fullmatch(d.name))}
+        found = {int(m.group(1)): d for d in sorted(root.glob("level*"))
+                 if d.is_dir() and (m := LEVEL_DIR.fullmatch(d.name))}
         if found:
             return found
     return {}
@@ -97,7 +98,8 @@ def discover_problems(paths: list[Path], levels: list[int] | None = None) -> lis
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.exists():
-            raise SuiteInputError(f"{path} does not exist; pass a folder of problem files, a KernelBench checkout or problem files.")
+            raise SuiteInputError(f"{path} does not exist; pass a folder of problem files, a KernelBench checkout or "
+                                  "problem files.")
         if path.is_file():
             level = LEVEL_DIR.fullmatch(path.parent.name)
             lv = int(level.group(1)) if level else None
@@ -113,8 +115,8 @@ def discover_problems(paths: list[Path], levels: list[int] | None = None) -> lis
             continue
         files = _problem_files(path)
         if not files:
-            raise SuiteInputError(f"{path} holds no problem files (*.py, or folders with problem.py, or level1/ level2/ ...); "
-                                  "pass a folder of KernelBench-format problems.")
+            raise SuiteInputError(f"{path} holds no problem files (*.py, or folders with problem.py, or level1/ "
+                                  "level2/ ...); pass a folder of KernelBench-format problems.")
         refs += [_ref(p, None) for p in files]
     if levels is not None:
         refs = [r for r in refs if r.level in levels]
@@ -147,7 +149,8 @@ def discover_jobs(problems: list[ProblemRef], solutions: Path) -> list[Job]:
     solutions = Path(solutions).expanduser()
     if not solutions.is_dir():
         raise SuiteInputError(f"solutions folder {solutions} does not exist; pass the folder that holds one "
-                              "<problem>.py or <problem>/ per problem, or KernelBench's level_<L>_problem_<ID>_sample_<S>_kernel.py files.")
+                              "<problem>.py or <problem>/ per problem, or KernelBench's "
+                              "level_<L>_problem_<ID>_sample_<S>_kernel.py files.")
     generated: dict[tuple[int, int], dict[int, Path]] = {}
     for f in sorted(solutions.rglob(GENERATION_GLOB)):
         parsed = parse_generation_name(f.name)
@@ -156,7 +159,8 @@ def discover_jobs(problems: list[ProblemRef], solutions: Path) -> list[Job]:
             generated.setdefault((level, number), {}).setdefault(sample, f.resolve())
     jobs: list[Job] = []
     for ref in problems:
-        samples = generated.get((ref.level if ref.level is not None else 0, ref.number)) if ref.number is not None else None
+        samples = (generated.get((ref.level if ref.level is not None else 0, ref.number)) if ref.number is not None
+                   else None)
         if samples is None and ref.level is None and ref.number is not None:
             matches = [s for (_lv, n), s in generated.items() if n == ref.number]
             samples = matches[0] if len(matches) == 1 else None  # outside a level: only an unambiguous id
@@ -225,13 +229,15 @@ def select_jobs(jobs: list[Job], finished: set[str], levels: list[int] | None = 
         if unknown:
             have = f"its levels: {', '.join(map(str, known))}" if known else "its problems are in no KernelBench level"
             raise SuiteInputError(f"--levels {','.join(map(str, levels))}: the run has no problem in level "
-                                  f"{', '.join(map(str, unknown))} ({have}); pass levels of the run, or leave --levels out.")
+                                  f"{', '.join(map(str, unknown))} ({have}); pass levels of the run, or leave --levels "
+                                  "out.")
     if problems is not None:
         for item in problems:
             if not any(problem_matches(item, r) for r in refs):
                 examples = ", ".join(r.key for r in refs[:3]) + (", ..." if len(refs) > 3 else "")
-                raise SuiteInputError(f"--problems: {item!r} matches no problem of the run ({len(refs)} problems: {examples}); "
-                                      "pass a glob on their keys ('level1/2*'), keys, or KernelBench ids (1/23, level2/5).")
+                raise SuiteInputError(f"--problems: {item!r} matches no problem of the run ({len(refs)} problems: "
+                                      f"{examples}); pass a glob on their keys ('level1/2*'), keys, or KernelBench ids "
+                                      "(1/23, level2/5).")
     if samples is not None:
         have = sorted({j.sample for j in jobs})
         unknown = [s for s in samples if s not in have]

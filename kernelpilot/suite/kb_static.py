@@ -83,7 +83,8 @@ def find_checker(checkouts: list[Path]) -> tuple[Path | None, str]:
                   "KernelBench v0.1 has none: pass a current checkout with --kernelbench-checkout)")
 
 
-def run_checker(checker: Path | None, files: list[Path], precision: str = "fp32", why: str = "") -> dict[str, StaticResult]:
+def run_checker(checker: Path | None, files: list[Path], precision: str = "fp32",
+                why: str = "") -> dict[str, StaticResult]:
     """KernelBench's checker on every file (keys: the files as given, as strings)."""
     if checker is None:
         return {str(f): StaticResult(None, not_run=why or "no checker") for f in files}

@@ -172,8 +172,10 @@ def engine_health(rows: list[Row]) -> dict[str, Any]:
 
     def memory(v: Verdict) -> dict[str, Any]:
         m = v.memory
-        return {"engine_held_bytes": m.engine_held_bytes if m else None, "requested_bytes": m.requested_bytes if m else None,
-                "device_total_bytes": m.device_total_bytes if m else None, "device_free_bytes": m.device_free_bytes if m else None,
+        return {"engine_held_bytes": m.engine_held_bytes if m else None,
+                "requested_bytes": m.requested_bytes if m else None,
+                "device_total_bytes": m.device_total_bytes if m else None,
+                "device_free_bytes": m.device_free_bytes if m else None,
                 "phase": m.phase if m else ""}
 
     def first_line(text: str) -> str:
@@ -182,7 +184,8 @@ def engine_health(rows: list[Row]) -> dict[str, Any]:
     return {
         "levels": levels,
         "retried": [{"job": r.job_key, "status": v.status, "flaky": v.flaky, "engine_crash": v.engine_crash,
-                     "attempts": [{"status": a.status, "phase": a.phase, "error": first_line(a.error)} for a in v.attempts]}
+                     "attempts": [{"status": a.status, "phase": a.phase, "error": first_line(a.error)}
+                                  for a in v.attempts]}
                     for r, v in judged if v.attempts],
         "engine_crashes": [r.job_key for r, v in judged if v.engine_crash],
         "out_of_memory": [{"job": r.job_key, "status": v.status, **memory(v)}
@@ -198,13 +201,14 @@ def suspicious(rows: list[Row], limit: int = 8) -> list[dict[str, Any]]:
     for r in rows:
         v = r.verdict or {}
         reasons = list(v.get("flags") or [])
-        reasons += [f"{f.get('rule')}: {f.get('evidence') or f.get('message', '')[:80]}" for f in v.get("findings") or []
-                    if f.get("severity") == "warn"]
+        reasons += [f"{f.get('rule')}: {f.get('evidence') or f.get('message', '')[:80]}"
+                    for f in v.get("findings") or [] if f.get("severity") == "warn"]
         if r.status == "ok" and (r.speedup_vs_eager or 0) > EXCESSIVE_SPEEDUP:
             reasons.append(f"speedup {r.speedup_vs_eager:.1f}x vs eager (above {EXCESSIVE_SPEEDUP:g}x)")
         if reasons:
             found.append({"job": r.job_key, "status": r.status, "speedup_vs_eager": r.speedup_vs_eager,
-                          "reasons": reasons, "score": len(reasons) + (r.status == "ok") + (r.speedup_vs_eager or 0) / 100})
+                          "reasons": reasons,
+                          "score": len(reasons) + (r.status == "ok") + (r.speedup_vs_eager or 0) / 100})
     found.sort(key=lambda d: -d["score"])
     for d in found:
         d.pop("score")

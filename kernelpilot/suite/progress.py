@@ -29,7 +29,8 @@ class Progress:
         else:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeRemainingColumn
 
-            self._bar = Bar(TextColumn("[bold]suite"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[tally]}"),
+            self._bar = Bar(TextColumn("[bold]suite"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[tally]}"),
                             TextColumn("ETA"), TimeRemainingColumn(), transient=False)
             self._bar.start()
             self._task = self._bar.add_task("suite", total=total, completed=already, tally=self._tally())

@@ -41,7 +41,8 @@ def pack_candidate(candidate: Path) -> dict[str, bytes]:
         if p.is_file() and not (set(rel.parts[:-1]) & _SKIP_DIRS):
             files[str(rel)] = p.read_bytes()
     if sum(len(b) for b in files.values()) > MAX_CANDIDATE_BYTES:
-        raise ValueError(f"candidate {candidate} is larger than {MAX_CANDIDATE_BYTES >> 20} MiB; remove build outputs from it.")
+        raise ValueError(f"candidate {candidate} is larger than {MAX_CANDIDATE_BYTES >> 20} MiB; remove build outputs "
+                         "from it.")
     return files
 
 
@@ -88,7 +89,8 @@ class SuiteActor:
         cand_path = unpack(self.root / "inputs", cand_name, cand, single)
         builder = getattr(self._local, "evaluator", None)
         if builder is None:
-            builder = self._local.evaluator = Evaluator(self.settings, workdir=self.root / f"build-{threading.get_ident()}",
+            builder = self._local.evaluator = Evaluator(self.settings,
+                                                        workdir=self.root / f"build-{threading.get_ident()}",
                                                         keep_warm=False, standby_builder=True)
         job_settings = EvalSettings.from_dict(settings) if settings else self.settings
         builder.settings = job_settings
@@ -140,11 +142,13 @@ class RayPool:
         problem, candidate = Path(problem), Path(candidate)
         with self._lock:
             start = next(self._rr) % len(self.actors)
-            order = sorted(range(len(self.actors)), key=lambda i: (self._outstanding[i], (i - start) % len(self.actors)))
+            order = sorted(range(len(self.actors)),
+                           key=lambda i: (self._outstanding[i], (i - start) % len(self.actors)))
             index = order[0]
             self._outstanding[index] += 1
         lane = "quick" if compiles_nothing(candidate) else "build"
-        ref = self.actors[index].evaluate.options(concurrency_group=lane).remote(problem.name, problem.read_bytes(), candidate.name,
+        ref = self.actors[index].evaluate.options(concurrency_group=lane).remote(problem.name, problem.read_bytes(),
+                                                                                 candidate.name,
                                                  pack_candidate(candidate), candidate.is_file(), mode,
                                                  settings.to_dict() if settings is not None else None)
         future: Future[SlotResult] = Future()

@@ -83,7 +83,8 @@ def level_table(levels: dict[str, dict[str, Any]]) -> str:
     for name, s in levels.items():
         fp = s["fast_p_vs_eager"]
         lines.append(f"| {name} | {s['problems']} | {_pct(s['pass_rate'])} | {_pct(s['faster_than_eager_rate'])} | "
-                     f"{_pct(s['faster_than_compile_rate'])} | {_x(s['geomean_vs_eager'])} | {_x(s['geomean_vs_compile'])} | "
+                     f"{_pct(s['faster_than_compile_rate'])} | {_x(s['geomean_vs_eager'])} | "
+                     f"{_x(s['geomean_vs_compile'])} | "
                      + " | ".join(_pct(fp[k]) for k in ("0", "0.5", "0.8", "1", "1.5", "2"))
                      + f" | {_pct(s['fast_1_vs_compile'])} | {s['failed']} | {s['not_run_yet']} |")
     return "\n".join(lines)
@@ -91,8 +92,8 @@ def level_table(levels: dict[str, dict[str, Any]]) -> str:
 
 def compile_table(levels: dict[str, dict[str, Any]]) -> str:
     """fast_1 vs torch.compile over all problems (no baseline: not faster) and over those with a baseline."""
-    lines = ["| group | problems | no torch.compile baseline | fast_1 vs compile, all problems | problems with a baseline | "
-             "fast_1 vs compile, with a baseline |", "|" + "---|" * 6]
+    lines = ["| group | problems | no torch.compile baseline | fast_1 vs compile, all problems | problems with a "
+             "baseline | fast_1 vs compile, with a baseline |", "|" + "---|" * 6]
     for name, s in levels.items():
         lines.append(f"| {name} | {s['problems']} | {s['no_compile_baseline']} | {_pct(s['fast_1_vs_compile'])} | "
                      f"{s['with_compile_baseline']} | {_pct(s['fast_1_vs_compile_with_baseline'])} |")
@@ -105,7 +106,8 @@ def _kernelbench_lines(report: dict[str, Any]) -> list[str]:
     if files.get("kernelbench_files"):
         matches = ", ".join(f"{k} {n}" for k, n in sorted(files.get("matches", {}).items())) or "no known commit"
         out.append(f"Problem files: {files['kernelbench_files']} KernelBench problems, matching by content: {matches}"
-                   + (f"; {files['unknown_count']} changed from every known commit" if files.get("unknown_count") else "")
+                   + (f"; {files['unknown_count']} changed from every known commit" if files.get("unknown_count")
+                      else "")
                    + ".")
     if files.get("warning"):
         out.append(f"**Warning:** {files['warning']}")
@@ -121,32 +123,34 @@ def _kernelbench_lines(report: dict[str, Any]) -> list[str]:
 
 def _engine_lines(engine: dict[str, Any]) -> list[str]:
     out = ["## Engine health (every stored verdict)", "",
-           "| group | verdicts | retried | flaky | engine crashes | out of memory | problem too large |", "|" + "---|" * 7]
+           "| group | verdicts | retried | flaky | engine crashes | out of memory | problem too large |",
+           "|" + "---|" * 7]
     for name, c in engine["levels"].items():
         out.append(f"| {name} | {c['verdicts']} | {c['retried']} | {c['flaky']} | {c['engine_crashes']} | "
                    f"{c['out_of_memory']} | {c['problem_too_large']} |")
     crashes = engine["levels"]["overall"]["engine_crashes"]
-    out += ["", f"Engine crashes (a worker died on a candidate that then ran without dying in a fresh worker: a crash of "
-                f"kernelpilot's, expected 0): **{crashes}**" + (f" ({', '.join(engine['engine_crashes'][:10])})." if crashes else "."),
-            "", "Retried: an earlier attempt's worker died and the candidate was judged once more; flaky: the second attempt "
-            "ran without dying."]
+    out += ["", "Engine crashes (a worker died on a candidate that then ran without dying in a fresh worker: a crash "
+                f"of kernelpilot's, expected 0): **{crashes}**"
+                + (f" ({', '.join(engine['engine_crashes'][:10])})." if crashes else "."),
+            "", "Retried: an earlier attempt's worker died and the candidate was judged once more; flaky: the second "
+            "attempt ran without dying."]
     if engine["retried"]:
         out.append("")
     for d in engine["retried"][:10]:
         first = d["attempts"][0] if d["attempts"] else {}
-        out.append(f"- retried {d['job']} ({d['status']}{', flaky' if d['flaky'] else ''}): the first worker died during "
-                   f"{first.get('phase') or '?'}: {first.get('error') or 'no message'}")
+        out.append(f"- retried {d['job']} ({d['status']}{', flaky' if d['flaky'] else ''}): the first worker died "
+                   f"during {first.get('phase') or '?'}: {first.get('error') or 'no message'}")
     if engine["out_of_memory"]:
         out += ["", "Out of GPU memory:", ""]
-        out += [f"- {d['job']} ({d['status']}): the harness held {_gib(d['engine_held_bytes'])} when it called the candidate, "
-                f"the failing allocation asked for {_gib(d['requested_bytes'])}"
+        out += [f"- {d['job']} ({d['status']}): the harness held {_gib(d['engine_held_bytes'])} when it called the "
+                f"candidate, the failing allocation asked for {_gib(d['requested_bytes'])}"
                 + (f"; {_gib(d['device_free_bytes'])} of {_gib(d['device_total_bytes'])} free afterwards"
                    if d["device_total_bytes"] is not None else "") + (f"; in {d['phase']}" if d["phase"] else "")
                 for d in engine["out_of_memory"]]
     if engine["problem_too_large"]:
         out += ["", "## Problems too large for this GPU", "",
-                "The problem's own eager call does not fit an empty GPU: about the problem, not the candidate (each still "
-                "counts as a failure in the rates above).", ""]
+                "The problem's own eager call does not fit an empty GPU: about the problem, not the candidate (each "
+                "still counts as a failure in the rates above).", ""]
         out += [f"- {d['job']}: {d['error'] or 'problem_too_large'}" for d in engine["problem_too_large"]]
     out.append("")
     return out
@@ -164,9 +168,9 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
                 + ", ".join(f"`{v[:12]}{'+dirty' if v.endswith('+dirty') else ''}`: {n}" for v, n in versions.items()),
                 ""]
     if not report["complete"]:
-        out += [f"**Incomplete run:** {report['not_run_yet']} of {report['jobs']} planned jobs not run yet. Each counts as a "
-                "failure in every rate over all problems (as KernelBench counts a missing one) and is shown apart, as not "
-                f"run yet. Run them with `kernelpilot suite --resume {report['run']}`.", ""]
+        out += [f"**Incomplete run:** {report['not_run_yet']} of {report['jobs']} planned jobs not run yet. Each "
+                "counts as a failure in every rate over all problems (as KernelBench counts a missing one) and is "
+                f"shown apart, as not run yet. Run them with `kernelpilot suite --resume {report['run']}`.", ""]
     for view, title in (("sample0", "Sample 0 (what KernelBench's fast_p scores)"), ("best_of_k", "Best of k samples")):
         if view in report["views"]:
             out += [f"## {title}", "", level_table(report["views"][view]), ""]
@@ -189,15 +193,18 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
     out += ["## Throughput", "", f"Wall time {t['wall_s']:.1f} s; {t['evaluated']} candidates evaluated"
             + (f"; {t['candidates_per_minute']:.1f} candidates per minute." if t["candidates_per_minute"] else "."), ""]
     if t["gpus"]:
-        out += ["| GPU | requests | busy s | held s | busy share while queued | busy of wall |", "|---|---|---|---|---|---|"]
+        out += ["| GPU | requests | busy s | held s | busy share while queued | busy of wall |",
+                "|---|---|---|---|---|---|"]
         for name, g in sorted(t["gpus"].items()):
-            out.append(f"| {name} | {g['requests']} | {g['busy_s']:.1f} | {g['held_s']:.1f} | {_pct(g['busy_share'])} | "
-                       f"{_pct(g['busy_of_wall'])} |")
+            out.append(f"| {name} | {g['requests']} | {g['busy_s']:.1f} | {g['held_s']:.1f} | "
+                       f"{_pct(g['busy_share'])} | {_pct(g['busy_of_wall'])} |")
         out.append("")
     if report["slowest"]:
-        out += ["## Slowest evaluations", ""] + [f"- {d['job']}: {d['status']}, {d['seconds']:.1f} s" for d in report["slowest"]] + [""]
+        out += ["## Slowest evaluations", ""]
+        out += [f"- {d['job']}: {d['status']}, {d['seconds']:.1f} s" for d in report["slowest"]] + [""]
     out += ["## Most suspicious", ""]
-    out += [f"- {d['job']} ({d['status']}): " + "; ".join(d["reasons"][:4]) for d in report["suspicious"]] or ["- none flagged"]
+    out += [f"- {d['job']} ({d['status']}): " + "; ".join(d["reasons"][:4])
+            for d in report["suspicious"]] or ["- none flagged"]
     out.append("")
     if plot:
         out += [f"![speedup vs torch.compile]({plot})", ""]
@@ -231,7 +238,8 @@ def plot_speedups(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_report(run_dir: Path, *, claims: Path | None = None, checkout: Path | None = None) -> tuple[dict[str, Any], str]:
+def write_report(run_dir: Path, *, claims: Path | None = None,
+                 checkout: Path | None = None) -> tuple[dict[str, Any], str]:
     """Write report.md, report.json and speedup.png in ``run_dir``; returns (report, markdown). ``claims`` and
     ``checkout`` (a KernelBench checkout for its static checker) are kept in the run: later reports use them too."""
     if claims is not None:

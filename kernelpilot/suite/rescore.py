@@ -99,7 +99,8 @@ def summarize_ours(picks: list[m.Pick]) -> dict[str, Any]:
 
 def _by_level(ours: list[m.Pick], theirs: list[m.Pick], static: dict[str, StaticResult]) -> dict[str, Any]:
     groups_ours, groups_kb = m._groups(ours), m._groups(theirs)
-    return {name: {"kernelbench": summarize_kernelbench(groups_kb[name], static), "ours": summarize_ours(groups_ours[name])}
+    return {name: {"kernelbench": summarize_kernelbench(groups_kb[name], static),
+                   "ours": summarize_ours(groups_ours[name])}
             for name in groups_ours}
 
 

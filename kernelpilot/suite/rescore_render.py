@@ -39,7 +39,8 @@ def differences_lines(section: dict[str, Any]) -> list[str]:
     out = ["### Where KernelBench's status and ours differ", ""]
     if not total:
         return out + ["No verdict's two scores differ.", ""]
-    out += [f"{total} verdicts differ, by reason (one reason each, from the verdict's findings, status and scores):", "",
+    out += [f"{total} verdicts differ, by reason (one reason each, from the verdict's findings, status and scores):",
+            "",
             "| reason | verdicts | problems |", "|---|---|---|"]
     for reason, items in diffs.items():
         jobs = ", ".join(d["job"] for d in items[:12]) + (f", ... ({len(items) - 12} more)" if len(items) > 12 else "")
@@ -57,13 +58,14 @@ def claims_lines(claims: dict[str, Any]) -> list[str]:
     out = ["### Claimed speedups", "", f"From `{claims['file']}`; measured on {claims['measured_on'] or 'this run'}"
            ". A claim holds when the measured speedup is at least 0.9 x the claim or the claim is within the measured "
            "spread (interquartile times); no honest verdict when our status is not ok or nothing was measured.", "",
-           "| line | problem | sample | figure | claimed | claimed on | measured | KernelBench's harness | verdict | why |",
+           "| line | problem | sample | figure | claimed | claimed on | measured | KernelBench's harness | verdict | "
+           "why |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for row in claims["rows"]:
         where = f"{row['key'] or row['problem']}"
         if row["key"] is None:
-            out.append(f"| {row['line']} | {row['problem']} | {row['sample']} | - | - | {row['claimed_gpu'] or '-'} | - | - | "
-                       f"unmatched | {row['unmatched']} |")
+            out.append(f"| {row['line']} | {row['problem']} | {row['sample']} | - | - | {row['claimed_gpu'] or '-'} | "
+                       f"- | - | unmatched | {row['unmatched']} |")
             continue
         dup = f" (duplicate of line {row['duplicate_of']})" if row["duplicate_of"] else ""
         for f in row["figures"]:
@@ -85,24 +87,27 @@ def render_rescore(section: dict[str, Any]) -> list[str]:
     checker = section["static_checker"]
     out = ["## Re-scoring: KernelBench's score and ours", "",
            f"KernelBench's score is its own harness reproduced in our worker (precision {section['precision']}, its "
-           "seeds, trials, allclose tolerance and CUDA-event timing, the reference timed in this run on this GPU); ours "
-           "is the verdict's status (fresh inputs, fp64 reference, the runtime audit). KernelBench's static checker "
-           + (f"(`{checker['path']}`, backend detected per file) is a column of its own: its batch scorer does not call it."
-              if checker["path"] else f"was not run: {checker['not_run']}."), ""]
+           "seeds, trials, allclose tolerance and CUDA-event timing, the reference timed in this run on this GPU); "
+           "ours is the verdict's status (fresh inputs, fp64 reference, the runtime audit). "
+           "KernelBench's static checker "
+           + (f"(`{checker['path']}`, backend detected per file) is a column of its own: its batch scorer does not "
+              "call it." if checker["path"] else f"was not run: {checker['not_run']}."), ""]
     for view, title in (("sample0", "Sample 0"), ("best_of_k", "Best of k (each score picks its own best sample)")):
         if view in section["views"]:
             out += [f"### {title}", "", scores_table(section["views"][view]), ""]
     overall = section["views"]["sample0"]["overall"]["kernelbench"]
     if overall["pass_without_own_kernel"]:
-        out += [f"KernelBench passes {overall['pass_without_own_kernel']} sample-0 solutions with no kernel of their own "
-                "(pure PyTorch rewrites).", ""]
+        out += [f"KernelBench passes {overall['pass_without_own_kernel']} sample-0 solutions with no kernel of their "
+                "own (pure PyTorch rewrites).", ""]
     out += differences_lines(section)
     if "claims" in section:
         out += claims_lines(section["claims"])
-    out += ["### Per solution", "", "| job | ours | KernelBench | static checker | difference |", "|---|---|---|---|---|"]
+    out += ["### Per solution", "", "| job | ours | KernelBench | static checker | difference |",
+            "|---|---|---|---|---|"]
     for j in section["per_job"]:
         kb = j["kernelbench"] + (f" {j['kernelbench_speedup']:.2f}x" if j["kernelbench_speedup"] else "")
         ours = j["ours"] + (f" {j['speedup_vs_eager']:.2f}x" if j["speedup_vs_eager"] and j["ours"] == "ok" else "")
-        out.append(f"| {j['job']} | {ours} | {kb} | {j['static_label'].replace('|', '/')[:160]} | {j['difference'] or ''} |")
+        out.append(f"| {j['job']} | {ours} | {kb} | {j['static_label'].replace('|', '/')[:160]} | "
+                   f"{j['difference'] or ''} |")
     out.append("")
     return out

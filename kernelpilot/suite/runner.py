@@ -21,8 +21,9 @@ def run_jobs(store: Store, pool: Any, jobs: list[Job], mode: str,
              settings_for: Callable[[Job], Any] | None = None) -> int:
     """Evaluate every job without a stored verdict; returns how many were stored now.
 
-    ``settings_for(job)`` gives a job's EvalSettings (default: the pool's). Jobs without a candidate are stored at once as ``missing``. An interrupt (Ctrl-C) propagates after
-    the verdicts already finished are stored; the rest stay pending for ``--resume``.
+    ``settings_for(job)`` gives a job's EvalSettings (default: the pool's). Jobs without a candidate are stored at
+    once as ``missing``. An interrupt (Ctrl-C) propagates after the verdicts already finished are stored; the rest
+    stay pending for ``--resume``.
     """
     stored = 0
     futures: dict[Future[SlotResult], Job] = {}

@@ -103,7 +103,8 @@ class Store:
     def plan(self, jobs: list[Job]) -> None:
         """Record the planned jobs (kept from an earlier start: a resume adds none it already has)."""
         with self._lock:
-            self._db.executemany("INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)", [self._job_row(j) for j in jobs])
+            self._db.executemany("INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                 [self._job_row(j) for j in jobs])
 
     def extend(self, jobs: list[Job]) -> list[Job]:
         """Plan the jobs the plan lacks, and give a planned job without a candidate the one now found (its
@@ -124,7 +125,8 @@ class Store:
 
     def planned(self) -> list[dict[str, Any]]:
         with self._lock:
-            cur = self._db.execute("SELECT job_key, problem, problem_path, level, number, sample, candidate FROM jobs ORDER BY rowid")
+            cur = self._db.execute("SELECT job_key, problem, problem_path, level, number, sample, candidate FROM jobs "
+                                   "ORDER BY rowid")
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r, strict=True)) for r in cur]
 
@@ -139,7 +141,7 @@ class Store:
 
     # ---- verdicts --------------------------------------------------------------------------------
     def add(self, job: Job, verdict: Any | None, status: str | None = None, gpu: str | None = None) -> bool:
-        """Store one finished job (``verdict`` a Verdict, or None with a suite ``status``); False if it was stored already."""
+        """Store one finished job (``verdict`` a Verdict, or None with a suite ``status``); False if stored already."""
         v = verdict.to_dict() if verdict is not None else None
         perf = (v or {}).get("performance") or {}
 
@@ -151,16 +153,17 @@ class Store:
         findings = (v or {}).get("findings") or []
         row = (job.key, job.problem.key, job.problem.level, job.sample, str(job.candidate) if job.candidate else None,
                status or (v or {}).get("status") or "runtime_error", (v or {}).get("mode"),
-               perf.get("speedup_vs_eager"), perf.get("speedup_vs_compile"), ms("candidate"), ms("eager"), ms("compiled"),
+               perf.get("speedup_vs_eager"), perf.get("speedup_vs_compile"), ms("candidate"), ms("eager"),
+               ms("compiled"),
                (v or {}).get("seconds"), gpu, window[0], window[1], len((v or {}).get("flags") or []),
                sum(1 for f in findings if f.get("severity") == "warn"),
                json.dumps(v) if v is not None else None, json.dumps((v or {}).get("environment")) if v else None,
                self.session, time.time(), self.code_version or None)
         with self._lock:
             cur = self._db.execute(
-                "INSERT OR IGNORE INTO verdicts (job_key, problem, level, sample, candidate, status, mode, speedup_vs_eager,"
-                " speedup_vs_compile, candidate_ms, eager_ms, compiled_ms, seconds, gpu, worker_start, worker_end, flags,"
-                " warnings, verdict, environment, session, created_at, code_version)"
+                "INSERT OR IGNORE INTO verdicts (job_key, problem, level, sample, candidate, status, mode, "
+                "speedup_vs_eager, speedup_vs_compile, candidate_ms, eager_ms, compiled_ms, seconds, gpu, "
+                "worker_start, worker_end, flags, warnings, verdict, environment, session, created_at, code_version)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
             if cur.rowcount and self.session is not None:
                 self._db.execute("UPDATE sessions SET verdicts = verdicts + 1 WHERE id = ?", (self.session,))
@@ -202,7 +205,7 @@ class Store:
 
     def sessions(self) -> list[dict[str, Any]]:
         with self._lock:
-            cur = self._db.execute("SELECT id, started, ended, verdicts, (SELECT MAX(created_at) FROM verdicts WHERE session = sessions.id)"
-                                  " AS last_verdict FROM sessions ORDER BY id")
+            cur = self._db.execute("SELECT id, started, ended, verdicts, (SELECT MAX(created_at) FROM verdicts WHERE "
+                                  "session = sessions.id) AS last_verdict FROM sessions ORDER BY id")
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r, strict=True)) for r in cur]

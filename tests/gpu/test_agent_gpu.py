@@ -21,7 +21,8 @@ def _git(cwd: Path, *args: str) -> None:
 
 
 @pytest.mark.gpu
-async def test_replayed_session_benchmarks_and_proposes_a_real_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_replayed_session_benchmarks_and_proposes_a_real_kernel(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelpilot.agent.loop import AgentSession, Budgets
     from kernelpilot.agent.scripted import ScriptedClient
     from kernelpilot.agent.transcript import Transcript
@@ -67,5 +68,6 @@ async def test_replayed_session_benchmarks_and_proposes_a_real_kernel(tmp_path: 
     done = events[-1]
     assert done.kind == "done" and done.reason == "proposal_approved", done
     records = [json.loads(line) for line in transcript.path.read_text().splitlines()]
-    verdicts = [r["event"]["verdict"] for r in records if r["type"] == "event" and r["event"]["kind"] == "candidate_evaluated"]
+    verdicts = [r["event"]["verdict"] for r in records if r["type"] == "event"
+                and r["event"]["kind"] == "candidate_evaluated"]
     assert verdicts and verdicts[0]["status"] == "ok" and verdicts[0]["performance"]["speedup_vs_compile"] > 1.05

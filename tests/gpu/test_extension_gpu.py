@@ -54,7 +54,8 @@ def test_built_candidate_matches_torch(candidate: tuple[Path, Path], monkeypatch
         model(torch.randn(4))
 
 
-def test_edited_kernel_reloads_in_the_same_process(candidate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_edited_kernel_reloads_in_the_same_process(candidate: tuple[Path, Path],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
     import torch
@@ -115,7 +116,8 @@ def test_single_file_load_inline_candidate_builds_and_runs(tmp_path: Path, monke
     assert built, list(extensions.rglob("*"))
     start = __import__("time").perf_counter()
     module = _import(path, "kp_gpu_test_inline")
-    print(f"\nsingle-file cold build {report.seconds:.1f} s; import after it {__import__('time').perf_counter() - start:.2f} s")
+    print(f"\nsingle-file cold build {report.seconds:.1f} s; import after it "
+          f"{__import__('time').perf_counter() - start:.2f} s")
     x = torch.randn(1000, device="cuda")
     torch.testing.assert_close(module.ModelNew(2.0)(x), 2.0 * x)
     # the same shared object, not a rebuild (torch imports it without registering it in sys.modules)

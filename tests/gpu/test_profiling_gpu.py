@@ -59,7 +59,8 @@ def test_sanitizer_catches_planted_out_of_bounds_write() -> None:
     report = run_sanitizer(PROBLEM, DATA / "profiling" / "oob", tools=["memcheck"])
     print(report.text())
     assert not report.passed
-    assert any("Invalid __global__ write" in f.message and f.file and f.file.endswith("kernel.cu") for f in report.findings)
+    assert any("Invalid __global__ write" in f.message and f.file
+               and f.file.endswith("kernel.cu") for f in report.findings)
 
 
 def test_sanitizer_catches_planted_race_and_passes_clean_kernel() -> None:

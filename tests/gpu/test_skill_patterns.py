@@ -87,7 +87,8 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[ctypes.CDL
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"skills/{doc}.md pattern {name} failed to build:\n{proc.stderr}"
         regs = sorted({line.split("Used ")[1].split(",")[0] for line in proc.stderr.splitlines() if "Used " in line})
-        spills = [line.strip() for line in proc.stderr.splitlines() if "spill" in line and " 0 bytes spill stores" not in line]
+        spills = [line.strip() for line in proc.stderr.splitlines() if "spill" in line
+                  and " 0 bytes spill stores" not in line]
         assert not spills, f"pattern {name} spills registers: {spills}"
         out[name] = (ctypes.CDLL(str(lib)), doc, "; ".join(regs))
     return out
@@ -147,7 +148,8 @@ def test_vec_scale(libs: dict[str, tuple[ctypes.CDLL, str, str]]) -> None:
         _check(fn(_ptr(x), _ptr(y), ctypes.c_longlong(n), alpha, _stream()), "kp_scale_bf16")
         assert torch.equal(y, (x.float() * 1.7).to(torch.bfloat16)), f"n={n}"
     base = torch.empty(17, device="cuda", dtype=torch.bfloat16)
-    assert fn(ctypes.c_void_p(base.data_ptr() + 2), _ptr(base), ctypes.c_longlong(8), alpha, _stream()) != 0, "misalignment not rejected"
+    assert fn(ctypes.c_void_p(base.data_ptr() + 2), _ptr(base), ctypes.c_longlong(8), alpha,
+              _stream()) != 0, "misalignment not rejected"
 
     n = 1 << 29  # 1 GiB of bf16 in, 1 GiB out
     x = torch.randn(n, device="cuda", dtype=torch.bfloat16)

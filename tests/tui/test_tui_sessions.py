@@ -40,7 +40,8 @@ async def test_quitting_says_the_session_how_to_resume_it_and_how_to_remove_it(t
     session = EventStreamSession([started], on_approve=partial(approve, ws), on_reject=ws.reject)
     startup = Startup(session=session, model="",
                       session_id=ws.session_id, worktree=ws.path, watch_dir=watch_dir, workspace=ws, problem=p.problem,
-                      gpu=False, edit_evaluator=WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d)))
+                      gpu=False,
+                      edit_evaluator=WorkspaceEditEvaluator(ws, watch_dir, lambda d: fixture.evaluate(p.problem, d)))
     app = KernelpilotApp(startup, gpu_source=GPU, watch_interval=0.1)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: app.watcher is not None, what="the watcher")
@@ -119,11 +120,14 @@ def test_sessions_lists_and_removes_only_the_sessions_worktree_and_branch(tmp_pa
     assert "20261202-100000-bbbbbb" not in kp("sessions", cwd=root).stdout
 
     unknown = kp("sessions", "rm", "nope", "--yes", cwd=root)
-    assert unknown.returncode == 2 and "no session 'nope'" in unknown.stderr and "20261201-100000-aaaaaa" in unknown.stderr
+    assert unknown.returncode == 2 and "no session 'nope'" in unknown.stderr
+    assert "20261201-100000-aaaaaa" in unknown.stderr
     shutil.rmtree(kept.worktree_root)  # a worktree folder deleted by hand: its branch and record still go
     everything = kp("sessions", "rm", "--all", "--yes", cwd=root)
     assert everything.returncode == 0 and "no unapproved candidates" in everything.stdout
-    assert "removed session 20261201-100000-aaaaaa: branch kernelpilot/20261201-100000-aaaaaa, its record" in everything.stdout
+    assert ("removed session 20261201-100000-aaaaaa: branch kernelpilot/20261201-100000-aaaaaa, its record"
+            in everything.stdout)
     assert not kept.worktree_root.exists() and not git(root, "branch", "--list", "kernelpilot/*")
-    assert git(root, "rev-parse", "HEAD").strip() == approved and (root / D / "kernel.cu").read_text() == "// approved\n"
+    assert git(root, "rev-parse", "HEAD").strip() == approved
+    assert (root / D / "kernel.cu").read_text() == "// approved\n"
     assert kp("sessions", cwd=root).stdout.startswith("no kernelpilot sessions in ")
