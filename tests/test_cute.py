@@ -196,3 +196,30 @@ def test_the_example_compiles_on_the_cpu_and_a_second_worker_loads_it(tmp_path: 
     assert first[2].startswith("kernel_cutlass_rmsnorm_kernel_") and second[2] == first[2]
     (cand / "row_config.py").write_text((cand / "row_config.py").read_text() + "\n# edited\n")
     assert run()[:2] == ["1", "0"]  # a helper edited: compiled again
+
+
+def test_init_language_cute_writes_a_cute_starter_the_policy_accepts(tmp_path: Path) -> None:
+    from kernelpilot.cli_parser import build_parser
+    from kernelpilot.starter import init_project
+
+    args = build_parser().parse_args(["init", str(tmp_path), "--language", "cute"])
+    assert args.language == "cute"
+    written = init_project(tmp_path, "softmax", language="cute")
+    cand = load_candidate(tmp_path / "kernels" / "softmax")
+    assert cand.kind == "cute" and cute_kernels(cand) == ["softmax_kernel"]
+    assert [p.name for p in written][2:] == ["model_new.py"]
+    assert [f for f in check_candidate(cand.path) if f.severity == "reject"] == []
+
+
+@pytest.mark.cute
+@needs_dsl
+def test_the_cute_starter_compiles_on_the_cpu(tmp_path: Path) -> None:
+    from kernelpilot.starter import write_starter_candidate
+
+    write_starter_candidate(tmp_path, "cute")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import torch, cutlass.cute as cute, model_new as m\n"
+            "from cuda.bindings.driver import CUstream\nx = torch.empty(4, 4096, dtype=torch.bfloat16)\n"
+            "c = cute.compile(m.softmax_host, m._tensor(x), m._tensor(x), CUstream(0)); print(list(c.kernel_info))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CUTE_DSL_ARCH": "sm_90a"})
+    assert out.returncode == 0 and "kernel_cutlass_softmax_kernel_" in out.stdout, out.stderr[-2000:]
