@@ -5,7 +5,8 @@ on the CPU for sm_90a (tests/test_cute.py, marker ``cute``)."""
 from __future__ import annotations
 
 STARTER_CUTE_MODEL = '''"""Starter CuTe-DSL candidate: a row softmax, one CTA per row (correct, not fast: three
-passes over the row). Make it fast the way skills/cute-dsl.md says: 128-bit vectors, the row in registers, an online max and sum."""
+passes over the row). Make it fast the way skills/cute-dsl.md says: 128-bit vectors, the row in registers,
+an online max and sum."""
 
 import math
 import operator
