@@ -169,6 +169,8 @@ def _init(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                       help="project directory (default: the current directory)")
     init.add_argument("--problem", metavar="NAME", default="softmax",
                       help="problem name; writes NAME.py (default: softmax)")
+    init.add_argument("--language", choices=("cuda", "cute"), default="cuda",
+                      help="the starter candidate's language: CUDA C++ (default) or CuTe DSL ([cute] extra)")
     init.add_argument("--force", action="store_true",
                       help="overwrite NAME.py, kernelpilot.toml and kernels/NAME/ if they exist")
     init.add_argument("--git-init", action="store_true",

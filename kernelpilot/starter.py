@@ -16,6 +16,7 @@ from kernelpilot.errors import KernelpilotError, WorkspaceError
 from kernelpilot.inductor.batch import INDEX, convert_all, discover, record_all
 from kernelpilot.inductor.c0 import candidate_from_recording, write_candidate
 from kernelpilot.inductor.generate import inductor_candidate
+from kernelpilot.starter_cute import STARTER_CUTE_MODEL
 from kernelpilot.inductor.helpers import ConversionError
 
 STARTER_PROBLEM = '''\
@@ -172,19 +173,21 @@ class ModelNew(nn.Module):
 '''
 
 
-def write_starter_candidate(candidate_dir: Path) -> list[Path]:
+def write_starter_candidate(candidate_dir: Path, language: str = "cuda") -> list[Path]:
     """The starter problem's candidate in the device-only layout (as the examples' candidate/ folders):
     softmax.h (the kernel's declaration), softmax.cu (device code), binding.cpp (host code, launching through
-    kernelpilot/launch.h), and model_new.py calling ``kernelpilot.extension.load_extension(__file__)``."""
+    kernelpilot/launch.h), and model_new.py calling ``kernelpilot.extension.load_extension(__file__)``;
+    with ``language="cute"`` one model_new.py whose kernel is CuTe DSL (starter_cute.py)."""
     candidate_dir.mkdir(parents=True, exist_ok=True)
-    files = {"softmax.h": STARTER_HEADER, "softmax.cu": STARTER_KERNEL, "binding.cpp": STARTER_BINDING,
-             "model_new.py": STARTER_MODEL}
+    files = {"model_new.py": STARTER_CUTE_MODEL} if language == "cute" else {
+        "softmax.h": STARTER_HEADER, "softmax.cu": STARTER_KERNEL, "binding.cpp": STARTER_BINDING,
+        "model_new.py": STARTER_MODEL}
     for name, text in files.items():
         (candidate_dir / name).write_text(text, encoding="utf-8")
     return [candidate_dir / name for name in files]
 
 
-def init_project(directory: Path, name: str = "softmax", force: bool = False) -> list[Path]:
+def init_project(directory: Path, name: str = "softmax", force: bool = False, language: str = "cuda") -> list[Path]:
     """Write ``<directory>/<name>.py``, ``<directory>/kernelpilot.toml`` and the starter candidate in
     ``<directory>/kernels/<name>/``; returns the paths written."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -205,7 +208,7 @@ def init_project(directory: Path, name: str = "softmax", force: bool = False) ->
     directory.mkdir(parents=True, exist_ok=True)
     problem.write_text(STARTER_PROBLEM, encoding="utf-8")
     config.write_text(commented_template(problem.name, f"kernels/{name}"), encoding="utf-8")
-    return [problem, config, *write_starter_candidate(candidate)]
+    return [problem, config, *write_starter_candidate(candidate, language)]
 
 
 def inductor_command(problem: str, target: Path, compile_mode: str = "default", recording: Path | None = None,
@@ -294,7 +297,7 @@ def init_command(args: Any) -> int:
             recordings = recordings / f"{discover([source])[0].key}.json"
         return inductor_command(args.from_inductor, target, recording=recordings, helpers=helpers)
     make_repository = _needs_repository(directory, bool(getattr(args, "git_init", False)))
-    written = init_project(directory, args.problem, args.force)
+    written = init_project(directory, args.problem, args.force, getattr(args, "language", "cuda") or "cuda")
     for path in written:
         print(f"wrote {path}")
     target = "" if directory.resolve() == Path.cwd().resolve() else f" {directory}"

@@ -7,6 +7,9 @@ Single-file form: a KernelBench ``ModelNew`` module that compiles its kernels wi
 Triton form: ``model_new.py`` (a directory) or one .py file whose kernels are ``@triton.jit`` functions,
 in that file or in .py files beside it (a KernelBench Triton-backend file is accepted unchanged); no
 load_inline, no load_extension. Its kernels are compiled ahead of time by triton_build.py.
+CuTe form: ``model_new.py`` (a directory) or one .py file (a KernelBench ``cute``-backend file, unchanged) whose
+kernels are ``@cute.kernel`` / ``@cute.jit`` functions of CUTLASS's CuTe DSL (static/cute_names.py), in that file
+or in .py files beside it; they compile in the worker's warm-up (build/cute_build.py, worker/cute_hook.py).
 Loading is static (ast): nothing of the candidate runs here.
 """
 
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation.static.compile_calls import compile_calls
+from kernelpilot.evaluation.static.cute_names import cute_kernel_names, has_cute_kernels
 
 MODEL_FILE = "model_new.py"
 BINDING_FILE = "binding.cpp"
@@ -27,7 +32,7 @@ KERNEL_SUFFIXES = (".cu", ".cuh")
 NATIVE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")
 MODEL_CLASS = "ModelNew"
 
-CandidateKind = Literal["directory", "single_file", "triton", "pytorch"]
+CandidateKind = Literal["directory", "single_file", "triton", "cute", "pytorch"]
 
 
 class CandidateError(KernelpilotError):
@@ -76,7 +81,8 @@ def load_candidate(path: str | Path) -> Candidate:
             f"Candidate {p.name} is neither a directory nor a .py file: pass the directory that holds "
             f"{MODEL_FILE}, or a single-file ModelNew module."
         )
-    if p.name == MODEL_FILE and (_has_directory_layout(p.parent) or _triton_siblings(p.parent, p)):
+    if p.name == MODEL_FILE and (_has_directory_layout(p.parent) or _triton_siblings(p.parent, p)
+                                 or _triton_siblings(p.parent, p, has_cute_kernels)):
         return _load_directory(p.parent)
     return _load_single_file(p)
 
@@ -100,6 +106,10 @@ def _load_directory(directory: Path) -> Candidate:
     if not cu_files:
         if compile_calls(tree):  # a KernelBench module that happens to be named model_new.py
             return _single_file(model, tree)
+        cute_files = ([model] if has_cute_kernels(tree) else []) + _triton_siblings(directory, model, has_cute_kernels)
+        if cute_files and not _calls(tree, "load_extension"):
+            files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
+            return Candidate(path=directory, kind="cute", model_file=model, kernel_files=sorted(cute_files), files=files)
         triton_files = ([model] if has_triton_kernels(tree) else []) + _triton_siblings(directory, model)
         if triton_files and not _calls(tree, "load_extension"):
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
@@ -144,6 +154,8 @@ def _load_single_file(file: Path) -> Candidate:
 def _single_file(file: Path, tree: ast.Module) -> Candidate:
     _require_model_class(tree, file)
     if not compile_calls(tree):  # load_inline / cpp_extension.load, however imported
+        if has_cute_kernels(tree):  # a KernelBench cute-backend file
+            return Candidate(path=file, kind="cute", model_file=file, kernel_files=[file], files=[file])
         if has_triton_kernels(tree):
             return Candidate(path=file, kind="triton", model_file=file, kernel_files=[file], files=[file])
         return Candidate(path=file, kind="pytorch", model_file=file, files=[file])  # a PyTorch rewrite
@@ -179,6 +191,14 @@ def triton_kernels(candidate: Candidate) -> list[str]:
     names: list[str] = []
     for file in candidate.kernel_files if candidate.kind == "triton" else []:
         names += triton_kernel_names(_parse(file))
+    return names
+
+
+def cute_kernels(candidate: Candidate) -> list[str]:
+    """Every ``@cute.kernel`` function name in a CuTe candidate's files (its own kernels, for the audit)."""
+    names: list[str] = []
+    for file in candidate.kernel_files if candidate.kind == "cute" else []:
+        names += [n for n in cute_kernel_names(_parse(file)) if n not in names]
     return names
 
 
@@ -245,8 +265,9 @@ def declarations(candidate: Candidate) -> dict[str, object]:
     return out
 
 
-def _triton_siblings(directory: Path, model: Path) -> list[Path]:
-    """The .py files beside ``model`` that define @triton.jit kernels (unparsable ones are left to the policy)."""
+def _triton_siblings(directory: Path, model: Path, defines: Callable[[ast.Module], bool] | None = None) -> list[Path]:
+    """The .py files beside ``model`` that define @triton.jit kernels (``defines``: other kernels, CuTe's);
+    unparsable ones are left to the policy."""
     found = []
     for p in sorted(directory.glob("*.py")):
         if p.resolve() == model.resolve():
@@ -255,7 +276,7 @@ def _triton_siblings(directory: Path, model: Path) -> list[Path]:
             tree = ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
         except (SyntaxError, UnicodeDecodeError):
             continue
-        if has_triton_kernels(tree):
+        if (defines or has_triton_kernels)(tree):
             found.append(p)
     return found
 

@@ -39,6 +39,7 @@ from kernelpilot.evaluation.build.step import (
 from kernelpilot.evaluation.candidate import (
     Candidate,
     cuda_kernel_names,
+    cute_kernels,
     load_candidate,
     triton_kernels,
 )
@@ -251,6 +252,7 @@ class Evaluator(WorkerRequests):
             return "superseded"
         run.kernels += [k.kernel for k in report.kernels]
         run.kernels += [k for k in triton_kernels(cand_obj) if k not in run.kernels]
+        run.kernels += [k for k in cute_kernels(cand_obj) if k not in run.kernels]
         run.kernels += [k for k in cuda_kernel_names(cand_obj) if k not in run.kernels]
         if not report.ok:
             first = next((d.message for d in report.diagnostics if d.severity == "error"), "")
@@ -266,7 +268,7 @@ class Evaluator(WorkerRequests):
             "op": "evaluate", "problem": str(run.problem_path), "candidate_model": str(run.model_file),
             "candidate_dir": str(run.cand_path if run.cand_path.is_dir() else run.cand_path.parent),
             "mode": run.mode, "settings": settings.to_dict(), "own_kernels": run.kernels, "env": run.worker_env,
-            "warmup": cand_obj.kind == "triton", "kind": cand_obj.kind,
+            "warmup": cand_obj.kind in ("triton", "cute"), "kind": cand_obj.kind,
             "inductor_libraries": runs_torch_compile_libraries(declared, settings)}
         if run.baseline is not None and run.mode == "benchmark":
             message["baseline"] = run.baseline.to_dict()

@@ -10,6 +10,7 @@ import re
 from kernelpilot.evaluation.audit.kernel_trace import KernelTrace
 from kernelpilot.evaluation.audit.ops import library_op
 from kernelpilot.evaluation.audit.stream_joins import joined_streams
+from kernelpilot.evaluation.static.cute_names import names_dsl_kernel
 from kernelpilot.rules import Rules, get_rules
 from kernelpilot.verdict import Finding
 
@@ -91,8 +92,11 @@ def kernel_findings(trace: KernelTrace, own_kernels: list[str], allowed_librarie
              for i in range(len(names))]
     # the build report's ptxas names (demangled or not), or else any kernel not from torch/cuBLAS/cuDNN/Triton;
     # a bare name alike is not enough when the recorded kernel sits in torch's namespaces and the own one does not
+    # a CuTe-DSL kernel is named kernel_cutlass_<its @cute.kernel function>_<argument types>_<n> (cute_names.py):
+    # the candidate's own; CUTLASS's library kernels (cutlass_80_..., cutlass3x_..., cutlass::Kernel) are not
     own = [k for i, k in enumerate(names) if not by_op[i] and (
-           _own_by_name(k, own_kernels)
+           any(names_dsl_kernel(k, b) for b in own_bases)
+           or _own_by_name(k, own_kernels)
            or any(_names_kernel(k, b) for b in own_bases if b != _base_name(k))
            or (not _LIBRARY_KERNEL.search(k) and not _TORCH_KERNEL.search(k)))]
     libraries_allowed = bool({"cublas", "cudnn", "torch.matmul"} & {lib.lower() for lib in allowed_libraries})

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from kernelpilot.evaluation.build import diagnostics as diag
 from kernelpilot.evaluation.build import pch
+from kernelpilot.evaluation.build.cute_build import build_cute
 from kernelpilot.evaluation.build.device_only import (
     after_full_build,
     device_only_build,
@@ -160,6 +161,8 @@ def build_candidate(
                            diagnostics=[Diagnostic(severity="note", tool="build", message=(
                                "no kernel of its own: no load_inline or cpp_extension.load call, no @triton.jit "
                                "function, no .cu file"))])
+    if candidate.kind == "cute":  # the DSL checked; its kernels compile in the worker's warm-up (cute_build.py)
+        return build_cute(candidate, env=run_env, directory=directory)
     if candidate.kind == "triton":  # its own build step: triton_ahead.py
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
                             cancel=cancel, confine=confine)

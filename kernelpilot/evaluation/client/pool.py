@@ -32,7 +32,7 @@ class WorkerOwner:
 
         cache = Path(platformdirs.user_cache_dir("kernelpilot"))
         env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-               "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings")}
+               "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings"), "CUTE_DSL_CACHE_DIR": str(cache / "cute")}
         if self.settings.build_dir:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
         env.update(getattr(self, "worker_env", {}) or {})
@@ -88,7 +88,8 @@ class WorkerOwner:
         from kernelpilot.evaluation.client.process import WorkerClient
 
         env = self._cache_env()
-        writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+        writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR")
+                    if env.get(k)]
         writable.append(Path(env.get("KERNELPILOT_BUILD_DIR") or Path(env["TRITON_CACHE_DIR"]).parent / "builds"))
         writable += [p for p in self._writable if p not in writable]
         writable.append(Path(env["KERNELPILOT_CEILINGS_DIR"]))

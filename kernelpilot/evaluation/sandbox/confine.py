@@ -163,7 +163,7 @@ class WorkerSandbox:
         cache = self.cache_dir
         defaults = {"TRITON_CACHE_DIR": cache / "triton", "TORCHINDUCTOR_CACHE_DIR": cache / "inductor",
                     "CUDA_CACHE_PATH": cache / "nv", "TORCH_EXTENSIONS_DIR": cache / "torch_extensions",
-                    "XDG_CACHE_HOME": cache}
+                    "XDG_CACHE_HOME": cache, "CUTE_DSL_CACHE_DIR": cache / "cute"}
         env = scrubbed_env(self.base_env, self.home, self.extra_env, self.tmp)
         for k, v in defaults.items():
             if k not in self.extra_env:

@@ -24,7 +24,8 @@ _ENV_EXACT = frozenset({
     "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG", "VIRTUAL_ENV", "CONDA_PREFIX", "NO_COLOR",
 })
 _ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "PYTORCH_", "CUDNN_",
-                 "CUBLAS_", "NCCL_DEBUG", "KERNELPILOT_")
+                 "CUBLAS_", "NCCL_DEBUG", "KERNELPILOT_",
+                 "CUTE_DSL_")
 # Never passed, whatever the allow-list says (checked first).
 _ENV_DENY_PREFIXES = ("AWS_", "GOOGLE_", "GCLOUD", "GCP_", "AZURE_", "OPENAI", "ANTHROPIC", "LITELLM",
                       "HF_", "HUGGING", "GITHUB_", "GH_", "GITLAB", "SSH_", "GPG_", "DOCKER_", "KUBE",

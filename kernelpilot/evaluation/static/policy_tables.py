@@ -7,17 +7,28 @@ from __future__ import annotations
 ALLOWED_MODULES: frozenset[str] = frozenset({
     "torch", "math", "typing", "typing_extensions", "functools", "dataclasses", "pathlib",
     "kernelpilot.extension", "__future__", "numbers", "itertools", "operator", "enum",
-    "collections", "abc", "contextlib", "triton.language",
+    "collections", "abc", "contextlib", "triton.language", "cutlass",
 })
 # ``import triton`` itself: only the names a kernel author needs (TRITON_NAMES); its runtime, compiler,
 # driver, knobs and testing modules reach the launcher, the cache and the timers.
 TRITON_NAMES: frozenset[str] = frozenset({
     "jit", "language", "cdiv", "next_power_of_2", "autotune", "heuristics", "Config", "constexpr", "must_use_result",
 })
+# CUTLASS's CuTe DSL (``cutlass``, ``cutlass.cute``, ``cutlass.utils``, ``cutlass.pipeline``, ...) is allowed but
+# for its internals (below) and for the names in CUTE_REFUSED_NAMES. From its CUDA driver bindings a candidate
+# may name only CUDA_DRIVER_NAMES (the stream torch gives it): the rest creates streams, loads modules, copies.
+CUDA_DRIVER_MODULE = "cuda.bindings.driver"
+CUDA_DRIVER_NAMES: frozenset[str] = frozenset({"CUstream"})
+# exporting and loading compiled binaries, and the DSL's own benchmarking (timers): refused wherever named
+CUTE_REFUSED_NAMES: frozenset[str] = frozenset({
+    "export", "export_to_c", "dump_to_object", "load_module", "load_from_binary", "testing", "benchmark",
+})
 # Submodules of allowed packages that are refused anyway (processes, network, pickles).
 DENIED_SUBMODULES: frozenset[str] = frozenset({
     "torch.multiprocessing", "torch.hub", "torch.distributed", "torch.utils.data",
     "torch.utils.benchmark", "torch._C", "torch.package", "torch.serialization", "torch._inductor", "torch._dynamo",
+    "cutlass.base_dsl", "cutlass._mlir", "cutlass.cutlass_dsl", "cutlass.testing", "cutlass.cute.testing",
+    "cutlass.cute.export", "cutlass.runtime",
 })
 # Modules with a specific reason; anything else outside ALLOWED_MODULES is "not on the allow-list".
 MODULE_REASONS: dict[str, str] = {
@@ -56,6 +67,8 @@ RULES: dict[str, str] = {
     "side-stream": "work on a non-default CUDA stream the timer does not see",
     "torch-escape": "torch.load / torch.save / load_library / hub (files, pickles, native code)",
     "syntax-error": "the file does not parse",
+    "cute-internals": "uses a part of the CuTe DSL that exports or loads binaries or times code "
+                      "(export, load_module, testing/benchmark) or a CUDA driver call other than CUstream",
     "binary-file": "a prebuilt binary or bytecode file in the candidate directory",
     "triton-internals": "uses a part of triton other than jit/autotune/heuristics/Config/cdiv/language "
                         "(its runtime, compiler, driver, knobs, testing)",

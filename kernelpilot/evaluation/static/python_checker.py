@@ -9,6 +9,9 @@ from collections.abc import Iterable
 
 from kernelpilot.evaluation.static.policy_tables import (
     ALLOWED_MODULES,
+    CUDA_DRIVER_MODULE,
+    CUDA_DRIVER_NAMES,
+    CUTE_REFUSED_NAMES,
     DENIED_SUBMODULES,
     MODULE_REASONS,
     TRITON_NAMES,
@@ -59,10 +62,12 @@ def top_module(module: str) -> str:
 
 def module_verdict(module: str) -> str | None:
     """None when the module may be imported, else the reason."""
-    if module == "triton":
-        return None  # the names used from it are checked one by one (TRITON_NAMES)
+    if module == "triton" or CUDA_DRIVER_MODULE == module or CUDA_DRIVER_MODULE.startswith(module + "."):
+        return None  # the names used from it are checked one by one (TRITON_NAMES, CUDA_DRIVER_NAMES)
     for denied in DENIED_SUBMODULES:
         if module == denied or module.startswith(denied + "."):
+            if top_module(denied) == "cutlass":
+                return "is the CuTe DSL's compiler, runtime or benchmarking, not its kernel language"
             return "reaches processes, the network or pickled code"
     for allowed in ALLOWED_MODULES:
         if module == allowed or module.startswith(allowed + "."):
@@ -85,6 +90,8 @@ class PythonChecker(ast.NodeVisitor):
         self.func_stack: list[str] = []
         self.os_aliases: set[str] = set()  # names bound to the os module
         self.os_functions: set[str] = set()  # process-creating functions imported from os by name
+        self.cuda_aliases: dict[str, str] = {}  # names bound to cuda, cuda.bindings or its driver module
+        self.cutlass_aliases: set[str] = set()  # names bound to cutlass or one of its modules
 
     # ---- helpers ------------------------------------------------------------------------------
     def add(self, rule: str, message: str, node: ast.AST) -> None:
@@ -140,6 +147,10 @@ class PythonChecker(ast.NodeVisitor):
                 self.os_aliases.add(alias.asname or "os")
             if alias.name == "triton" or not alias.asname and top_module(alias.name) == "triton":
                 self.triton_aliases.add(alias.asname or "triton")
+            if top_module(alias.name) == "cuda":
+                self.cuda_aliases[alias.asname or "cuda"] = alias.name if alias.asname else "cuda"
+            if top_module(alias.name) == "cutlass":
+                self.cutlass_aliases.add(alias.asname or "cutlass")
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -159,6 +170,8 @@ class PythonChecker(ast.NodeVisitor):
             if module_verdict(full) is not None and (full in DENIED_SUBMODULES or module_verdict(module) is not None):
                 self._check_module(full if full in DENIED_SUBMODULES else module, node)
                 continue
+            if self._cute_import(module, alias, node):
+                continue
             if module == "triton" and alias.name not in TRITON_NAMES:
                 self.add("triton-internals", f"triton.{alias.name} is refused: a candidate uses triton.jit, "
                          "autotune, heuristics, Config, cdiv and triton.language only.", node)
@@ -167,6 +180,43 @@ class PythonChecker(ast.NodeVisitor):
                 self.add("torch-escape", f"torch.{alias.name} reads or writes files or loads native code: refused.", node)
             if alias.name != "*":
                 self.imported.add(alias.asname or alias.name)
+
+    def _cute_import(self, module: str, alias: ast.alias, node: ast.ImportFrom) -> bool:
+        """``from cutlass... import X`` and ``from cuda... import X``: the DSL's refused names and the driver calls
+        other than CUstream are findings (True: nothing more to check)."""
+        full = f"{module}.{alias.name}"
+        if top_module(module) == "cutlass":
+            self.cutlass_aliases.add(alias.asname or alias.name)
+            if alias.name in CUTE_REFUSED_NAMES:
+                self.add("cute-internals", f"{full} is refused: a CuTe candidate compiles with cute.compile and "
+                         "launches on torch's stream; it neither exports, loads nor times binaries.", node)
+                return True
+        elif top_module(module) == "cuda":
+            if not self._cuda_allowed(full):
+                self.add("cute-internals", f"{full} is refused: from the CUDA driver bindings a candidate uses "
+                         "CUstream only (torch's current stream).", node)
+                return True
+            self.cuda_aliases[alias.asname or alias.name] = full
+        return False
+
+    @staticmethod
+    def _cuda_allowed(full: str) -> bool:
+        """``cuda``, ``cuda.bindings``, ``cuda.bindings.driver`` and ``cuda.bindings.driver.CUstream...``."""
+        if CUDA_DRIVER_MODULE == full or CUDA_DRIVER_MODULE.startswith(full + "."):
+            return True
+        rest = full[len(CUDA_DRIVER_MODULE) + 1:].split(".") if full.startswith(CUDA_DRIVER_MODULE + ".") else []
+        return bool(rest) and rest[0] in CUDA_DRIVER_NAMES
+
+    def _check_dsl_attribute(self, node: ast.Attribute, root: str | None, dotted: str) -> None:
+        if root in self.cuda_aliases and dotted.startswith(root + "."):
+            full = self.cuda_aliases[root] + dotted[len(root):]
+            if not self._cuda_allowed(full):
+                self.add("cute-internals", f"{full} is refused: from the CUDA driver bindings a candidate uses "
+                         "CUstream only (torch's current stream).", node)
+        if self.cutlass_aliases and node.attr in CUTE_REFUSED_NAMES and (
+                root in self.cutlass_aliases or node.attr not in ("export", "testing", "benchmark")):
+            self.add("cute-internals", f"{dotted or node.attr} is refused: a CuTe candidate compiles with cute.compile "
+                     "and launches on torch's stream; it neither exports, loads nor times binaries.", node)
 
     # ---- classes and functions ------------------------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -256,6 +306,7 @@ class PythonChecker(ast.NodeVisitor):
             self.add("lazy-tensor", "_make_subclass builds tensor subclasses: outputs must be plain tensors.", node)
         root = self._root_name(node)
         dotted = self._dotted(node)
+        self._check_dsl_attribute(node, root, dotted)
         if (isinstance(node.value, ast.Name) and node.value.id in self.triton_aliases
                 and node.attr not in TRITON_NAMES):
             self.add("triton-internals", f"{dotted} is refused: a candidate uses triton.jit, autotune, heuristics, "

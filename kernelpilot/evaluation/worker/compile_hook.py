@@ -56,6 +56,12 @@ def pending() -> bool:
     return bool(_compiles) or _seconds[0] > 0
 
 
+def record(what: str, seconds: float) -> None:
+    """A compile the candidate started elsewhere (cute_hook.py): its seconds are build time too."""
+    _seconds[0] += seconds
+    _compiles.append(f"{what} {seconds:.1f} s")
+
+
 def take() -> tuple[float, list[str]]:
     """Seconds spent compiling inside the worker since the last call, and what compiled."""
     seconds, names = _seconds[0], list(_compiles)

@@ -38,7 +38,7 @@ from kernelpilot.evaluation.timing.candidate import (  # noqa: F401 - engine's n
     input_pool,
     timing_settings,
 )
-from kernelpilot.evaluation.worker import compile_hook, watchdog
+from kernelpilot.evaluation.worker import compile_hook, cute_hook, watchdog
 from kernelpilot.evaluation.worker import global_state as gs
 from kernelpilot.evaluation.worker.cuda_errors import is_cuda_error
 from kernelpilot.rules import Rules, get_rules
@@ -179,7 +179,7 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     compile_s, compiled_here = compile_hook.take()
     if compile_s:  # build time, not the candidate's: the verdict's build seconds include it
         phases["build_in_worker"] = round(compile_s, 3)
-        out["flags"].append("compiled inside the worker (a load_inline the build step could not reach: "
+        out["flags"].append("compiled inside the worker (what the build step could not reach: "
                             + "; ".join(compiled_here) + "); counted as build time")
     out["phases"] = phases
     findings, seen = [], set()
@@ -245,6 +245,8 @@ def _load(job: _Job, sample: Inputs, rules: Rules, findings: list[Finding]) -> _
 
     worker, msg = job.worker, job.msg
     compile_hook.install_dynamo()  # again: torch._dynamo.reset() between problems drops its callbacks
+    if msg.get("kind") == "cute":  # its cute.compile calls: build time, cached across workers (cute_hook.py)
+        cute_hook.install(str(msg.get("candidate_dir") or ""))
     with _phase(job.phases, "import", msg["candidate_model"]):
         module = worker.import_candidate(msg["candidate_model"])
         findings += worker.identities.findings("while the candidate module was imported")
@@ -261,9 +263,9 @@ def _load(job: _Job, sample: Inputs, rules: Rules, findings: list[Finding]) -> _
             findings.append(Finding(rule="no-kernel", evidence="ModelNew.forward", message=(
                 "no kernel of its own: a PyTorch rewrite (it is verified and timed, so the report can say what "
                 "its speed is made of)")))
-    if msg.get("warmup"):  # Triton: what the build could not compile ahead compiles (and autotunes) here,
-        with _phase(job.phases, "build_warmup"):  # before any check or timer; its seconds count as build time
-            with torch.no_grad():
+    if msg.get("warmup"):  # Triton, CuTe: what the build could not compile ahead compiles (autotunes) here,
+        with _phase(job.phases, "build_warmup"), cute_hook.warming_up():  # before any check or timer; its
+            with torch.no_grad():  # seconds count as build time (a CuTe compile's are not counted twice)
                 call(*clone_inputs(sample))
             if job.cuda:
                 torch.cuda.synchronize()

@@ -1,0 +1,115 @@
+"""CuTe-DSL candidates on a GPU (issue 53), in one Evaluator with a warm worker as the pairing UI keeps it:
+examples/rmsnorm_cute copied to a scratch folder, then
+
+1. cold: test verdict with an empty CuTe cache (the compile is build time: phases build_warmup);
+2. re-run, nothing changed: nothing compiles (loaded from kernelpilot's cache);
+3. warm kernel edits (a constant of the kernel changed, correct each time): test verdicts, their wall time;
+4. a helper edit (row_config.py): recompiles; 5. a breaking kernel edit: must be `incorrect`;
+6. benchmark mode; 7. KernelBench's cute example (as it is: 256 threads for 1 x 128, no bound check) and the
+   same with a bound check, if a problem for it is given.
+
+    python benchmarks/cute_edits.py --out DIR [--kb-example FILE]
+Writes DIR/cute-edits.json and prints one line per verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KB_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, A, B):
+        return A + B
+
+
+def get_inputs():
+    return [torch.randn(1, 128), torch.randn(1, 128)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def record(v: Any, wall: float, what: str) -> dict[str, Any]:
+    rec = {"what": what, "status": v.status, "wall_s": round(wall, 3),
+           "build_s": v.build.seconds if v.build else None, "phases": dict(v.phases),
+           "findings": sorted({f.rule for f in v.findings}), "flags": list(v.flags)[:4],
+           "error": (v.error or "")[:400], "summary": (v.summary or "")[:200]}
+    if v.performance is not None:
+        rec["speedup_vs_eager"] = getattr(v.performance, "speedup_vs_eager", None)
+        rec["candidate_ms"] = getattr(v.performance, "candidate_ms", None)
+    print(f"{what:<34} {v.status:<14} {rec['wall_s']:>7} s  warm-up {rec['phases'].get('build_warmup', '-')} s  "
+          f"{','.join(rec['findings'])} {rec['error'][:120]}", flush=True)
+    return rec
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--kb-example", type=Path, default=None)
+    ap.add_argument("--edits", type=int, default=3)
+    args = ap.parse_args()
+    from kernelpilot.config import load_config
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    work = Path(tempfile.mkdtemp(prefix="kp-cute-"))
+    example = work / "rmsnorm_cute"
+    shutil.copytree(ROOT / "examples" / "rmsnorm_cute", example)
+    problem, candidate = example / "problem.py", example / "candidate"
+    model = candidate / "model_new.py"
+    original = model.read_text()
+    config = load_config(example, overrides={"problem": str(problem)}, env={})
+    settings = EvalSettings.from_config(config, device="cuda", build_timeout_s=600.0)
+    rows: list[dict[str, Any]] = []
+    with Evaluator(settings, workdir=work / "eval", standby_builder=True) as ev:
+        def run(p: Path, c: Path, mode: str, what: str) -> None:
+            t0 = time.monotonic()
+            rows.append(record(ev.evaluate(p, c, mode), time.monotonic() - t0, what))
+
+        run(problem, candidate, "test", "cold (empty CuTe cache)")
+        run(problem, candidate, "test", "re-run, nothing changed")
+        for n in range(1, args.edits + 1):  # a real kernel edit: the epsilon's literal spelled differently
+            model.write_text(original.replace("inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps",
+                                              f"inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps * {1 + n}.0 "
+                                              f"/ {1 + n}.0", 1))
+            run(problem, candidate, "test", f"warm kernel edit {n}")
+        model.write_text(original)
+        helper = candidate / "row_config.py"
+        helper.write_text(helper.read_text() + "\n# edited\n")
+        run(problem, candidate, "test", "helper edit (row_config.py)")
+        model.write_text(original.replace("out = xf * inv *", "out = xf * inv * 1.5 *", 1))
+        run(problem, candidate, "test", "breaking edit (must be incorrect)")
+        model.write_text(original)
+        run(problem, candidate, "benchmark", "benchmark")
+        if args.kb_example is not None and args.kb_example.is_file():
+            kb = work / "kb"
+            kb.mkdir()
+            (kb / "problem.py").write_text(KB_PROBLEM)
+            shutil.copy(args.kb_example, kb / "model_new_ex_add_cute.py")
+            run(kb / "problem.py", kb / "model_new_ex_add_cute.py", "test", "KernelBench cute example, as is")
+            text = args.kb_example.read_text()
+            bounded = text.replace("    a_val = gA[mi, ni]", "    if mi < m:\n        a_val = gA[mi, ni]", 1)
+            bounded = bounded.replace("    b_val = gB[mi, ni]\n\n    gC[mi, ni] = a_val + b_val",
+                                      "        b_val = gB[mi, ni]\n        gC[mi, ni] = a_val + b_val", 1)
+            (kb / "model_new_bounded.py").write_text(bounded)
+            run(kb / "problem.py", kb / "model_new_bounded.py", "test", "KernelBench cute example, bound check")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cute-edits.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

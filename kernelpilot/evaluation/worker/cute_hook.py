@@ -1,0 +1,184 @@
+"""CuTe-DSL compiles in the worker: ``cutlass.cute.compile`` wrapped before a CuTe candidate is imported.
+
+Each compile the candidate starts (in ``__init__``, or in its first forward, the warm-up) runs under the build
+limit with its call's deadline paused (watchdog.compiling), and its seconds count as build time
+(compile_hook.record). The DSL's own file cache does not serve ``cute.compile`` (it passes ``no_cache``), so the
+compiled function is kept here: exported with the DSL's ``export_to_c`` and loaded back with
+``cute.runtime.load_module`` from ``$CUTE_DSL_CACHE_DIR/kernelpilot``, under a key (``compile_key``) made of
+
+- the source of every .py file of the candidate (the function's file and the helpers beside it it may import)
+  and the function's qualified name;
+- each argument's type: a tensor's element type, layout with its static and dynamic modes, memory space,
+  assumed alignment and stride width; a scalar's type and value; a stream's type only;
+- the compile options, the target arch and the installed DSL's distributions and versions.
+
+An argument the key cannot describe (an object of the candidate's own) compiles without the cache, as does
+every compile when ``KERNELPILOT_CUTE_CACHE=0``. A cached function that does not load is compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.evaluation.worker import compile_hook, watchdog
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_SIMPLE = (int, float, bool, str, bytes, type(None))
+stats = {"compiled": 0, "loaded": 0, "uncached": 0}
+_warmup = [False]  # the worker's build_warmup phase runs: its seconds are build time already
+
+
+@contextmanager
+def warming_up() -> Iterator[None]:
+    """The warm-up forward (pipeline.py): compiles inside it are in that phase's seconds, not recorded again."""
+    _warmup[0] = True
+    try:
+        yield
+    finally:
+        _warmup[0] = False
+
+
+def _describe(value: Any, depth: int = 0) -> str | None:
+    """A compile-relevant description of one argument, or None when it cannot be described safely."""
+    if isinstance(value, _SIMPLE):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (tuple, list)) and depth < 4:
+        parts = [_describe(v, depth + 1) for v in value]
+        return None if None in parts else f"{type(value).__name__}(" + ",".join(parts) + ")"  # type: ignore[arg-type]
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    if kind.startswith("cuda.bindings") or "Stream" in type(value).__name__:
+        return kind  # a stream: its value is the runtime's, not the compile's
+    if kind.startswith("torch.") and not hasattr(value, "data_ptr"):
+        return f"{kind}:{value!r}"  # torch.dtype and the like
+    if kind.startswith("cutlass.") and "Tensor" in type(value).__name__:  # from_dlpack, fake tensors
+        try:
+            extra = [getattr(value, a, None) for a in ("element_type", "_assumed_align", "_use_32bit_stride",
+                                                          "memspace", "dynamic_shapes_mask", "dynamic_strides_mask")]
+        except Exception:  # a property the runtime tensor does not support: not described, not cached
+            return None
+        return f"{kind}:" + _ADDRESS.sub("", repr(value)) + ":" + repr(extra)
+    if kind.startswith("cutlass.") and not callable(value):
+        return f"{kind}:" + _ADDRESS.sub("", repr(value))  # a DSL scalar (cutlass.Float32(1.0)), a dtype
+    return None
+
+
+def _sources(candidate_dir: str, func: Any) -> bytes | None:
+    digest = hashlib.sha256()
+    files = sorted(Path(candidate_dir).glob("*.py")) if candidate_dir else []
+    try:
+        own = Path(func.__code__.co_filename)
+        files = sorted({*files, own}) if own.is_file() else files
+        for f in files:
+            digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    except (OSError, AttributeError):
+        return None
+    return digest.digest()
+
+
+def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arch: str, versions: str,
+                candidate_dir: str) -> str | None:
+    """The cache key of one ``cute.compile(func, *args, **kwargs)``, or None when it must not be cached."""
+    target = getattr(func, "__func__", func)
+    target = getattr(target, "__wrapped__", target)
+    if getattr(func, "__self__", None) is not None:  # a bound method: its object is an argument too
+        args = (func.__self__, *args)
+    described = [_describe(a) for a in args] + [_describe(v) for _, v in sorted(kwargs.items())]
+    sources = _sources(candidate_dir, target)
+    if sources is None or None in described:
+        return None
+    parts = [*described, *sorted(kwargs)]
+    digest = hashlib.sha256(sources)
+    name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+    for item in (name, *parts, arch, versions):
+        digest.update(b"\0" + str(item).encode())
+    return digest.hexdigest()[:32]
+
+
+def _load(directory: Path, key: str) -> Any:
+    import cutlass.cute as cute
+
+    obj = directory / f"kp_{key}.o"
+    if not obj.is_file():
+        return None
+    try:
+        return getattr(cute.runtime.load_module(str(obj)), f"kp_{key}")
+    except Exception:  # a cache entry that does not load (partial write, another DSL build): compiled again
+        return None
+
+
+def _store(directory: Path, key: str, compiled: Any) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f"tmp-{os.getpid()}"
+        tmp.mkdir(exist_ok=True)
+        compiled.export_to_c(str(tmp), f"kp_{key}", function_prefix=f"kp_{key}")
+        os.replace(tmp / f"kp_{key}.o", directory / f"kp_{key}.o")
+    except Exception:
+        pass  # not cached: the next worker compiles it again
+    finally:
+        shutil.rmtree(directory / f"tmp-{os.getpid()}", ignore_errors=True)
+
+
+def _arch() -> str:
+    if os.environ.get("CUTE_DSL_ARCH"):
+        return os.environ["CUTE_DSL_ARCH"]
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+class _CachedCompile:
+    """``cute.compile`` with the cache; ``cute.compile[...]`` (the DSL's option selectors) goes to the real one."""
+
+    kernelpilot_cute_hook = True
+
+    def __init__(self, real: Any, versions: str, candidate_dir: str) -> None:
+        self.real, self.versions, self.candidate_dir = real, versions, candidate_dir
+        self.cache = Path(os.environ.get("CUTE_DSL_CACHE_DIR") or Path.home() / ".cache" / "cute") / "kernelpilot"
+        self.use_cache = os.environ.get("KERNELPILOT_CUTE_CACHE", "1") != "0"
+
+    def __getitem__(self, selector: Any) -> Any:
+        return self.real[selector]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def __call__(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        key = compile_key(func, args, kwargs, arch=_arch(), versions=self.versions,
+                          candidate_dir=self.candidate_dir) if self.use_cache else None
+        if key is not None and (hit := _load(self.cache, key)) is not None:
+            stats["loaded"] += 1
+            return hit
+        what = f"cute.compile {getattr(func, '__name__', type(func).__name__)}"
+        began = time.monotonic()
+        with watchdog.compiling(what):
+            compiled = self.real(func, *args, **kwargs)
+        if not _warmup[0]:
+            compile_hook.record(what, time.monotonic() - began)
+        stats["compiled" if key is not None else "uncached"] += 1
+        if key is not None:
+            _store(self.cache, key, compiled)
+        return compiled
+
+
+def install(candidate_dir: str) -> None:
+    """Wrap ``cutlass.cute.compile`` in this process (the worker, before a CuTe candidate is imported)."""
+    import cutlass.cute as cute
+
+    from kernelpilot.evaluation.build.cute_build import dsl_versions
+
+    if not getattr(cute.compile, "kernelpilot_cute_hook", False):
+        cute.compile = _CachedCompile(cute.compile, dsl_versions(), candidate_dir)
+    else:
+        cute.compile.candidate_dir = candidate_dir  # the worker judges another candidate

@@ -1,0 +1,225 @@
+"""CuTe-DSL candidates without a GPU: the language recognised, the policy on DSL sources (allowed and refused),
+the audit's reading of DSL kernel names, the build step's missing-extra line, the starter; and, where the DSL is
+installed (marker ``cute``), compiles for sm_90a on the CPU through the worker's cache."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.evaluation.audit import runtime as ra
+from kernelpilot.evaluation.build import cute_build
+from kernelpilot.evaluation.candidate import cute_kernels, load_candidate
+from kernelpilot.evaluation.static.cute_names import names_dsl_kernel
+from kernelpilot.evaluation.static.policy import check_candidate, check_python
+from kernelpilot.evaluation.worker import cute_hook
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "rmsnorm_cute"
+HAS_DSL = importlib.util.find_spec("cutlass") is not None
+needs_dsl = pytest.mark.skipif(not HAS_DSL, reason="the CuTe DSL ([cute] extra) is not installed")
+
+KB_CUTE = textwrap.dedent('''\
+    import torch
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    @cute.kernel
+    def add_kernel(gA: cute.Tensor, gB: cute.Tensor, gC: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        gC[0, tidx] = gA[0, tidx] + gB[0, tidx]
+
+    @cute.jit
+    def add_host(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor):
+        add_kernel(mA, mB, mC).launch(grid=(1, 1, 1), block=(128, 1, 1))
+
+    class ModelNew(torch.nn.Module):
+        def forward(self, A, B):
+            C = torch.empty_like(A)
+            f = cute.compile(add_host, from_dlpack(A), from_dlpack(B), from_dlpack(C))
+            f(from_dlpack(A), from_dlpack(B), from_dlpack(C))
+            return C
+    ''')
+
+
+def _rules(source: str) -> list[str]:
+    return [f.rule for f in check_python(source, "model_new.py") if f.severity == "reject"]
+
+
+def test_cute_candidates_are_recognised(tmp_path: Path) -> None:
+    single = tmp_path / "kb_cute.py"
+    single.write_text(KB_CUTE)
+    cand = load_candidate(single)
+    assert cand.kind == "cute" and cute_kernels(cand) == ["add_kernel"]
+    example = load_candidate(EXAMPLE / "candidate")
+    assert example.kind == "cute" and cute_kernels(example) == ["rmsnorm_kernel"]
+    assert {p.name for p in example.files} == {"model_new.py", "row_config.py"}
+    # kernels in a helper beside model_new.py, imported through `from cutlass import cute`
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "kernels.py").write_text("from cutlass import cute as ct\n\n@ct.kernel\ndef k(x):\n    pass\n")
+    (d / "model_new.py").write_text("import torch\nfrom kernels import k\n\nclass ModelNew(torch.nn.Module):\n"
+                                    "    def forward(self, x):\n        return x\n")
+    helper = load_candidate(d / "model_new.py")
+    assert helper.kind == "cute" and cute_kernels(helper) == ["k"]
+
+
+def test_policy_allows_the_dsl_and_the_example() -> None:
+    assert _rules(KB_CUTE) == []
+    assert [f for f in check_candidate(EXAMPLE / "candidate") if f.severity == "reject"] == []
+    ok = ("import cuda.bindings.driver as cuda\nimport torch\n"
+          "s = cuda.CUstream(torch.cuda.current_stream().cuda_stream)\n"
+          "from cutlass.utils import SmemAllocator\nimport cutlass.pipeline\n")
+    assert _rules(ok) == []
+
+
+@pytest.mark.parametrize("source, rule", [
+    ("from cutlass.cute.runtime import load_module\n", "cute-internals"),
+    ("import cutlass.cute as cute\nm = cute.runtime.load_module('k.o')\n", "cute-internals"),
+    ("import cutlass.cute as cute\ndef f(c):\n    c.export_to_c('.', 'k')\n", "cute-internals"),
+    ("import cutlass.cute as cute\ncute.testing.benchmark(print)\n", "cute-internals"),
+    ("from cutlass.base_dsl import dsl\n", "import-cutlass"),
+    ("import cutlass._mlir.ir\n", "import-cutlass"),
+    ("import cuda.bindings.driver as cuda\ns = cuda.cuStreamCreate(0)\n", "cute-internals"),
+    ("from cuda.bindings.driver import cuModuleLoad\n", "cute-internals"),
+    ("import cuda.bindings.runtime\n", "import-cuda"),
+    ("import cutlass.cute as cute\nimport torch\ns = torch.cuda.Stream()\n", "side-stream"),
+    ("import cutlass.cute as cute\ncute.compile = None\n", "module-patch"),
+    ("import os\nimport cutlass.cute as cute\n", "import-os"),
+])
+def test_policy_refuses_dsl_escapes_and_the_usual_cheats(source: str, rule: str) -> None:
+    assert rule in _rules(source)
+
+
+def test_dsl_kernels_are_the_candidates_own_and_cutlass_library_kernels_are_not() -> None:
+    own = ["rmsnorm_kernel"]
+    dsl = "kernel_cutlass_rmsnorm_kernel_tensorptrbf16gmemalign16o40961_tensorptrbf16gmemalign16o4096_0"
+    assert names_dsl_kernel(dsl, "rmsnorm_kernel") and not names_dsl_kernel(dsl, "layernorm_kernel")
+    assert not names_dsl_kernel("void rmsnorm_kernel<float>(float const*)", "rmsnorm_kernel")
+    assert ra.kernel_findings(ra.KernelTrace(kernels=[(dsl, 7)], home_stream=7), own, []) == []
+    library = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(Params)"
+    trace = ra.KernelTrace(kernels=[(library, 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(trace, own, [])] == ["no-custom-kernel", "library-kernel"]
+    sm90 = "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_1x2x1_0_tnn_align8_warpspecialized"
+    both = ra.KernelTrace(kernels=[(dsl, 7), (sm90, 7)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(both, own, [])] == ["library-kernel"]
+    side = ra.KernelTrace(kernels=[(dsl, 13)], home_stream=7)
+    assert [f.rule for f in ra.kernel_findings(side, own, [])] == ["side-stream"]
+
+
+def test_a_cute_candidate_without_the_extra_is_a_build_error_naming_it(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(cute_build, "_version", lambda dist: None)
+    report = cute_build.build_cute(load_candidate(EXAMPLE / "candidate"), env={}, directory=tmp_path)
+    errors = [d.message for d in report.diagnostics if d.severity == "error"]
+    assert not report.ok and len(errors) == 1 and "pip install 'kernelpilot[cute]'" in errors[0]
+    # the DSL for the other CUDA: the matching wheel is named
+    monkeypatch.setattr(cute_build, "_version", lambda d: None if d.endswith("cu13") else cute_build.DSL_VERSION)
+    monkeypatch.setattr(cute_build, "torch_cuda_version", lambda: "13.0")
+    report = cute_build.build_cute(load_candidate(EXAMPLE / "candidate"), env={}, directory=tmp_path)
+    assert not report.ok and "nvidia-cutlass-dsl[cu13]==4.8.1" in report.diagnostics[0].message
+    assert cute_build.wheel_for("12.8") == "nvidia-cutlass-dsl==4.8.1"
+
+
+def test_torch_cuda_version_is_read_without_importing_torch() -> None:
+    import torch
+
+    assert cute_build.torch_cuda_version() == torch.version.cuda
+
+
+def test_the_compile_key_covers_argument_types_and_every_candidate_source(tmp_path: Path) -> None:
+    (tmp_path / "model_new.py").write_text("x = 1\n")
+    (tmp_path / "helper.py").write_text("y = 2\n")
+
+    def f() -> None:
+        pass
+
+    key = cute_hook.compile_key(f, (1, "a"), {"options": ""}, arch="sm_90a", versions="v", candidate_dir=str(tmp_path))
+    assert key == cute_hook.compile_key(f, (1, "a"), {"options": ""}, arch="sm_90a", versions="v",
+                                        candidate_dir=str(tmp_path))
+    changed = [cute_hook.compile_key(f, (2, "a"), {"options": ""}, arch="sm_90a", versions="v",
+                                     candidate_dir=str(tmp_path)),
+               cute_hook.compile_key(f, (1, "a"), {"options": "x"}, arch="sm_90a", versions="v",
+                                     candidate_dir=str(tmp_path)),
+               cute_hook.compile_key(f, (1, "a"), {"options": ""}, arch="sm_100a", versions="v",
+                                     candidate_dir=str(tmp_path)),
+               cute_hook.compile_key(f, (1, "a"), {"options": ""}, arch="sm_90a", versions="w",
+                                     candidate_dir=str(tmp_path))]
+    (tmp_path / "helper.py").write_text("y = 3\n")  # a helper edited: every kernel of the candidate recompiles
+    changed.append(cute_hook.compile_key(f, (1, "a"), {"options": ""}, arch="sm_90a", versions="v",
+                                         candidate_dir=str(tmp_path)))
+    assert key not in changed and len(set(changed)) == len(changed)
+    assert cute_hook.compile_key(f, (object(),), {}, arch="a", versions="v", candidate_dir=str(tmp_path)) is None
+
+
+_COMPILE = '''
+import math, sys, time
+sys.path.insert(0, sys.argv[1])
+from kernelpilot.evaluation.worker import cute_hook
+cute_hook.install(sys.argv[1])
+import torch, cutlass, cutlass.cute as cute
+from cuda.bindings.driver import CUstream
+import model_new as m
+x = torch.empty(4, 4096, dtype=torch.bfloat16)
+w = torch.empty(4096, dtype=torch.bfloat16)
+vec, threads = m.row_config(4096, 2)
+c = cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
+                 cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(4096 // vec / threads), threads)
+print(cute_hook.stats["compiled"], cute_hook.stats["loaded"], list(c.kernel_info)[0])
+'''
+
+
+@pytest.mark.cute
+@needs_dsl
+def test_the_example_compiles_on_the_cpu_and_a_second_worker_loads_it(tmp_path: Path) -> None:
+    cand = tmp_path / "candidate"
+    cand.mkdir()
+    for f in ("model_new.py", "row_config.py"):
+        (cand / f).write_text((EXAMPLE / "candidate" / f).read_text())
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT)}
+
+    def run() -> list[str]:
+        out = subprocess.run([sys.executable, "-c", _COMPILE, str(cand)], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.split()
+
+    first, second = run(), run()
+    assert first[:2] == ["1", "0"] and second[:2] == ["0", "1"]  # compiled once, then loaded
+    assert first[2].startswith("kernel_cutlass_rmsnorm_kernel_") and second[2] == first[2]
+    (cand / "row_config.py").write_text((cand / "row_config.py").read_text() + "\n# edited\n")
+    assert run()[:2] == ["1", "0"]  # a helper edited: compiled again
+
+
+def test_init_language_cute_writes_a_cute_starter_the_policy_accepts(tmp_path: Path) -> None:
+    from kernelpilot.cli_parser import build_parser
+    from kernelpilot.starter import init_project
+
+    args = build_parser().parse_args(["init", str(tmp_path), "--language", "cute"])
+    assert args.language == "cute"
+    written = init_project(tmp_path, "softmax", language="cute")
+    cand = load_candidate(tmp_path / "kernels" / "softmax")
+    assert cand.kind == "cute" and cute_kernels(cand) == ["softmax_kernel"]
+    assert [p.name for p in written][2:] == ["model_new.py"]
+    assert [f for f in check_candidate(cand.path) if f.severity == "reject"] == []
+
+
+@pytest.mark.cute
+@needs_dsl
+def test_the_cute_starter_compiles_on_the_cpu(tmp_path: Path) -> None:
+    from kernelpilot.starter import write_starter_candidate
+
+    write_starter_candidate(tmp_path, "cute")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import torch, cutlass.cute as cute, model_new as m\n"
+            "from cuda.bindings.driver import CUstream\nx = torch.empty(4, 4096, dtype=torch.bfloat16)\n"
+            "c = cute.compile(m.softmax_host, m._tensor(x), m._tensor(x), CUstream(0)); print(list(c.kernel_info))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CUTE_DSL_ARCH": "sm_90a"})
+    assert out.returncode == 0 and "kernel_cutlass_softmax_kernel_" in out.stdout, out.stderr[-2000:]
