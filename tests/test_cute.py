@@ -182,8 +182,8 @@ def test_the_example_compiles_on_the_cpu_and_a_second_worker_loads_it(tmp_path: 
     cand.mkdir()
     for f in ("model_new.py", "row_config.py"):
         (cand / f).write_text((EXAMPLE / "candidate" / f).read_text())
-    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
 
     def run() -> list[str]:
         out = subprocess.run([sys.executable, "-c", _COMPILE, str(cand)], env=env, capture_output=True,
