@@ -158,6 +158,9 @@ class Performance:
     # where the eager and torch.compile times come from: "interleaved" (timed beside this candidate) or
     # "shared" (measured once for the problem on this GPU in this run, the eager time re-timed beside it)
     baseline_source: str = "interleaved"
+    # torch.compile's own output put through this candidate's check (correctness/compiled_check.py): "passed",
+    # "failed: why", "not checked: why"; "" when torch.compile was not run
+    compiled_check: str = ""
     noise_pct: float | None = None  # spread of round medians, percent of median
     tier: Tier = "incorrect"
 

@@ -85,9 +85,9 @@ def test_no_baseline_counts_and_both_fast_1_rates(baseline_run: Store) -> None:
 
 def test_the_written_report_shows_the_baseline_table_and_zero_engine_crashes(baseline_run: Store) -> None:
     report, text = write_report(baseline_run.run_dir)
-    assert "| level1 | 4 | 2 | 25.0% | 2 | 50.0% |" in text
-    assert "| level2 | 4 | 1 | 25.0% | 3 | 33.3% |" in text
-    assert "| overall | 8 | 3 | 25.0% | 5 | 40.0% |" in text
+    assert "| level1 | 4 | 2 | 0 | 25.0% | 2 | 50.0% |" in text
+    assert "| level2 | 4 | 1 | 0 | 25.0% | 3 | 33.3% |" in text
+    assert "| overall | 8 | 3 | 0 | 25.0% | 5 | 40.0% |" in text
     assert "a crash of kernelpilot's, expected 0): **0**." in text
     assert "| overall | 7 | 0 | 0 | 0 | 0 | 0 |" in text  # engine health: 7 verdicts, nothing retried
     on_disk = json.loads((baseline_run.run_dir / "report.json").read_text())

@@ -118,9 +118,10 @@ def add_suite_parser(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     s.add_argument("--gpus", type=_gpus, metavar="I,J", help="local GPUs to use (default: every visible one)")
     s.add_argument("--build-workers", type=positive_int, metavar="N", help="parallel builds (default: one per core)")
     s.add_argument("--baselines", choices=("shared", "interleaved"),
-                   help="benchmark mode: shared (default) measures eager and torch.compile once per problem and GPU, "
-                        "off the GPU slot, and times each candidate beside eager; interleaved compiles and times "
-                        "torch.compile beside every candidate in its slot")
+                   help="benchmark mode: shared (default) compiles and measures eager and torch.compile once per "
+                        "problem and GPU off the GPU slot (warming Inductor's caches; sharing the problem's analysis "
+                        "and torch.compile's own check); interleaved skips that. Either way every candidate is timed "
+                        "beside eager and torch.compile in its slot")
     s.add_argument("--baselines-from", action="append", metavar="RUN",
                    help="benchmark mode: take a problem's shared baselines from this earlier run on this machine where "
                         "they match (same problem file, timing settings and GPU, as --resume would reuse them); "

@@ -73,6 +73,14 @@ def no_compile_baseline(row: Row) -> bool:
     return bool(perf.get("compiled_missing")) or (not perf.get("compiled") and row.speedup_vs_compile is None)
 
 
+def compile_fails_check(row: Row) -> str:
+    """torch.compile's own failure of this problem's check, as the verdict records it ("" when it passed or was
+    not checked)."""
+    perf = (row.verdict or {}).get("performance") or {}
+    check = str(perf.get("compiled_check") or "")
+    return check if check.startswith("failed") else ""
+
+
 def _rank(row: Row) -> tuple[int, float, float]:
     return (row.status == "ok", row.speedup_vs_compile or 0.0, row.speedup_vs_eager or 0.0)
 
@@ -135,6 +143,8 @@ def summarize(picks: list[Pick]) -> dict[str, Any]:
         "not_run_yet": not_run,
         "failed": n - len(passed) - not_run,
         "problem_too_large": sum(1 for p in picks if p.status == "problem_too_large"),
+        # problems where torch.compile's own output fails the candidates' check (its "incorrect" c0 is torch.compile's)
+        "compile_fails_check": sum(1 for p in picks if p.row is not None and compile_fails_check(p.row)),
         "statuses": dict(sorted(Counter(p.status for p in picks if p.row is not None or p.absent).items())),
     }
     out["fast_p_vs_eager"]["0"] = _rate(len(passed), n)

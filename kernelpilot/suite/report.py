@@ -56,6 +56,9 @@ def build_report(store: Store, *, checkout: Path | None = None, claims: Path | N
          "speedup_vs_compile": p.row.speedup_vs_compile if p.row else None,
          "no_compile_baseline": bool(p.row and m.no_compile_baseline(p.row))}
         for p in picks["best_of_k" if multi else "sample0"]]
+    report["compile_fails_check"] = [  # torch.compile's own output failing the candidates' check, per problem
+        {"problem": p.problem, "level": p.level, "error": m.compile_fails_check(p.row)[len("failed: "):]}
+        for p in picks["best_of_k" if multi else "sample0"] if p.row is not None and m.compile_fails_check(p.row)]
     if rescore.has_kernelbench(rows):
         report["rescore"] = rescore.build_rescore(meta, planned, rows, checkout=checkout, claims=claims)
     elif claims is not None:
@@ -92,11 +95,12 @@ def level_table(levels: dict[str, dict[str, Any]]) -> str:
 
 def compile_table(levels: dict[str, dict[str, Any]]) -> str:
     """fast_1 vs torch.compile over all problems (no baseline: not faster) and over those with a baseline."""
-    lines = ["| group | problems | no torch.compile baseline | fast_1 vs compile, all problems | problems with a "
-             "baseline | fast_1 vs compile, with a baseline |", "|" + "---|" * 6]
+    lines = ["| group | problems | no torch.compile baseline | torch.compile fails our check | fast_1 vs compile, "
+             "all problems | problems with a baseline | fast_1 vs compile, with a baseline |", "|" + "---|" * 7]
     for name, s in levels.items():
-        lines.append(f"| {name} | {s['problems']} | {s['no_compile_baseline']} | {_pct(s['fast_1_vs_compile'])} | "
-                     f"{s['with_compile_baseline']} | {_pct(s['fast_1_vs_compile_with_baseline'])} |")
+        lines.append(f"| {name} | {s['problems']} | {s['no_compile_baseline']} | {s.get('compile_fails_check', 0)} | "
+                     f"{_pct(s['fast_1_vs_compile'])} | {s['with_compile_baseline']} | "
+                     f"{_pct(s['fast_1_vs_compile_with_baseline'])} |")
     return "\n".join(lines)
 
 
@@ -179,6 +183,11 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
                     + (f"; not run yet {overall['not_run_yet']}" if overall["not_run_yet"] else ""), ""]
             if report["mode"] == "benchmark":
                 out += ["vs torch.compile:", "", compile_table(report["views"][view]), ""]
+    fails = report.get("compile_fails_check") or []
+    if fails:  # a c0 "incorrect" there is torch.compile's own, not a conversion bug
+        out += [f"**torch.compile itself fails our check on {len(fails)} problems** (its own output, the candidates' "
+                "check unchanged): " + "; ".join(f"{Path(f['problem']).name}: {f['error'][:120]}" for f in fails[:12])
+                + ("; ..." if len(fails) > 12 else ""), ""]
     out += ["Every problem counts in every rate (a missing, unstarted, failed or not yet run one as a failure). Faster "
             "means pass and speedup > 1. Geomeans are over the passing problems with a timing; fast_p (vs eager, "
             "KernelBench's baseline) and fast_1 vs compile are over all problems. A passing verdict without a "

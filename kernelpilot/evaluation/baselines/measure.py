@@ -18,6 +18,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.evaluation.baselines.values import Baselines, software_versions  # noqa: F401 - measure's names too
+from kernelpilot.evaluation.correctness import compiled_check
+from kernelpilot.evaluation.correctness.compare import dtype_name
 from kernelpilot.evaluation.correctness.inputs import draw_inputs
 from kernelpilot.evaluation.settings import settings_of
 from kernelpilot.evaluation.timing import candidate as engine
@@ -25,6 +27,7 @@ from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.timing import interleaved as tm
 from kernelpilot.evaluation.timing.speed_of_light import for_problem
 from kernelpilot.evaluation.worker import watchdog
+from kernelpilot.evaluation.worker.pipeline import tolerance_for
 
 if TYPE_CHECKING:
     from kernelpilot.evaluation.correctness.reference import Forward
@@ -83,6 +86,9 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
         out.compile_s = round(time.monotonic() - started, 3)
         if compiled is not None:
             impls["compiled"] = compiled
+            with lock.shared():  # its own check: the candidates' check, once per problem, shared with their verdicts
+                tol = tolerance_for(s, dtype_name(state.dtype))
+                out.compiled_check = compiled_check.once(state, compiled, tol, s, device)
         else:
             out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
             out.notes.append(out.compiled_missing)

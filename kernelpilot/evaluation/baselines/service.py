@@ -1,7 +1,7 @@
 """Eager and torch.compile baselines, measured once per problem and GPU, off the evaluation worker.
 
-A suite judges many candidates of each problem; compiling torch.compile's baseline inside the GPU slot
-for each of them cost the slot 5-30 s a candidate. ``BaselineService`` keeps a few worker processes of
+A suite judges many candidates of each problem; compiling torch.compile's baseline from cold caches inside the
+GPU slot cost the slot 5-30 s a candidate. ``BaselineService`` keeps a few worker processes of
 its own (``processes``; unconfined: they run only the problem's code and Inductor, as a build runs the
 compiler) that, per problem:
 
@@ -13,11 +13,12 @@ compiler) that, per problem:
 3. free everything of the problem, and answer a ``Baselines`` stamped with the GPU's UUID, driver,
    torch version and clocks.
 
-The GPU slot then times each candidate beside eager only, and compares it with the shared compiled
-time (``Performance.baseline_source = "shared"``; an eager time that moved by more than 5% since is
-flagged). Problems that wait for memory: each request is sized on the meta device and the service
-keeps the estimates it runs at once under ``memory_fraction`` of the GPU. ``cache`` (a suite's run
-store) keeps baselines across resumed calls, reused only where the GPU's identity matches.
+The GPU slot still times eager and torch.compile beside each candidate, in the same rounds (a ratio against a
+time measured minutes earlier moved 10-50% with the GPU's state): its compile of the problem is then a hit in
+Inductor's caches, and it takes from these baselines only what does not drift, the problem's analysis and
+torch.compile's own check (correctness/compiled_check.py). Problems that wait for memory: each request is sized
+on the meta device and the service keeps the estimates it runs at once under ``memory_fraction`` of the GPU.
+``cache`` (a suite's run store) keeps baselines across resumed calls, reused only where the GPU's identity matches.
 """
 
 from __future__ import annotations

@@ -37,6 +37,9 @@ class Baselines:
     # the problem's analysis (bytes moved, flops) the speed of light was computed from: the verdicts that use
     # these baselines take it from here instead of analysing the problem again ({} in records before 2026-12-05)
     problem_info: dict[str, Any] = field(default_factory=dict)
+    # torch.compile's output through the candidates' check (compiled_check.py): the same for every candidate of
+    # the problem (same seeds, trials and tolerance), so it is shared like the analysis ("" before 2026-12-06)
+    compiled_check: str = ""
 
     def identity(self) -> dict[str, Any]:
         return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),

@@ -1,6 +1,6 @@
-"""Timing one candidate in the worker: eager beside it (and the compiled baseline when this worker
-compiled one), under the GPU's exclusive lock, with the shared baseline's torch.compile time when the
-baseline service measured it; then the speed of light. Split from engine.py (which calls it).
+"""Timing one candidate in the worker: eager and torch.compile beside it, interleaved in the same rounds, under the
+GPU's exclusive lock; then the speed of light. A problem's shared baselines (the baseline service) give only what
+does not drift: the problem's analysis (and, in the pipeline, torch.compile's own check).
 """
 
 from __future__ import annotations
@@ -101,9 +101,9 @@ def timing_settings(s: EvalSettings, call_s: float = 0.0) -> tm.TimingSettings:
 def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compiled: Forward | None, s: EvalSettings,
               tol: Tolerance, shared: dict[str, Any] | None = None) -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
-    """Time the candidate beside eager (and the compiled baseline when this worker compiled it), under
-    the GPU's exclusive lock. ``shared``: the problem's baselines measured once by the baseline
-    service; its torch.compile time is the one the candidate is compared with, eager is re-timed here."""
+    """Time the candidate beside eager and the compiled baseline (when this worker compiled one), under the GPU's
+    exclusive lock. ``shared``: the problem's baselines measured once by the baseline service; its analysis is
+    used, its times only to say when the GPU's state has changed since."""
     device = worker.device
     pool, refill = input_pool(state, s, device)
     impls: dict[str, Forward] = {"eager": state.reference.model}
@@ -151,21 +151,21 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
 
 def _compiled_baseline(timed: Timing | None, eager: Timing, shared: dict[str, Any] | None, state: ProblemState,
                        s: EvalSettings, flags: list[str]) -> tuple[Timing | None, str, str, dict[str, Any]]:
-    """The torch.compile time the candidate is compared with: the shared baseline's when the baseline service
-    measured one (a flag when eager moved since), else the one timed beside the candidate. The time (None: why
-    not, in the third field), where it comes from, and the problem's analysis when the shared baselines carry it."""
+    """The torch.compile time the candidate is compared with: always the one timed beside it, in the same rounds
+    as eager and the candidate (issue 51: a ratio against a time measured minutes earlier moved 10-50% with the
+    GPU's state). ``shared`` (the baseline service's measurement of the problem) gives the problem's analysis,
+    and a note when eager has moved since. The time (None: why not, in the third field), where it comes from,
+    and the problem's analysis when the shared baselines carry it."""
+    missing = "" if timed is not None else state.compile_note or (
+        "the torch.compile baseline is turned off (compile_baseline = false)"
+        if not s.compile_baseline else "not measured")
     if shared is None:
-        missing = "" if timed is not None else state.compile_note or (
-            "the torch.compile baseline is turned off (compile_baseline = false)"
-            if not s.compile_baseline else "not measured")
         return timed, "interleaved", missing, {}
     base = Baselines.from_dict(shared)
-    comp = base.compiled
-    missing = "" if comp is not None else (base.compiled_missing or "; ".join(base.notes) or "not measured")
     if base.eager and base.eager.median_ms > 0 and eager.median_ms > 0:
         drift = eager.median_ms / base.eager.median_ms - 1.0
         if abs(drift) > DRIFT_FLAG:
-            flags.append(f"eager ran {100 * drift:+.0f}% against the shared baseline measured for this problem "
-                         f"({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's state "
-                         "changed; the ratio vs torch.compile uses the compiled time measured then")
-    return comp, "shared", missing, base.problem_info
+            flags.append(f"eager ran {100 * drift:+.0f}% against the baseline measured for this problem earlier in "
+                         f"this run ({eager.median_ms:.4g} ms now, {base.eager.median_ms:.4g} ms then): the GPU's "
+                         "state changed; both ratios use the times measured beside the candidate")
+    return timed, "interleaved", missing, base.problem_info

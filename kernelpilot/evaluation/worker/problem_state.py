@@ -52,6 +52,7 @@ class ProblemState:
     dtype: torch.dtype
     compiled: Forward | None = None
     compile_note: str = ""
+    compiled_check: str = ""  # torch.compile's output through the candidates' check, once (compiled_check.py)
     info: dict[str, Any] | None = None  # the problem's analysis (bytes moved, flops): analysis() makes it once
     path: str = ""  # the problem file, for analysis()
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
