@@ -108,6 +108,9 @@ class Correctness:
     notes: list[str] = field(default_factory=list)
     weights: str = ""  # how ModelNew's weights were made Model's: "by name" (copied) or "by seed"
     references_cached: int = 0  # trials whose reference outputs the warm worker had kept (reference_cache.py)
+    # torch.compile's own output put through this same check (correctness/compiled_check.py): "passed", "failed:
+    # why"; "" when torch.compile was not run (test mode, or no benchmark yet)
+    compiled_check: str = ""
 
 
 @dataclass
@@ -158,9 +161,6 @@ class Performance:
     # where the eager and torch.compile times come from: "interleaved" (timed beside this candidate) or
     # "shared" (measured once for the problem on this GPU in this run, the eager time re-timed beside it)
     baseline_source: str = "interleaved"
-    # torch.compile's own output put through this candidate's check (correctness/compiled_check.py): "passed",
-    # "failed: why", "not checked: why"; "" when torch.compile was not run
-    compiled_check: str = ""
     noise_pct: float | None = None  # spread of round medians, percent of median
     tier: Tier = "incorrect"
 

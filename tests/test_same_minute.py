@@ -134,7 +134,7 @@ def test_the_report_counts_problems_where_torch_compile_fails_the_check() -> Non
     def row(problem: str, check: str) -> Row:
         return Row(job_key=problem, problem=problem, level=2, sample=0, candidate=None, status="incorrect",
                    speedup_vs_eager=None, speedup_vs_compile=None, candidate_ms=None, seconds=1.0, gpu="",
-                   flags=0, warnings=0, verdict={"performance": {"compiled_check": check}})
+                   flags=0, warnings=0, verdict={"correctness": {"compiled_check": check}})
 
     picks = [m.Pick("a.py", 2, row("a.py", "failed: 3 of 10 elements outside")),
              m.Pick("b.py", 2, row("b.py", "passed")), m.Pick("c.py", 2, row("c.py", ""))]

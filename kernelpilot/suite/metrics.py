@@ -76,8 +76,8 @@ def no_compile_baseline(row: Row) -> bool:
 def compile_fails_check(row: Row) -> str:
     """torch.compile's own failure of this problem's check, as the verdict records it ("" when it passed or was
     not checked)."""
-    perf = (row.verdict or {}).get("performance") or {}
-    check = str(perf.get("compiled_check") or "")
+    corr = (row.verdict or {}).get("correctness") or {}
+    check = str(corr.get("compiled_check") or "")
     return check if check.startswith("failed") else ""
 
 

@@ -32,7 +32,10 @@ class WorkerOwner:
 
         cache = Path(platformdirs.user_cache_dir("kernelpilot"))
         env = {"TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"), "TRITON_CACHE_DIR": str(cache / "triton"),
-               "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings"), "CUTE_DSL_CACHE_DIR": str(cache / "cute")}
+               "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings"), "CUTE_DSL_CACHE_DIR": str(cache / "cute"),
+               # Inductor compiles in the worker's own process: its subprocess pool failed inside the confined
+               # worker on an H100, 2026-12-06 (SubprocException for kernels not yet in Triton's cache)
+               "TORCHINDUCTOR_COMPILE_THREADS": "1"}
         if self.settings.build_dir:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
         env.update(getattr(self, "worker_env", {}) or {})

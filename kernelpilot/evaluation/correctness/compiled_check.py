@@ -5,7 +5,8 @@ torch.compile is. Where torch.compile itself fails the check at the problem's to
 family at fp32), "the c0 is incorrect" says nothing about the conversion: every verdict of that problem says so.
 The check is ``verify.verify`` unchanged: the same trials, input distributions, seed, shape sets and tolerance as
 the candidate's, against the same float64 reference (and its cache of outputs per seed). Its answer is one line:
-``passed``, or ``failed: <the first failing trial's message>``, or ``not checked: <why>``.
+``passed``, or ``failed: <the first failing trial's message>``; every verdict of the problem carries it
+(``Correctness.compiled_check``), an incorrect one too.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ FAILED = "failed"
 
 def check_compiled(compiled: Forward, ref: Reference, tol: Tolerance, s: EvalSettings, device: str,
                    cache: ReferenceCache | None = None, poison_bytes: int = 64 << 20) -> str:
-    """``passed`` / ``failed: why`` / ``not checked: why`` for torch.compile's build of the problem's model."""
+    """``passed`` / ``failed: why`` for torch.compile's build of the problem's model."""
     shape_sets: list[tuple[str, vf.ShapeSet | None]] = [("default", None)]
     shape_sets += [(e["name"], e) for e in s.extra_shapes or []]
     try:

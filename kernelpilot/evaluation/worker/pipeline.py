@@ -149,6 +149,7 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     notes: list[str] = []
     sample = draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
+    shared_check = str((msg.get("baseline") or {}).get("compiled_check") or "")  # the baseline service's
     # torch.compile is timed beside the candidate in every benchmark (the same minute): compiled once per problem
     # in this worker (from Inductor's caches where the baseline service compiled it), its own check made once
     if mode == "benchmark" and cuda and s.compile_baseline:
@@ -158,8 +159,7 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
             notes.append(state.compile_note)
         elif compiled is not None:
             with _phase(phases, "compile_check"), gpu_lock.current().shared():
-                compiled_check.once(state, compiled, job.tol, s, device, (msg.get("baseline") or {}).get(
-                    "compiled_check", ""))
+                compiled_check.once(state, compiled, job.tol, s, device, shared_check)
 
     threads0 = threads.ThreadSnapshot.take()
     watch = threads.ThreadWatch()
@@ -181,8 +181,11 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
         out["findings"].append(asdict(self_timing.finding(timed_self)))
     if lock.waited_s > waited:
         phases["gpu_wait"] = round(lock.waited_s - waited, 3)  # waiting for another process's timing
-    if compiled is not None and compiled_check.flag(state.compiled_check):  # every verdict of the problem says it
-        out["flags"].append(compiled_check.flag(state.compiled_check))
+    check = (state.compiled_check if compiled is not None else "") or shared_check
+    if check and isinstance(out.get("correctness"), dict):  # every verdict of the problem says it
+        out["correctness"]["compiled_check"] = check
+        if compiled_check.flag(check):
+            out["flags"].append(compiled_check.flag(check))
     compile_s, compiled_here = compile_hook.take()
     if compile_s:  # build time, not the candidate's: the verdict's build seconds include it
         phases["build_in_worker"] = round(compile_s, 3)
@@ -337,8 +340,6 @@ def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr:
         perf, sol, flags, timed = benchmark(job.worker, job.state, timed_call, compiled, job.s, job.tol,
                                             job.msg.get("baseline"))
     findings += timed
-    if compiled is not None:
-        perf["compiled_check"] = job.state.compiled_check
     out["performance"], out["speed_of_light"] = perf, sol
     out["flags"] += flags
     if _rejects(timed):
