@@ -109,7 +109,8 @@ def _load_directory(directory: Path) -> Candidate:
         cute_files = ([model] if has_cute_kernels(tree) else []) + _triton_siblings(directory, model, has_cute_kernels)
         if cute_files and not _calls(tree, "load_extension"):
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
-            return Candidate(path=directory, kind="cute", model_file=model, kernel_files=sorted(cute_files), files=files)
+            return Candidate(path=directory, kind="cute", model_file=model, kernel_files=sorted(cute_files),
+                             files=files)
         triton_files = ([model] if has_triton_kernels(tree) else []) + _triton_siblings(directory, model)
         if triton_files and not _calls(tree, "load_extension"):
             files = sorted(p for p in directory.iterdir() if p.is_file() and p.suffix == ".py")
@@ -213,7 +214,8 @@ def _qualified_globals(text: str) -> list[str]:
     """The ``__global__`` names of a text, each with the named namespaces around it (``at::native::k``):
     braces are followed from the start of the text (an anonymous namespace adds nothing, as the demangled
     names the profiler records say ``(anonymous namespace)``, which the audit ignores)."""
-    marks = [(m.start(), m.group(0) if m.group(0) in ("{", "}") else "ns", m.group(1) or "") for m in _SCOPE.finditer(text)]
+    marks = [(m.start(), m.group(0) if m.group(0) in ("{", "}") else "ns", m.group(1) or "")
+             for m in _SCOPE.finditer(text)]
     marks += [(m.start(), "global", m.group(1)) for m in _GLOBAL.finditer(text)]
     stack: list[str] = []
     names: list[str] = []

@@ -39,7 +39,8 @@ def _summary(v: Verdict) -> str:
     if v.status == "build_error":
         first = next((d for d in (v.build.diagnostics if v.build else []) if d.severity == "error"), None)
         where = f" at {first.file}:{first.line}" if first and first.file else ""
-        return f"build error{where}: {(first.message if first else v.error).splitlines()[0] if (first or v.error) else 'see log'}"
+        what = (first.message if first else v.error).splitlines()[0] if (first or v.error) else "see log"
+        return f"build error{where}: {what}"
     if v.status == "rejected" and rejects:
         f = rejects[0]
         more = f" (+{len(rejects) - 1} more)" if len(rejects) > 1 else ""
@@ -124,9 +125,11 @@ def render_text(v: Verdict) -> str:
         lines.append(f"timing (median of {p.candidate.samples}, L2 flushed={p.l2_flushed}, "
                      f"CUDA graphs={p.cuda_graphs}, noise {_g(p.noise_pct)}%):")
         if p.candidate.launch_median_ms is not None:
-            lines.append("  device time: each timed call queued behind a GPU spin, so host launch overhead is excluded; "
-                         "'launch' = event time from an idle GPU (includes it), 'host' = host clock with full sync")
-        lines.append(f"  {'':<14} {'median':>11} {'q1':>11} {'q3':>11} {'min':>11} {'launch':>11} {'host':>11} {'speedup':>8}")
+            lines.append("  device time: each timed call queued behind a GPU spin, so host launch overhead is "
+                         "excluded; 'launch' = event time from an idle GPU (includes it), 'host' = host clock with "
+                         "full sync")
+        lines.append(f"  {'':<14} {'median':>11} {'q1':>11} {'q3':>11} {'min':>11} {'launch':>11} {'host':>11} "
+                     f"{'speedup':>8}")
         lines.append(_timing_row("eager", p.eager, "1.00x"))
         if p.compiled:
             ratio = p.eager.median_ms / p.compiled.median_ms if p.eager and p.compiled.median_ms else None
@@ -182,7 +185,8 @@ def for_model(v: Verdict, max_lines: int = 40) -> str:
         lines.append(f"time: candidate {_ms(p.candidate.median_ms)} (IQR {_ms(p.candidate.iqr_ms)}), "
                      f"eager {_ms(p.eager.median_ms if p.eager else None)}, "
                      f"torch.compile {_ms(p.compiled.median_ms if p.compiled else None)}")
-        lines.append(f"speedup: {_x(p.speedup_vs_eager)} vs eager, {_x(p.speedup_vs_compile)} vs compile; tier {p.tier}")
+        lines.append(f"speedup: {_x(p.speedup_vs_eager)} vs eager, {_x(p.speedup_vs_compile)} vs compile; "
+                     f"tier {p.tier}")
     s = v.speed_of_light
     if s and s.pct_of_ceiling is not None:
         lines.append(f"speed of light: {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling "

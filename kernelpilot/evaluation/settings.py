@@ -90,8 +90,8 @@ class EvalSettings:
             raise KernelpilotError(f"unknown input distribution {bad or '[]'}; use normal, uniform, scaled or native.")
         harness = self.ruleset.harness  # raises for an unknown name, with the names to use
         if harness is not None and self.kb_precision not in harness.precisions:
-            raise KernelpilotError(f"{self.rules} scores in {', '.join(harness.precisions)}, not {self.kb_precision!r}; "
-                                   "pass --kb-precision with one of those.")
+            raise KernelpilotError(f"{self.rules} scores in {', '.join(harness.precisions)}, "
+                                   f"not {self.kb_precision!r}; pass --kb-precision with one of those.")
 
     @property
     def ruleset(self) -> "Rules":

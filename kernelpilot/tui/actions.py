@@ -81,7 +81,8 @@ class ReviewActions:
     def open_edit_target(self) -> None:
         target = self.edit_target_file()
         if target is None:
-            where = self.card_facts.edit_dir if self.card_facts and self.card_facts.edit_dir else "the candidate directory"
+            where = (self.card_facts.edit_dir if self.card_facts and self.card_facts.edit_dir
+                     else "the candidate directory")
             self.notify(f"No candidate file yet: write model_new.py, binding.cpp and a .cu kernel in {where}/.",
                         severity="warning")
             return

@@ -95,7 +95,8 @@ class EngineerEdits:
             if number and number < self._eval_count and callable(skip):
                 event = skip(paths)  # a newer save came before this one started: recorded, not evaluated
             elif isinstance(evaluator, WorkspaceEditEvaluator):  # the test's verdict drawn before the benchmark's
-                event = evaluator.evaluate_edit(paths, on_first=lambda first: self.post_message(EditEvaluated(first, paths)))
+                event = evaluator.evaluate_edit(
+                    paths, on_first=lambda first: self.post_message(EditEvaluated(first, paths)))
             else:
                 event = evaluator.evaluate_edit(paths)
         self.post_message(EditEvaluated(event, paths))

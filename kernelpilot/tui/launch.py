@@ -141,7 +141,8 @@ def _manual_startup(common: dict[str, Any]) -> Startup:
     first = "test" if gpu else "build"
     staged = (lambda d, tested: engine.call(evaluator.evaluate, problem, d, mode="benchmark", on_tested=tested)) \
         if gpu else None
-    edit = WorkspaceEditEvaluator(workspace, watch_dir, lambda d: engine.call(evaluator.evaluate, problem, d, mode=first),
+    edit = WorkspaceEditEvaluator(workspace, watch_dir,
+                                  lambda d: engine.call(evaluator.evaluate, problem, d, mode=first),
                                   close=evaluator.close, cancel=evaluator.cancel, staged=staged,
                                   before=prebuild(evaluator, watch_dir))
     return Startup(session=session, model="", edit_evaluator=edit, **common)

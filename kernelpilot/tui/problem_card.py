@@ -160,7 +160,8 @@ def _start_rows(facts: CardFacts) -> list[tuple[str, str]]:
     watched = ("", "(the session's copy in its worktree: saves to your checkout's copy are not evaluated)")
     if not facts.manual:
         where = facts.edit_dir or "the candidate directory"
-        opens = f"{edit_key} opens {Path(facts.edit_file).name}" if facts.edit_file else f"{edit_key} opens its first file"
+        opens = (f"{edit_key} opens {Path(facts.edit_file).name}" if facts.edit_file
+                 else f"{edit_key} opens its first file")
         return [("start", f"tell the agent what to try; it writes {where}/"),
                 ("", f"your own saves there are evaluated too ({opens})")]
     agent = ("agent", "none: restart with --model anthropic/claude-sonnet-4-5")

@@ -64,7 +64,8 @@ class ReviewScreen(Screen[None]):
         elif self.refused:
             bits.append(f"· NOT APPROVED: {self.refused}")
         elif r.state == "proposed" and self.approving:
-            bits.append("· approving: the compute-sanitizer check (when a GPU is here), then a commit in your repository")
+            bits.append("· approving: the compute-sanitizer check (when a GPU is here), then a commit in your "
+                        "repository")
         elif r.state == "proposed":
             bits.append("· proposed: a approve, r reject")
         return " ".join(bits)

@@ -183,7 +183,8 @@ async def _help(app: KernelpilotApp, arg: str) -> None:
 
 async def _problem(app: KernelpilotApp, arg: str) -> None:
     if not await app.show_problem_card():
-        await app.conversation.note("No problem card yet: the session is still starting (or it has no problem file).", "warning")
+        await app.conversation.note("No problem card yet: the session is still starting (or it has no problem file).",
+                                    "warning")
 
 
 async def _quit(app: KernelpilotApp, arg: str) -> None:

@@ -67,7 +67,8 @@ def parse_trace(trace: dict[str, Any], syncs_recorded: bool = False) -> KernelTr
     for e in events:
         if e.get("cat") == "cpu_op" and str(e.get("name", "")).startswith("aten::"):
             ops_by_tid.setdefault(e.get("tid"), []).append(e)
-    notes = [a for a in events if a.get("name") in (START_MARK, END_MARK) and a.get("cat") in ("user_annotation", "cpu_op")]
+    notes = [a for a in events
+             if a.get("name") in (START_MARK, END_MARK) and a.get("cat") in ("user_annotation", "cpu_op")]
     marked: dict[str, set[int]] = {START_MARK: set(), END_MARK: set()}
     for a in notes:  # the launch inside the annotation (on its thread; any thread if the ids differ)
         inside = [r for r in runtime if _inside(r, a, same_thread=True)] or [r for r in runtime if _inside(r, a)]

@@ -66,7 +66,8 @@ def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str]
     output, timed_out, returncode = "", False, 0
     missing = plan.missing
     if missing:
-        ninja = shutil.which("ninja", path=env.get("PATH")) or shutil.which("ninja", path=str(Path(sys.executable).parent))
+        ninja = (shutil.which("ninja", path=env.get("PATH"))
+                 or shutil.which("ninja", path=str(Path(sys.executable).parent)))
         if ninja is None:
             return "ninja is not installed"
         argv = [ninja, "-v", "-f", str(device_build.ninja_file(plan, directory)), "-j", str(len(missing))]

@@ -76,7 +76,8 @@ try:
         original = getattr(cpp, fname)
         def verbose(*args, _original=original, _kind=fname, **kwargs):
             import tempfile
-            from kernelpilot.evaluation.build.load_inline import compiler_errors, failure_key, record_failure, stable_load_args
+            from kernelpilot.evaluation.build.load_inline import (compiler_errors, failure_key, record_failure,
+                                                                  stable_load_args)
             from kernelpilot.extension import TORCH_BUILD_FAILURE
             args, kwargs = stable_load_args(_kind, args, kwargs)  # temporary paths made stable (the worker's too)
             kwargs["verbose"] = True  # print ninja and compiler output; does not change the build

@@ -122,7 +122,8 @@ def standby_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     base = _scrubbed_env()
     base.update(env or {})
     package_root = str(Path(__file__).resolve().parents[2])
-    base["PYTHONPATH"] = os.pathsep.join([package_root, *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    base["PYTHONPATH"] = os.pathsep.join([package_root,
+                                          *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]])
     return base
 
 

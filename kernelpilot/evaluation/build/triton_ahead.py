@@ -3,7 +3,8 @@
 Triton compiles a kernel for one specialisation (argument dtypes, alignment of pointers, integers
 equal to 1 or divisible by 16, constexpr values, num_warps/num_stages), which it learns from the
 launch. So the build runs ``ModelNew.forward`` once in a subprocess, on fake CUDA tensors (torch's
-FakeTensorMode: shapes, dtypes, strides, no memory, no GPU) with the problem's real shapes and dtypes, and with Triton's launcher replaced by its own ``warmup`` path:
+FakeTensorMode: shapes, dtypes, strides, no memory, no GPU) with the problem's real shapes and dtypes,
+and with Triton's launcher replaced by its own ``warmup`` path:
 every launch is compiled by Triton itself (``triton.compile`` for an explicit ``GPUTarget``, through a
 stand-in driver that answers the target and never touches CUDA) and nothing is launched. The compiled
 kernels land in ``TRITON_CACHE_DIR`` (the worker's cache), so the worker's first launch of the same
@@ -56,12 +57,14 @@ def build_triton(candidate: Candidate, *, problem: Path | None, env: Mapping[str
     from kernelpilot.toolkit import detect_arch, normalize_arch
 
     arch = normalize_arch(env["KERNELPILOT_ARCH"]) if env.get("KERNELPILOT_ARCH") else (
-        normalize_arch(env["TORCH_CUDA_ARCH_LIST"].split(";")[0]) if env.get("TORCH_CUDA_ARCH_LIST") else detect_arch(env))
+        normalize_arch(env["TORCH_CUDA_ARCH_LIST"].split(";")[0]) if env.get("TORCH_CUDA_ARCH_LIST")
+        else detect_arch(env))
     report = BuildReport(ok=False, arch=arch, build_dir=str(directory))
     if problem is None:
         report.ok = True
         report.diagnostics.append(Diagnostic("note", "no problem given: the Triton kernels compile at the worker's "
-                                             "warm-up (their signature comes from the problem's inputs)", tool="triton"))
+                                             "warm-up (their signature comes from the problem's inputs)",
+                                             tool="triton"))
         return report
     argv = [sys.executable, "-m", "kernelpilot.evaluation.build.triton_child", str(candidate.model_file),
             str(Path(problem).resolve()),
@@ -101,7 +104,8 @@ def build_triton(candidate: Candidate, *, problem: Path | None, env: Mapping[str
         return report
     for d in result.get("diagnostics", []):
         file = d.get("file")
-        report.diagnostics.append(Diagnostic(d["severity"], d["message"], candidate.relative(Path(file)) if file else None,
+        report.diagnostics.append(Diagnostic(d["severity"], d["message"],
+                                             candidate.relative(Path(file)) if file else None,
                                              d.get("line"), d.get("column"), d.get("tool", "triton")))
     report.kernels = [KernelResources(**k) for k in result.get("kernels", [])]
     report.ok = bool(result.get("ok")) and returncode == 0

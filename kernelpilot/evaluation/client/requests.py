@@ -75,8 +75,8 @@ class WorkerRequests(WorkerOwner):
                                   writable: list[Path] | None = None, token: Any = None,
                                   interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
         """``_ask``; when the worker died while judging this candidate, judge it once more in a fresh
-        worker (the spare, or a new one). A death in both is the candidate's (``runtime_error``, both attempts listed); a
-        candidate that ran without dying the second time is ``flaky``, and the first death is counted as
+        worker (the spare, or a new one). A death in both is the candidate's (``runtime_error``, both attempts
+        listed); a candidate that ran without dying the second time is ``flaky``, and the first death is counted as
         a crash of ours (``Verdict.engine_crash``)."""
         from kernelpilot.verdict import Attempt
 

@@ -110,7 +110,8 @@ def _receive(fd: int, shared: mmap.mmap) -> tuple[list[Any], Any]:
             numel *= d
         n = numel * torch.empty((), dtype=dt).element_size()
         # the tensor lives in the shared memory (kept alive by it): no copy here
-        raw = torch.frombuffer(shared, dtype=torch.uint8, count=n, offset=offset) if n else torch.empty(0, dtype=torch.uint8)
+        raw = (torch.frombuffer(shared, dtype=torch.uint8, count=n, offset=offset) if n
+               else torch.empty(0, dtype=torch.uint8))
         items.append(raw.view(dt).reshape(shape))
     state = torch.frombuffer(bytearray(header["rng"]), dtype=torch.uint8)
     return items, state

@@ -50,7 +50,8 @@ from kernelpilot.evaluation.sandbox.environment import (
 
 __all__ = [
     "Capabilities", "ConfinementError", "ResourceLimits", "WorkerSandbox", "apply_from_env", "apply_spec",
-    "compiler_read_paths", "detect", "device_paths", "env_name_allowed", "kill_process_group", "scrubbed_env", "toolchain_read_paths",
+    "compiler_read_paths", "detect", "device_paths", "env_name_allowed", "kill_process_group", "scrubbed_env",
+    "toolchain_read_paths",
 ]
 
 SANDBOX_ENV = "KERNELPILOT_SANDBOX"  # JSON spec the worker reads in apply_from_env()
@@ -218,7 +219,8 @@ class WorkerSandbox:
             out.append(f"landlock-abi{caps.landlock_abi}: fs writes limited to {len(self.writable)} dirs, "
                        f"reads to the toolchain + {len(self.readable)} paths{tcp}")
         else:
-            out.append(f"landlock: unavailable ({caps.landlock_reason})" if not caps.landlock_abi else "landlock: disabled")
+            out.append(f"landlock: unavailable ({caps.landlock_reason})" if not caps.landlock_abi else
+                       "landlock: disabled")
         out.append("seccomp: no new unix/ip sockets" if self.use_seccomp else
                    "seccomp: unavailable" if not caps.seccomp else "seccomp: disabled")
         out.append(self.limits.describe())

@@ -25,7 +25,8 @@ INDUCTOR_TOLERANCE = 0.05
 _KNOWN_LIBRARIES = ("cublas", "cudnn", "attention")
 
 
-def declared_settings(candidate: Candidate, settings: EvalSettings, verdict: Verdict) -> tuple[EvalSettings, dict[str, Any]]:
+def declared_settings(candidate: Candidate, settings: EvalSettings,
+                      verdict: Verdict) -> tuple[EvalSettings, dict[str, Any]]:
     """The request settings with the candidate's declared libraries allowed, and its declarations.
     Adds a ``library-call`` finding per declared library to ``verdict``."""
 
@@ -81,5 +82,6 @@ def within_compile_flag(declared: dict[str, Any], performance: Performance | Non
     ratio = cand.median_ms / comp.median_ms
     if abs(ratio - 1) <= INDUCTOR_TOLERANCE:
         return []
-    return [f"inductor candidate: {cand.median_ms:.4g} ms vs torch.compile {comp.median_ms:.4g} ms ({(ratio - 1) * 100:+.1f}%), "
+    return [f"inductor candidate: {cand.median_ms:.4g} ms vs torch.compile {comp.median_ms:.4g} ms "
+            f"({(ratio - 1) * 100:+.1f}%), "
             "not within 5%: the launch configs or the library call differ from what torch.compile ran"]

@@ -15,9 +15,12 @@ _NATIVE_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("native-process", re.compile(r"\b(system|popen|v?fork|exec[lv]p?e?|execvpe|posix_spawnp?|clone)\s*\("),
      "runs or forks processes"),
     ("native-dlopen", re.compile(r"\b(dlopen|dlsym|dlmopen)\s*\("), "loads libraries at run time"),
-    ("native-network", re.compile(r"\b(socket|connect|bind|getaddrinfo|gethostbyname)\s*\("), "opens network connections"),
-    ("native-env", re.compile(r"\b(getenv|secure_getenv|setenv|putenv)\s*\(|\benviron\b"), "reads or changes the environment"),
-    ("native-thread", re.compile(r"std::(thread|jthread|async)\b|\bpthread_create\s*\("), "starts threads the timer does not see"),
+    ("native-network", re.compile(r"\b(socket|connect|bind|getaddrinfo|gethostbyname)\s*\("),
+     "opens network connections"),
+    ("native-env", re.compile(r"\b(getenv|secure_getenv|setenv|putenv)\s*\(|\benviron\b"),
+     "reads or changes the environment"),
+    ("native-thread", re.compile(r"std::(thread|jthread|async)\b|\bpthread_create\s*\("),
+     "starts threads the timer does not see"),
     ("native-file", re.compile(r"\b(fopen|freopen|open|openat|creat|unlink|remove|rename)\s*\(|std::[io]?fstream\b"),
      "opens or changes files"),
     ("native-side-stream",
@@ -27,7 +30,8 @@ _NATIVE_PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
 # Compile-time reads of files outside the candidate: their contents land in the binary or, through
 # compiler errors, in build logs that reach the model. Refused, not merely warned about.
 _NATIVE_REJECT: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("native-include-outside", re.compile(r'^\s*#\s*(?:include|embed)\s*"(?:/|[^"]*\.\./)|^\s*#\s*(?:include|embed)\s*<\s*/'),
+    ("native-include-outside",
+     re.compile(r'^\s*#\s*(?:include|embed)\s*"(?:/|[^"]*\.\./)|^\s*#\s*(?:include|embed)\s*<\s*/'),
      "includes a file outside the candidate and the toolchain"),
     ("native-include-outside", re.compile(r"\.incbin\b"), "embeds an arbitrary file with .incbin"),
 )

@@ -80,5 +80,6 @@ RULES: dict[str, str] = {
     "native-thread": "native code starts threads",
     "native-file": "native code opens files",
     "native-side-stream": "native code creates or binds its own CUDA stream",
-    "native-include-outside": "native code includes or embeds a file outside the candidate (#include \"/...\", .incbin)",
+    "native-include-outside": "native code includes or embeds a file outside the candidate "
+                              "(#include \"/...\", .incbin)",
 }

@@ -177,7 +177,8 @@ class PythonChecker(ast.NodeVisitor):
                          "autotune, heuristics, Config, cdiv and triton.language only.", node)
                 continue
             if module == "torch" and alias.name in _TORCH_ESCAPES:
-                self.add("torch-escape", f"torch.{alias.name} reads or writes files or loads native code: refused.", node)
+                self.add("torch-escape", f"torch.{alias.name} reads or writes files or loads native code: refused.",
+                         node)
             if alias.name != "*":
                 self.imported.add(alias.asname or alias.name)
 
@@ -223,9 +224,11 @@ class PythonChecker(ast.NodeVisitor):
         for base in node.bases:
             dotted = self._dotted(base)
             if dotted.split(".")[-1] == "Tensor":
-                self.add("lazy-tensor", f"Class {node.name} subclasses torch.Tensor: outputs must be plain tensors.", node)
+                self.add("lazy-tensor", f"Class {node.name} subclasses torch.Tensor: outputs must be plain tensors.",
+                         node)
             if dotted.split(".")[-1] == "Model":
-                self.add("reference-model", f"Class {node.name} subclasses the reference Model: write the kernel instead.", node)
+                self.add("reference-model",
+                         f"Class {node.name} subclasses the reference Model: write the kernel instead.", node)
         self.class_stack.append(node.name)
         self.generic_visit(node)
         self.class_stack.pop()
@@ -293,7 +296,8 @@ class PythonChecker(ast.NodeVisitor):
     # ---- names and attributes -----------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "__import__":
-            self.add("dunder-import", "__import__ is refused: import only allowed modules, at the top of the file.", node)
+            self.add("dunder-import", "__import__ is refused: import only allowed modules, at the top of the file.",
+                     node)
         elif node.id in _DYNAMIC_CODE:
             self.add("dynamic-code", f"{node.id}() runs code built at run time: refused.", node)
         elif node.id in _INTROSPECTION_CALLS or node.id == "__builtins__":
@@ -332,14 +336,16 @@ class PythonChecker(ast.NodeVisitor):
             elif name in ("setattr", "delattr") and on_module:
                 self.add("module-patch", f"{name} on a module patches it (timers, torch functions): refused.", node)
             elif not constant and on_module:
-                self.add("dynamic-attr", f"{name} with a computed name on a module hides what is called: refused.", node)
+                self.add("dynamic-attr", f"{name} with a computed name on a module hides what is called: refused.",
+                         node)
         elif name == "open":
             if not self._from_file(node.args[0] if node.args else None):
                 self.add("open-outside", "open() of a path not built from __file__ is refused: a candidate reads "
                          "only its own files.", node)
         elif name in self.os_functions:
             self.add("process-creation", f"{name}() from os starts another program or process: refused.", node)
-        elif isinstance(func, ast.Attribute) and func.attr in _PROCESS_CALLS and self._root_name(func) in self.os_aliases:
+        elif (isinstance(func, ast.Attribute) and func.attr in _PROCESS_CALLS
+              and self._root_name(func) in self.os_aliases):
             self.add("process-creation", f"{self._dotted(func)}() starts another program or process: refused.", node)
         elif isinstance(func, ast.Attribute):
             path_specific = func.attr not in ("replace", "rename")

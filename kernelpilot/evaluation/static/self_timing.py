@@ -1,7 +1,8 @@
 """Candidates that time themselves: found in the source, run with the GPU to themselves.
 
 A forward that chooses its path by timing (CUDA events around two variants and keeping the faster, Triton's
-autotuner, ``cudnn.benchmark``, ``torch.compile``'s max-autotune) chooses under the GPU's load of that moment. A suite verifies candidates under
+autotuner, ``cudnn.benchmark``, ``torch.compile``'s max-autotune) chooses under the GPU's load of that moment.
+A suite verifies candidates under
 the GPU lock's *shared* hold (gpu_lock.py), beside the baseline service's torch.compile runs and autotuning,
 so such a candidate could take a path there that it would not take on an idle GPU, and our verdict would be
 about the load we put beside it, not about the candidate. Seen on the H100 (2026-12-05): CUDA-L1's level1/1

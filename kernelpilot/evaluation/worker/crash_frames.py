@@ -39,7 +39,9 @@ static void put(const char *s) { ssize_t r = write(2, s, strlen(s)); (void)r; }
 
 static void put_hex(unsigned long v) {
     char b[19]; b[0] = '0'; b[1] = 'x';
-    for (int i = 0; i < 16; i++) { int d = (int)((v >> (60 - 4 * i)) & 15); b[2 + i] = (char)(d < 10 ? '0' + d : 'a' + d - 10); }
+    for (int i = 0; i < 16; i++) {
+        int d = (int)((v >> (60 - 4 * i)) & 15); b[2 + i] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+    }
     b[18] = 0; put(b);
 }
 

@@ -81,7 +81,8 @@ class Watchdog:
         it had left."""
         import time
 
-        phase, call, deadline = getattr(self, "armed", ("import", "harness", time.monotonic() + self.allowance.harness_s))
+        phase, call, deadline = getattr(self, "armed",
+                                        ("import", "harness", time.monotonic() + self.allowance.harness_s))
         left = max(deadline - time.monotonic(), 1.0)
         self.arm(phase, what, seconds)
         return phase, call, left
