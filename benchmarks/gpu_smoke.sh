@@ -2,7 +2,8 @@
 # The GPU smoke of the main path, run on the final commit of every session that changes kernelpilot/:
 #   OUT=DIR bash benchmarks/gpu_smoke.sh [EXAMPLE ...]      (default: every shipped example)
 # 1. `kernelpilot doctor` (toolchain, then a native and a Triton verdict);
-# 2. every shipped example evaluated in test mode (`kernelpilot eval ... --mode test --json`);
+# 2. every shipped example evaluated in test mode (`kernelpilot eval ... --mode test --json`), the CuTe-DSL one
+#    (examples/rmsnorm_cute) where the [cute] extra is installed, and a line saying so where it is not;
 # 3. one pairing session in the real TUI driven by Pilot (benchmarks/pair_session.py) with real saves of a
 #    kernel edit on the softmax example (the verdicts drawn, their times), then one that breaks the kernel
 #    (its verdict must be `incorrect`: the edited kernel is the one that ran).
@@ -37,6 +38,13 @@ eval_one() {
 export -f eval_one
 export dir
 printf '%s\n' "${examples[@]}" | xargs -P 4 -I{} bash -c 'eval_one {}'
+# the CuTe-DSL example where the [cute] extra is installed on this machine; said when it is not
+if python3 -c "import cutlass.cute" 2>/dev/null; then
+  eval_one rmsnorm_cute; examples+=(rmsnorm_cute)
+else
+  echo "CuTe example: not run (the [cute] extra is not installed here: pip install 'kernelpilot[cute]')" \
+    | tee "$dir/cute.txt"
+fi
 rows=()
 for name in "${examples[@]}"; do
   rows+=("$name|$(cat "$dir/status-$name" 2>/dev/null || echo not-run)|$(cat "$dir/seconds-$name" 2>/dev/null || echo -)")
@@ -62,6 +70,7 @@ echo "GPU smoke, commit $commit${dirty:+ (kernelpilot/ has uncommitted changes)}
 echo "doctor: exit $doctor_exit ($(tail -1 "$dir/doctor.txt"))"
 printf '%-24s %-14s %s\n' example "test verdict" seconds
 for row in "${rows[@]}"; do IFS='|' read -r n s t <<< "$row"; printf '%-24s %-14s %s\n' "$n" "$s" "$t"; done
+[ -f "$dir/cute.txt" ] && cat "$dir/cute.txt"
 python3 - "$dir/pair-session.json" "$pair_exit" <<'PY'
 import json, sys
 try:

@@ -1,10 +1,16 @@
 #!/bin/bash
-# One device call that checks a session's final commit (2026-12-06): the main-path smoke (benchmarks/gpu_smoke.sh),
-# kernel edits through the device-only build (benchmarks/device_edits.py), then the hand-written generation corpus
-# (tests/data/generations/) under the three rule sets in test mode, compared with its expected.json
-# (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), within what is left of LIMIT_S.
-#   OUT=DIR [LIMIT_S=570] bash benchmarks/session_gpu.sh
-# Back under $OUT: smoke.tar.gz, doctor.txt, device-edits.json, rescore-summary.md/.json, corpus-reports.tar.gz.
+# The device calls that check a session's final commit (2026-12-06), in two parts that each fit one call:
+#   OUT=DIR [LIMIT_S=570] PART=A bash benchmarks/session_gpu.sh
+#     the main-path smoke (benchmarks/gpu_smoke.sh: doctor, every example, a Pilot-driven pairing session), the
+#     first screen cold and warm (benchmarks/first_screen.py), then kernel edits and staged benchmarks
+#     (benchmarks/verify_profile.py) within what is left of LIMIT_S;
+#   OUT=DIR [LIMIT_S=570] PART=B [KB_PROBLEMS=k,k] bash benchmarks/session_gpu.sh
+#     the hand-written generation corpus (tests/data/generations/) under the three rule sets in test mode, compared
+#     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
+#     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
+#     torch.compile's own check), within what is left of LIMIT_S.
+# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, verify-profile.json; B: rescore-summary.md/.json,
+# corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its report).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT}
@@ -14,17 +20,34 @@ left() { echo $(( limit - ($(date +%s) - start) )); }
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
 echo "commit $(git rev-parse HEAD) $(git status --porcelain -- kernelpilot | head -1)"
-smoke_s=$(( limit < 360 ? limit - 70 : 300 ))
-OUT=$OUT timeout "$smoke_s" bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
-[ "$(left)" -gt 50 ] && timeout $(( $(left) - 10 < 120 ? $(left) - 10 : 120 )) python3 benchmarks/device_edits.py --out "$OUT" --examples softmax,rmsnorm --edits 3 > /tmp/edits.log 2>&1
-budget=$(( $(left) - 40 ))
-if [ -d .kb ] && [ "$budget" -gt 60 ]; then
-  timeout $(( budget + 30 )) python3 benchmarks/rescore_gpu.py --kernelbench "$root/.kb" --out /tmp/rs-out --work /tmp/rs-work \
-    --plan corpus-kernelpilot,corpus-kernelbench-v0.1,corpus-kernelbench --only corpus --mode test --budget "$budget" > /tmp/rescore.log 2>&1
-  cp /tmp/rs-out/rescore-summary.* "$OUT/" 2>/dev/null
-  tar czf "$OUT/corpus-reports.tar.gz" -C /tmp/rs-out --exclude=runs . /tmp/rescore.log 2>/dev/null
-fi
-tail -32 /tmp/smoke.log
-tail -12 /tmp/edits.log
-grep -A12 "^# Re-scoring" /tmp/rs-out/rescore-summary.md 2>/dev/null | head -14
-echo "session_gpu.sh: $(( $(date +%s) - start )) s"
+case ${PART:-A} in
+A)
+  OUT=$OUT timeout 330 bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
+  [ "$(left)" -gt 120 ] && timeout 100 python3 benchmarks/first_screen.py --example softmax --seconds 6 \
+    --timeout 90 --out "$OUT/first-screen.json" > /tmp/first.log 2>&1
+  [ "$(left)" -gt 60 ] && timeout $(( $(left) - 15 )) python3 benchmarks/verify_profile.py --out /tmp/vp \
+    --examples softmax,rmsnorm --edits 3 > /tmp/vp.log 2>&1
+  cp /tmp/vp/verify-profile.json "$OUT/" 2>/dev/null
+  tail -32 /tmp/smoke.log
+  tail -8 /tmp/first.log
+  grep -E "kernel edit|staged" /tmp/vp.log | cut -c1-260
+  ;;
+B)
+  budget=$(( $(left) - 200 ))
+  if [ -d .kb ] && [ "$budget" -gt 60 ]; then
+    timeout $(( budget + 30 )) python3 benchmarks/rescore_gpu.py --kernelbench "$root/.kb" --out /tmp/rs-out \
+      --work /tmp/rs-work --plan corpus-kernelpilot,corpus-kernelbench-v0.1,corpus-kernelbench --only corpus \
+      --mode test --budget "$budget" > /tmp/rescore.log 2>&1
+    cp /tmp/rs-out/rescore-summary.* "$OUT/" 2>/dev/null
+    tar czf "$OUT/corpus-reports.tar.gz" -C /tmp/rs-out --exclude=runs . /tmp/rescore.log 2>/dev/null
+  fi
+  if [ -n "${KB_PROBLEMS:-}" ] && [ "$(left)" -gt 90 ]; then
+    C0_IN=benchmarks/kernelbench-2026-12-02/session-3/c0.tar.gz SUITE_ARGS="--problems $KB_PROBLEMS" \
+      OUT=/tmp/kb-out bash benchmarks/kb_gpu.sh suite:$(( $(left) - 30 )) > /tmp/kb.log 2>&1
+    tar czf "$OUT/kb-subset.tar.gz" -C /tmp --exclude=work kb-run 2>/dev/null
+    grep -E "^call|^statuses" /tmp/kb.log
+  fi
+  grep -A12 "^# Re-scoring" /tmp/rs-out/rescore-summary.md 2>/dev/null | head -14
+  ;;
+esac
+echo "session_gpu.sh part ${PART:-A}: $(( $(date +%s) - start )) s"
