@@ -3,6 +3,7 @@ link made every native build fail on the GPU image)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -101,3 +102,18 @@ def test_an_nvcc_option_this_nvcc_refuses_is_left_out(tmp_path: Path) -> None:
     answer = tp.choices(env)
     assert answer.nvcc_flags == ["-t0"] and tp.nvcc_flags(env) == ["-t0"]
     assert "Unknown option" in answer.nvcc_refused["-static-global-template-stub=false"]
+
+
+def test_a_handed_answer_is_used_without_reading_or_probing_and_only_for_its_identity(tmp_path: Path) -> None:
+    cxx, log = _wrapper(tmp_path, refuse_gold=False)
+    env = _env(tmp_path, cxx)
+    carried = tp.handed(env)  # the build step's answer (probed here once), as the evaluation worker gets it
+    calls = log.read_text().count("\n")
+    worker = {**env, tp.HANDED: carried, "KERNELPILOT_TOOLCHAIN_CACHE": str(tmp_path / "unreadable" / "x.json")}
+    assert tp.choices(worker).identity == tp.identity(env) and log.read_text().count("\n") == calls  # nothing ran
+    assert not (tmp_path / "unreadable").exists()
+    # handed for another toolchain (a new compiler at the same path): probed, never taken
+    os.utime(cxx, ns=(1, 1))
+    again = tp.choices(worker)
+    assert again.identity != tp.ToolchainChoices.from_dict(json.loads(carried)).identity
+    assert log.read_text().count("\n") > calls

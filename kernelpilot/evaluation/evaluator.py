@@ -54,6 +54,7 @@ from kernelpilot.evaluation.static.declarations import (
 from kernelpilot.evaluation.static.policy import check_candidate
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.kb_files import check as check_problem_files
+from kernelpilot import toolchain_probe
 from kernelpilot.problem import load_problem
 from kernelpilot.verdict import BuildReport, Diagnostic, Finding, Verdict
 
@@ -233,6 +234,8 @@ class Evaluator(WorkerRequests):
         build_dir = Path(s.build_dir) if s.build_dir else None
         benv = build_env(cand_obj, build_dir=build_dir, env=env)
         run.worker_env = {k: benv[k] for k in WORKER_BUILD_ENV if k in benv}
+        if cand_obj.kind in ("directory", "single_file"):  # the worker loads the build with its toolchain choices
+            run.worker_env[toolchain_probe.HANDED] = toolchain_probe.handed(benv)
         run.build_dirs = [Path(benv[k]) for k in ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR") if k in benv]
         if run.mode != "build":
             self._prestart(run.problem_path, run.model_file, run.build_dirs)

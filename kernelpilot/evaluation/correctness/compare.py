@@ -162,6 +162,21 @@ def _fused_compare(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Ten
         return None
 
 
+def warm_comparison(dtype: torch.dtype, device: str) -> None:
+    """The fused comparison's kernels for ``dtype`` compiled ahead (fused_compare.warm); a failure here is left for
+    the comparison itself, which then takes the torch path and says so."""
+    import os
+
+    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+        return
+    try:
+        from kernelpilot.evaluation.correctness import fused_compare as compare_kernel
+
+        compare_kernel.warm(dtype, device)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return
+
+
 def _fused_replay(cand: torch.Tensor, eager: torch.Tensor, atol: float, rtol: float) -> list[float] | None:
     """replay_difference's sums in one fused pass (compare_kernel.replay_sums); None: the torch path."""
     import os

@@ -197,3 +197,15 @@ def replay_parts(cand: torch.Tensor, eager: torch.Tensor, atol: float, rtol: flo
     parts = torch.empty((4, n_blocks), dtype=torch.float64, device=eager.device)
     _launch(_replay_kernel, (n_blocks,), (cand, eager, params, parts, n, n_blocks), BLOCK=BLOCK)
     return parts.sum(dim=1).tolist()
+
+
+def warm(dtype: torch.dtype, device: str) -> None:
+    """Compile this dtype's kernels now (the worker's ``prepare``, while the candidate builds): on a cold worker
+    their first compile was part of the first verdict's verification."""
+    if dtype not in SUPPORTED or not str(device).startswith("cuda"):
+        return
+    ref = torch.zeros(BLOCK + 3, dtype=dtype, device=device)
+    truth = ref.double()
+    check(ref, ref, truth, 1e-3, 1e-3, 1e-3, 0.0)
+    check(None, ref, truth, 1e-3, 1e-3, 1e-3, 0.5)  # the constant output of the trivial-output guard
+    replay_parts(ref, ref, 1e-3, 1e-3)

@@ -44,6 +44,7 @@ from kernelpilot.evaluation.audit.identities import Identities
 from kernelpilot.evaluation.baselines.measure import answer as baselines_answer
 from kernelpilot.evaluation.build import load_inline as inline_build
 from kernelpilot.evaluation.correctness import verify  # noqa: F401 - imported before the integrity baseline
+from kernelpilot.evaluation.correctness.compare import warm_comparison
 from kernelpilot.evaluation.correctness.inputs import draw_inputs
 from kernelpilot.evaluation.sandbox.confine import apply_from_env
 from kernelpilot.evaluation.settings import settings_of
@@ -143,6 +144,7 @@ class Worker(ProblemCache):
         try:
             watchdog.step("problem")
             state = self.problem_state(msg["problem"], int(s.seed))
+            warm_comparison(state.dtype, self.device)
             if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.compile_baseline:
                 watchdog.step("compile_baseline")
                 sample = draw_inputs(state.module, int(s.seed) + 500, "normal", self.device)
