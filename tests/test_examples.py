@@ -26,6 +26,9 @@ from kernelpilot.problem import load_problem
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 EXAMPLE_DIRS = sorted(p.parent for p in EXAMPLES.glob("*/problem.py"))
+# the CUDA C++ examples (binding.cpp + .cu, the device-only layout); the CuTe-DSL ones are Python alone
+NATIVE_DIRS = [d for d in EXAMPLE_DIRS if (d / "candidate" / "binding.cpp").is_file()]
+CUTE_DIRS = [d for d in EXAMPLE_DIRS if d not in NATIVE_DIRS]
 MEMORY_BOUND = {"softmax", "rmsnorm", "layernorm", "cross_entropy"}
 
 
@@ -111,7 +114,16 @@ def test_model_new_matches_model(example: Path) -> None:
     assert _registered(candidate, "ModelNew") == _registered(problem, "Model")
 
 
-@pytest.mark.parametrize("example", EXAMPLE_DIRS, ids=_ids(EXAMPLE_DIRS))
+def test_every_example_is_cuda_cxx_or_cute_dsl() -> None:
+    from kernelpilot.evaluation.candidate import load_candidate
+
+    assert len(NATIVE_DIRS) >= 8
+    for example in CUTE_DIRS:  # a CuTe-DSL candidate: its kernels in Python, no binding to build
+        assert load_candidate(example / "candidate").kind == "cute", example
+        assert "@cute.kernel" in (example / "candidate" / "model_new.py").read_text()
+
+
+@pytest.mark.parametrize("example", NATIVE_DIRS, ids=_ids(NATIVE_DIRS))
 def test_candidate_follows_the_directory_format(example: Path) -> None:
     cand = example / "candidate"
     model_new = (cand / "model_new.py").read_text()
