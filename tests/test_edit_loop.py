@@ -35,6 +35,7 @@ def test_edit_loop_measures_an_example_on_the_cpu(tmp_path: Path, capsys: pytest
     assert [r["example"] for r in rows] == ["softmax"]
     r = rows[0]
     for key in ("cold_test_s", "warm_kernel_s", "warm_header_s", "warm_model_s", "warm_benchmark_s", "card_s",
+                "warm_benchmark_tested_s", "session_baselines_s",
                 "phases", "commit", "gpu"):
         assert key in r, key
     assert "warm_test_s" not in r  # each kind on its own: a median across kinds hid the kernel edits' time
