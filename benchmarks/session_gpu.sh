@@ -2,14 +2,15 @@
 # The device calls that check a session's final commit (2026-12-06), in two parts that each fit one call:
 #   OUT=DIR [LIMIT_S=570] PART=A bash benchmarks/session_gpu.sh
 #     the main-path smoke (benchmarks/gpu_smoke.sh: doctor, every example, a Pilot-driven pairing session), the
-#     first screen cold and warm (benchmarks/first_screen.py), then kernel edits and staged benchmarks
-#     (benchmarks/verify_profile.py) within what is left of LIMIT_S;
+#     first screen cold and warm (benchmarks/first_screen.py), then the edit loop of EDIT_EXAMPLES (default softmax,
+#     rmsnorm: each edit kind on its own, the session's baselines, a staged benchmark after a kernel edit;
+#     benchmarks/edit_loop.py) within what is left of LIMIT_S;
 #   OUT=DIR [LIMIT_S=570] PART=B [KB_PROBLEMS=k,k] bash benchmarks/session_gpu.sh
 #     the hand-written generation corpus (tests/data/generations/) under the three rule sets in test mode, compared
 #     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
 #     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
 #     torch.compile's own check), within what is left of LIMIT_S.
-# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, verify-profile.json; B: rescore-summary.md/.json,
+# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz; B: rescore-summary.md/.json,
 # corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its report).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,12 +26,12 @@ A)
   OUT=$OUT timeout 330 bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
   [ "$(left)" -gt 120 ] && timeout 100 python3 benchmarks/first_screen.py --example softmax --seconds 6 \
     --timeout 90 --out "$OUT/first-screen.json" > /tmp/first.log 2>&1
-  [ "$(left)" -gt 60 ] && timeout $(( $(left) - 15 )) python3 benchmarks/verify_profile.py --out /tmp/vp \
-    --examples softmax,rmsnorm --edits 3 > /tmp/vp.log 2>&1
-  cp /tmp/vp/verify-profile.json "$OUT/" 2>/dev/null
+  [ "$(left)" -gt 60 ] && timeout $(( $(left) - 15 )) python3 benchmarks/edit_loop.py --out /tmp/el \
+    --examples ${EDIT_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 30 )) > /tmp/el.log 2>&1
+  tar czf "$OUT/edit-loop.tar.gz" -C /tmp/el . /tmp/el.log 2>/dev/null
   tail -32 /tmp/smoke.log
   tail -8 /tmp/first.log
-  grep -E "kernel edit|staged" /tmp/vp.log | cut -c1-260
+  tail -6 /tmp/el.log | cut -c1-300
   ;;
 B)
   budget=$(( $(left) - 200 ))
