@@ -94,18 +94,24 @@ def main() -> int:
         run(problem, candidate, "test", "breaking edit (must be incorrect)")
         model.write_text(original)
         run(problem, candidate, "benchmark", "benchmark")
-        if args.kb_example is not None and args.kb_example.is_file():
+    # KernelBench's example with KernelBench's settings: the example's extra shape sets (one input) are not its
+    if args.kb_example is not None and args.kb_example.is_file():
+        with Evaluator(EvalSettings(device="cuda", build_timeout_s=600.0), workdir=work / "eval-kb") as ev:
+            def run_kb(p: Path, c: Path, what: str) -> None:
+                t0 = time.monotonic()
+                rows.append(record(ev.evaluate(p, c, "test"), time.monotonic() - t0, what))
+
             kb = work / "kb"
             kb.mkdir()
             (kb / "problem.py").write_text(KB_PROBLEM)
             shutil.copy(args.kb_example, kb / "model_new_ex_add_cute.py")
-            run(kb / "problem.py", kb / "model_new_ex_add_cute.py", "test", "KernelBench cute example, as is")
+            run_kb(kb / "problem.py", kb / "model_new_ex_add_cute.py", "KernelBench cute example, as is")
             text = args.kb_example.read_text()
             bounded = text.replace("    a_val = gA[mi, ni]", "    if mi < m:\n        a_val = gA[mi, ni]", 1)
             bounded = bounded.replace("    b_val = gB[mi, ni]\n\n    gC[mi, ni] = a_val + b_val",
                                       "        b_val = gB[mi, ni]\n        gC[mi, ni] = a_val + b_val", 1)
             (kb / "model_new_bounded.py").write_text(bounded)
-            run(kb / "problem.py", kb / "model_new_bounded.py", "test", "KernelBench cute example, bound check")
+            run_kb(kb / "problem.py", kb / "model_new_bounded.py", "KernelBench cute example, bound check")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cute-edits.json").write_text(json.dumps(rows, indent=1))
     return 0
