@@ -225,6 +225,9 @@ def make_inputs(module: ModuleType, shape_set: dict[str, Any] | None = None) -> 
         if not isinstance(value, (list, tuple)):
             raise ProblemError(f"extra shape set {shape_set['name']!r} returned {type(value).__name__}; its inputs "
                                "expression must give a list.")
+        if len(value) != len(base):  # forward would be called with the wrong arguments (a set of another problem)
+            raise ProblemError(f"extra shape set {shape_set['name']!r} gives {len(value)} inputs but get_inputs() "
+                               f"returns {len(base)}; give as many, in get_inputs()' order, in the config.")
         return list(value)
     tensors = [i for i, v in enumerate(base) if isinstance(v, torch.Tensor)]
     if len(spec) != len(tensors):

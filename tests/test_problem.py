@@ -163,4 +163,7 @@ def test_extra_shape_sets() -> None:
     assert [tuple(t.shape) for t in expr] == [(64, 3), (3, 48)]
     with pytest.raises(ProblemError, match="gives 1 shapes but get_inputs\\(\\) returns 2 tensors"):
         make_inputs(module, {"name": "short", "inputs": [[1, 2]]})
+    # an expression written for another problem (one input where get_inputs() gives two): said, never called
+    with pytest.raises(ProblemError, match="'few_rows' gives 1 inputs but get_inputs\\(\\) returns 2"):
+        make_inputs(module, {"name": "few_rows", "inputs": "[torch.rand(3, 4096)]"})
     assert isinstance(make_inputs(module)[0], torch.Tensor)
