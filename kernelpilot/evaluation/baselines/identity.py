@@ -31,6 +31,31 @@ def request_key(problem: Path, settings: EvalSettings | Mapping[str, Any]) -> st
 
 
 
+def nvml_facts(uuid: str = "", index: int = 0) -> tuple[str, dict[str, int]]:
+    """(driver version, clocks) from NVML of the GPU with ``uuid`` (else at ``index``): the maximum and application
+    clocks, not the momentary ones; ("", {}) where NVML is missing, and no clock a GPU does not report."""
+    clocks: dict[str, int] = {}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") if uuid \
+            else pynvml.nvmlDeviceGetHandleByIndex(index)
+        raw = pynvml.nvmlSystemGetDriverVersion()
+        driver = raw.decode() if isinstance(raw, bytes) else str(raw)
+    except Exception:  # noqa: BLE001 - no NVML: the UUID and torch still identify the setting
+        return "", clocks
+    for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+                             ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
+                             ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
+                             ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
+        try:
+            clocks[label] = int(get(handle, kind))
+        except Exception:  # noqa: BLE001 - a clock this GPU does not report
+            pass
+    return driver, clocks
+
+
 def current_identity(gpu: int | None) -> dict[str, Any]:
     """This machine's GPU at ``gpu`` as a stored baseline names it (UUID, driver, torch, Triton, torch's
     CUDA, clocks), read without importing torch or initialising CUDA here; empty fields where NVML is missing."""
@@ -43,28 +68,13 @@ def current_identity(gpu: int | None) -> dict[str, Any]:
     except PackageNotFoundError:
         pass
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
         uuid = gpu_key(gpu)
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        identity["gpu_uuid"] = uuid[4:] if uuid.startswith("GPU-") else uuid
-        raw = pynvml.nvmlSystemGetDriverVersion()
-        identity["driver"] = raw.decode() if isinstance(raw, bytes) else str(raw)
-        clocks = {}
-        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
-                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
-                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
-                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
-            try:
-                clocks[label] = int(get(handle, kind))
-            except Exception:  # noqa: BLE001
-                pass
-        identity["clocks"] = clocks
     except Exception:  # noqa: BLE001 - no NVML: the stored baseline's torch is still compared
-        pass
+        return identity
+    identity["driver"], identity["clocks"] = nvml_facts(uuid)
+    if identity["driver"]:
+        identity["gpu_uuid"] = uuid[4:] if uuid.startswith("GPU-") else uuid
     return identity
-
 
 
 def identity_mismatch(stored: dict[str, Any], now: dict[str, Any]) -> str:

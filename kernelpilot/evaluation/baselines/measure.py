@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from kernelpilot.evaluation.baselines.identity import nvml_facts
 from kernelpilot.evaluation.baselines.values import Baselines, software_versions  # noqa: F401 - measure's names too
 from kernelpilot.evaluation.correctness import compiled_check
 from kernelpilot.evaluation.correctness.compare import dtype_name
@@ -121,7 +122,7 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
 
 def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:
     """(GPU UUID, driver, torch version, clocks) of the device the worker times on: a stored baseline is
-    valid only where all four match. Clocks: the maximum and application clocks (not the momentary ones)."""
+    valid only where all four match (identity.nvml_facts reads the driver and clocks)."""
     import torch
 
     index = torch.device(device).index or 0
@@ -130,25 +131,5 @@ def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:
         uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
     except Exception:  # noqa: BLE001
         pass
-    driver, clocks = "", {}
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}" if uuid and not uuid.startswith("GPU-") else uuid) \
-            if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
-        raw = pynvml.nvmlSystemGetDriverVersion()
-        driver = raw.decode() if isinstance(raw, bytes) else str(raw)
-        for label, get, kind in (("sm_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
-                                 ("mem_max_mhz", pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_MEM),
-                                 ("sm_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_SM),
-                                 ("mem_app_mhz", pynvml.nvmlDeviceGetApplicationsClock, pynvml.NVML_CLOCK_MEM)):
-            try:
-                clocks[label] = int(get(handle, kind))
-            except Exception:  # noqa: BLE001 - a clock this GPU does not report
-                pass
-    except Exception:  # noqa: BLE001 - no NVML: the UUID and torch still identify the setting
-        pass
+    driver, clocks = nvml_facts(uuid, index)
     return uuid, driver, torch.__version__, clocks
-
-
