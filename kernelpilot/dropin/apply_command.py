@@ -96,7 +96,8 @@ class _Script:
                        dropins=dropins, compile_root=self.compile_root)
 
 
-def _bound(run: _Script, base: RunResult, bound: float, dropins: list[Path]) -> tuple[float, str, list[float] | None]:
+def _bound(run: _Script, base: RunResult, bound: float,
+           dropins: list[Path]) -> tuple[float, str, list[float | None] | None]:
     """The bound for swapping ``dropins``: the run-to-run yardstick and dtype floor (``bound``), or twice what
     moving the swapped modules' outputs by up to one ulp changes end to end, whichever is larger; and the band of
     the loss (``loss_band``) from the same run, as long as the swap's. In half precision a deep model amplifies
@@ -112,7 +113,8 @@ def _bound(run: _Script, base: RunResult, bound: float, dropins: list[Path]) -> 
     out = difference(res.output, base.output)
     grad = grad_difference(res.grads, base.grads) or 0.0
     mine = max(bound, 2 * out, 2 * grad)
-    loss = f"; loss band up to {max(band):.1e}" if band else ""
+    widest = max((w for w in band or [] if w is not None), default=None)
+    loss = f"; loss band up to {widest:.1e}" if widest is not None else ""
     return mine, f"outputs {out:.1e}, gradients {grad:.1e}; bound {mine:.1e}{loss}", band
 
 
@@ -262,7 +264,8 @@ def _write(args: Any, run: _Script, rows: list[Row], passed: list[Path], togethe
     write_install(run.path, chosen, run.argv, yes=bool(getattr(args, "yes", False)))
 
 
-def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float, band: list[float] | None) -> str:
+def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float,
+             band: list[float | None] | None) -> str:
     if res.error:
         return f"the script failed with it: {res.error}"
     keys = [str(dropin)] if dropin is not None else list(res.stats)

@@ -166,13 +166,14 @@ class LossRecorder:
         if self.step >= 0 and isinstance(loss, torch.Tensor) and loss.numel() == 1 and self.step not in self.output:
             self.output[self.step] = loss.detach().clone()
 
-    def values(self, steps: int) -> tuple[list[float] | None, str]:
-        """The loss of each of the run's ``steps`` steps and its dtype, or (None, "") when a step has none."""
+    def values(self, steps: int) -> tuple[list[float | None] | None, str]:
+        """The loss of each of the run's ``steps`` steps (None for a step without one: a call of the model for
+        evaluation between training steps) and its dtype, or (None, "") when no step has one."""
         kept = self.backward if self.backward else {k: [v] for k, v in self.output.items()}
-        if not kept or any(i not in kept for i in range(steps)):
+        if not any(i in kept for i in range(steps)):
             return None, ""
-        first = kept[0][0]
-        return [float(sum(float(t) for t in kept[i])) for i in range(steps)], str(first.dtype).removeprefix("torch.")
+        dtype = str(next(iter(kept.values()))[0].dtype).removeprefix("torch.")
+        return [float(sum(float(t) for t in kept[i])) if i in kept else None for i in range(steps)], dtype
 
 
 @dataclass

@@ -36,45 +36,57 @@ class Row:
     res: RunResult
     dropin: Path | None
     verdict: str
-    band: list[float] | None = None
+    band: list[float | None] | None = None
 
 
-def loss_band(base: RunResult, sensitivity: RunResult | None) -> list[float] | None:
+def loss_band(base: RunResult, sensitivity: RunResult | None) -> list[float | None] | None:
     """Per step, how far a swap's loss may be from the unmodified run's: twice the largest difference the
     sensitivity run's loss has had from it up to that step (a kernel that rounds differently, and no worse, moves
     the loss about that much, and a training run's differences grow), at least the loss dtype's floor (1e-5
-    relative for float32, 1e-2 for half types). None when the unmodified run recorded no loss."""
+    relative for float32, 1e-2 for half types). None at a step without a loss, and None when the unmodified run
+    recorded none."""
     if base.losses is None:
         return None
     floor = LOSS_FLOOR.get(base.loss_dtype, 1e-5)
     sens = sensitivity.losses if sensitivity is not None and not sensitivity.error else None
     if sens is not None and len(sens) != len(base.losses):
         sens = None
-    band, widest = [], 0.0
+    band: list[float | None] = []
+    widest = 0.0
     for i, loss in enumerate(base.losses):
-        if sens is not None:
-            gap = abs(sens[i] - loss)
-            widest = max(widest, gap if math.isfinite(gap) else 0.0)
+        if loss is None:
+            band.append(None)
+            continue
+        moved = sens[i] if sens is not None else None
+        if moved is not None and math.isfinite(moved - loss):
+            widest = max(widest, abs(moved - loss))
         band.append(max(2 * widest, floor * max(abs(loss) if math.isfinite(loss) else 0.0, 1.0)))
     return band
 
 
-def judge_loss(res: RunResult, base: RunResult, band: list[float] | None) -> tuple[str | None, float | None, str]:
-    """("inside" or "outside", the largest difference from the unmodified run's loss, why it is outside), or
-    (None, None, why not judged)."""
+def _gap(a: float | None, b: float) -> float:
+    if a is None:
+        return math.inf
+    return abs(a - b) if math.isfinite(a - b) else (0.0 if a == b else math.inf)
+
+
+def judge_loss(res: RunResult, base: RunResult,
+               band: list[float | None] | None) -> tuple[str | None, float | None, str]:
+    """("inside" or "outside", the largest difference from the unmodified run's loss over the steps that have
+    one, why it is outside), or (None, None, why not judged)."""
     if res.error:
         return None, None, "the run failed"
     if base.losses is None or band is None:
         return None, None, "no loss seen (the script calls no backward and its model returns no loss)"
     if res.losses is None or len(res.losses) != len(base.losses):
         return "outside", math.inf, "its run recorded no loss at some step"
-    diffs = [abs(a - b) if math.isfinite(a - b) else (0.0 if a == b else math.inf)
-             for a, b in zip(res.losses, base.losses)]
-    worst = max(diffs, default=0.0)
-    out = next((i for i, d in enumerate(diffs) if not d <= band[i]), None)
+    steps = [(i, _gap(a, b), w) for i, (a, b, w) in enumerate(zip(res.losses, base.losses, band))
+             if b is not None and w is not None]
+    worst = max((d for _, d, _ in steps), default=0.0)
+    out = next(((i, d, w) for i, d, w in steps if not d <= w), None)
     if out is None:
         return "inside", worst, ""
-    return "outside", worst, f"loss outside the band from step {out}: {diffs[out]:.1e} > {band[out]:.1e}"
+    return "outside", worst, f"loss outside the band from step {out[0]}: {out[1]:.1e} > {out[2]:.1e}"
 
 
 def _saved(base: int | None, run: int | None) -> tuple[int | None, float | None]:
@@ -84,14 +96,14 @@ def _saved(base: int | None, run: int | None) -> tuple[int | None, float | None]
 
 
 def record(label: str, res: RunResult, base: RunResult, base_ms: float, base_spread: float, *,
-           kind: str, verdict: str, band: list[float] | None = None) -> dict[str, Any]:
+           kind: str, verdict: str, band: list[float | None] | None = None) -> dict[str, Any]:
     """One run's entry of the report (``kind``: "as it is", "swap" or "together")."""
     mem = res.memory
     rec: dict[str, Any] = {"label": label, "kind": kind, "verdict": verdict, "error": res.error or None,
                            "peak_mem_bytes": mem.peak_mem_bytes, "peak_reserved_bytes": mem.peak_reserved_bytes,
                            "nvml_used_bytes": mem.nvml_used_bytes, "nvml_what": mem.nvml_what or None,
                            "memory_note": mem.note or None, "loss": res.losses, "loss_dtype": res.loss_dtype or None}
-    if res.step_ms and not res.error:
+    if res.step_ms and not res.error:  # a failed run's step times are not its
         ms, spread = (base_ms, base_spread) if kind == "as it is" else res.median(WARMUP)
         rec.update(step_ms=ms, spread_ms=spread, resolves_ms=max(base_spread, spread))
     comp = res.compiled
@@ -99,8 +111,8 @@ def record(label: str, res: RunResult, base: RunResult, base_ms: float, base_spr
                graphs=comp.graphs if comp else None, break_reasons=comp.break_reasons if comp else None,
                recompile_reasons=comp.recompile_reasons if comp else None)
     if kind == "as it is":
-        return rec
-    if "step_ms" in rec:
+        return _complete(rec)
+    if "step_ms" in rec:  # before _complete: only a run that did not fail has it
         change = rec["step_ms"] - base_ms
         rec.update(change_ms=change, change_pct=100 * change / base_ms if base_ms else None,
                    change=beyond(change, base_spread, rec["spread_ms"]))
@@ -108,13 +120,26 @@ def record(label: str, res: RunResult, base: RunResult, base_ms: float, base_spr
     rec["reserved_saved_bytes"], _ = _saved(base.memory.peak_reserved_bytes, mem.peak_reserved_bytes)
     judged, worst, why = judge_loss(res, base, band)
     rec.update(loss_verdict=judged, loss_max_diff=worst, loss_note=why or None, loss_band=band,
-               yardstick=max(band) if band else None, outputs_diff=difference(res.output, base.output),
-               grads_diff=grad_difference(res.grads, base.grads))
+               yardstick=max((w for w in band or [] if w is not None), default=None),
+               outputs_diff=difference(res.output, base.output), grads_diff=grad_difference(res.grads, base.grads))
     introduced = [f"{n - b} {what}" for what, n, b in (
         ("graph break(s)", rec["graph_breaks"], base.compiled.graph_breaks if base.compiled else None),
         ("recompilation(s)", rec["recompiles"], base.compiled.recompiles if base.compiled else None))
         if n is not None and b is not None and n > b]
     rec["introduced"] = introduced or None
+    return _complete(rec)
+
+
+# every record has these keys (None where they do not apply: the unmodified run is the reference of the others)
+FIELDS = ("step_ms", "spread_ms", "resolves_ms", "change", "change_ms", "change_pct", "peak_mem_bytes",
+          "peak_reserved_bytes", "nvml_used_bytes", "mem_saved_bytes", "mem_saved_pct", "reserved_saved_bytes",
+          "loss", "loss_verdict", "loss_max_diff", "loss_note", "loss_band", "yardstick", "graph_breaks", "recompiles",
+          "introduced", "outputs_diff", "grads_diff", "verdict")
+
+
+def _complete(rec: dict[str, Any]) -> dict[str, Any]:
+    for key in FIELDS:
+        rec.setdefault(key, None)
     return rec
 
 
@@ -134,7 +159,7 @@ def table_row(rec: dict[str, Any], base_ms: float, part_ms: tuple[float | None, 
     if rec["kind"] == "as it is":
         return (f"{rec['label']:<44} {rec['step_ms']:9.3f} {rec['spread_ms']:7.3f} {'':>15} {'':>9} {'':>19} "
                 f"{'':>6} {peak:>9} {'':>9} {'':>7} {'':>8} {'':>8}{tail}")
-    if "step_ms" not in rec:
+    if rec["step_ms"] is None:
         return (f"{rec['label']:<44} {'-':>9} {'-':>7} {'-':>15} {'-':>9} {'-':>19} {'-':>6} {'-':>9} {'-':>9} "
                 f"{'-':>7} {'-':>8} {'-':>8}{tail}  {rec['verdict']}")
     ms, change = rec["step_ms"], rec["change_ms"]

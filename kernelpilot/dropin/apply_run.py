@@ -52,7 +52,7 @@ class RunResult:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # dropin -> {"kernel": n, "original": n}
     swapped: dict[str, list[str]] = field(default_factory=dict)  # dropin -> module paths
     error: str = ""
-    losses: list[float] | None = None  # the loss at every step of the run (warm-up included); None: none seen
+    losses: list[float | None] | None = None  # the loss at every step of the run (warm-up included); None: none
     loss_dtype: str = ""
     memory: Memory = field(default_factory=Memory)  # over the measured steps
     compiled: CompileCounts | None = None  # what Dynamo did (None: nothing was compiled in the run)
