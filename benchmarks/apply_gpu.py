@@ -20,7 +20,9 @@
 5. ``kernelpilot apply train.py`` eager and ``--compile`` (and, if the triton_op form fails under
    torch.compile, once more with ``KERNELPILOT_DROPIN_OPAQUE=1``: phase ``opaque``), then ``--write --yes``;
 
-everything under ``--out`` (logs, tables, problems, verdicts, the repository, ``summary.json``).
+everything under ``--out`` (logs, tables, problems, verdicts, the repository, ``summary.json``: per mode and run
+of `apply` the step time and spread, peak memory, the loss's largest difference and its band, graph breaks,
+recompilations, the change and the verdict; ``logs/apply_<mode>.json`` has the whole of `apply --summary`).
 """
 
 from __future__ import annotations
@@ -161,6 +163,24 @@ def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str)
     summary["approvals"] = approvals
 
 
+# per run of `apply --summary` (issue 52's Evidence): kept in summary.json under "apply", per mode
+MEASURES = ("label", "kind", "step_ms", "spread_ms", "resolves_ms", "peak_mem_bytes", "peak_reserved_bytes",
+            "nvml_used_bytes", "nvml_what", "mem_saved_pct", "loss_max_diff", "yardstick", "loss_verdict",
+            "graph_breaks", "recompiles", "introduced", "change", "change_pct", "verdict")
+
+
+def keep_measures(summary: dict[str, object], mode: str, path: Path) -> None:
+    """The measures of `apply --summary FILE` in summary.json (the whole file, every step's loss included, stays
+    in logs/)."""
+    if not path.is_file():
+        return
+    data = json.loads(path.read_text())
+    kept = dict(summary.get("apply") or {})  # type: ignore[call-overload]
+    kept[mode] = {"commit": data.get("commit"), "steps": data.get("steps"), "resolves_ms": data.get("resolves_ms"),
+                  "runs": [{k: run.get(k) for k in MEASURES} for run in data.get("runs", [])]}
+    summary["apply"] = kept
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "apply-evidence"))
@@ -198,16 +218,22 @@ def main() -> int:
         elif phase == "approve":
             approve_all(repo, logs, summary, args.device)
         elif phase == "eager":
-            runs["eager"], _ = sh(kp + ["apply", "--steps", str(args.steps), "train.py"], repo, logs / "apply_eager.txt")
+            runs["eager"], _ = sh(kp + ["apply", "--steps", str(args.steps), "--summary", str(logs / "apply_eager.json"),
+                                        "train.py"], repo, logs / "apply_eager.txt")
+            keep_measures(summary, "eager", logs / "apply_eager.json")
         elif phase == "compile":
-            runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "train.py"], repo,
+            runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "--summary",
+                                             str(logs / "apply_compile.json"), "train.py"], repo,
                                     logs / "apply_compile.txt")
+            keep_measures(summary, "compile", logs / "apply_compile.json")
             # the triton_op form failed under torch.compile for some swap: the opaque phase tries the custom_op form
             summary["compile_failed"] = runs["compile"] != 0 or "the script failed with it" in text
         elif phase == "opaque":
             if summary.get("compile_failed", True):
-                runs["compile_opaque"], _ = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "train.py"], repo,
+                runs["compile_opaque"], _ = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "--summary",
+                                                     str(logs / "apply_compile_opaque.json"), "train.py"], repo,
                                                logs / "apply_compile_opaque.txt", env={"KERNELPILOT_DROPIN_OPAQUE": "1"})
+                keep_measures(summary, "compile_opaque", logs / "apply_compile_opaque.json")
             else:
                 print("opaque: skipped, every swap ran under torch.compile as a triton_op", flush=True)
         elif phase == "write":

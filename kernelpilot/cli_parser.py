@@ -246,7 +246,8 @@ def _apply(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                         formatter_class=fmt, description=(
         "Run the script's first steps as it is and with each approved kernel extracted from it (hotspots\n"
         "--group module|fusion --extract) swapped in; print the step time (median and spread of --steps steps\n"
-        "after 3 warm-up), the swapped parts' forward time and share, and the difference of outputs and\n"
+        "after 3 warm-up), the swapped parts' forward time and share, peak device memory, the loss at every\n"
+        "step, graph breaks and recompilations under --compile, and the difference of outputs and\n"
         "gradients against the unmodified model (two seeded runs of it are the yardstick). Nothing in your\n"
         "files changes unless --write. Options go before SCRIPT; everything after SCRIPT is passed to it."))
     ap.add_argument("--kernels", metavar="DIR", default="problems",
@@ -257,6 +258,8 @@ def _apply(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     ap.add_argument("--write", action="store_true", help="add the install(model) call to the script: show the diff, "
                     "apply it on confirmation, one git commit")
     ap.add_argument("--yes", action="store_true", help="with --write: do not ask for confirmation")
+    ap.add_argument("--summary", metavar="FILE", help="also write every run's measurements as JSON to FILE (step "
+                    "time and spread, peak memory, the loss at every step and its band, graph breaks, verdicts)")
     ap.add_argument("script", metavar="SCRIPT", help="the training or inference script")
     ap.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments passed to SCRIPT")
     ap.set_defaults(own_options=_options(ap))

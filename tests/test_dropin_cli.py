@@ -21,7 +21,7 @@ def test_help_lists_the_new_flags() -> None:
         assert flag in hotspots.stdout, flag
     apply = kp("apply", "--help")
     assert apply.returncode == 0 and apply.stdout.startswith("usage: kernelpilot apply")
-    for flag in ("SCRIPT", "--kernels", "--steps", "--compile", "--write", "--yes"):
+    for flag in ("SCRIPT", "--kernels", "--steps", "--compile", "--write", "--yes", "--summary"):
         assert flag in apply.stdout, flag
     assert "kernelpilot apply SCRIPT" in kp("--help").stdout
 

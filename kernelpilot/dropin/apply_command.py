@@ -6,16 +6,18 @@ once more with another seed-identical run, whose difference from the first is th
 per approved kernel swapped in alone; one run with the passing kernels that replace disjoint modules (of
 those sets, the one whose gains add up to most: ``disjoint``); the script as it is once
 more at the end (its step times pooled with the first run's, so a drift of the GPU's clocks during the
-runs is in the baseline's spread, and the drift is printed). Reported per run: the median step time and
+runs is in the baseline's spread, and the drift is printed). Reported per run
+(``kernelpilot.dropin.apply_report``; ``--summary FILE`` writes it as JSON): the median step time and
 its spread (10th to 90th percentile), the change against the script as it is and whether it is beyond
 both spreads, the swapped modules' forward time per step before and after (timed in separate, shorter
 runs: the timing hooks cost host time, so no step time is taken from a run that has them) with their
-share of the step, and the worst normalized
-difference of the first step's output and of the gradients at the first optimizer step against the
-unmodified run. A swap passes when it ran the kernel, the script did not fail and both differences
+share of the step, the peak device memory of the measured steps and what it saved, the loss at every step
+against the unmodified run's, Dynamo's graph breaks and recompilations under ``--compile``, and the worst
+normalized difference of the first step's output and of the gradients at the first optimizer step against the
+unmodified run. A swap passes when it ran the kernel, the script did not fail, both differences
 are within ``max(4 x yardstick, floor, 2 x sensitivity)`` (floor: 1e-5 for float32 results, 1e-2 for half
 types; sensitivity: the difference one more run makes with the swapped modules' outputs moved by up to one
-ulp, ``_bound``).
+ulp, ``_bound``) and its loss stayed inside the band that run's loss makes over the same steps (``loss_band``).
 Nothing in your files changes unless ``--write`` (``kernelpilot.dropin.apply_write``).
 """
 
@@ -27,6 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.code_version import running_version
+from kernelpilot.dropin.apply_report import (
+    HEAD,
+    Row,
+    judge_loss,
+    loss_band,
+    print_notes,
+    record,
+    table_row,
+    write_summary,
+)
 from kernelpilot.dropin.apply_run import (
     WARMUP,
     RunResult,
@@ -38,7 +51,6 @@ from kernelpilot.dropin.apply_run import (
 from kernelpilot.dropin.apply_swaps import (
     COMPILE_NOTE,
     any_faster,
-    beyond,
     disjoint,
     swap_label,
     swap_paths,
@@ -70,23 +82,6 @@ def _floor(result: RunResult) -> float:
     return max((FLOOR.get(d, 1e-5) for d in dtypes), default=1e-5)
 
 
-def _bound(script: Path, argv: list[str], base: RunResult, bound: float, dropins: list[Path],
-           compile_root: bool) -> tuple[float, str]:
-    """The bound for swapping ``dropins``: the run-to-run yardstick and dtype floor (``bound``), or twice what
-    moving the swapped modules' outputs by up to one ulp changes end to end, whichever is larger. In half
-    precision a deep model amplifies rounding: a kernel that rounds differently, and no worse, than the
-    original moves the result by about that much; the swap's own verdict (against float64) is where its
-    accuracy is checked, this run only that the model still computes the same thing."""
-    paths = list(dict.fromkeys(p for d in dropins for p in swap_paths(d)))
-    res = measure(script, argv, steps=1, warmup=0, dropins=[], compile_root=compile_root, perturb=paths)
-    if res.error:
-        return bound, f"not measured ({res.error}); bound {bound:.1e}"
-    out = difference(res.output, base.output)
-    grad = grad_difference(res.grads, base.grads) or 0.0
-    mine = max(bound, 2 * out, 2 * grad)
-    return mine, f"outputs {out:.1e}, gradients {grad:.1e}; bound {mine:.1e}"
-
-
 @dataclass
 class _Script:
     """The script to run, its arguments, the timed steps per run and whether its model's forward is compiled."""
@@ -101,8 +96,26 @@ class _Script:
                        dropins=dropins, compile_root=self.compile_root)
 
 
-# one swap's row: its label, its run, the drop-in, its verdict ("ok" or why not)
-Row = tuple[str, RunResult, Path, str]
+def _bound(run: _Script, base: RunResult, bound: float,
+           dropins: list[Path]) -> tuple[float, str, list[float | None] | None]:
+    """The bound for swapping ``dropins``: the run-to-run yardstick and dtype floor (``bound``), or twice what
+    moving the swapped modules' outputs by up to one ulp changes end to end, whichever is larger; and the band of
+    the loss (``loss_band``) from the same run, as long as the swap's. In half precision a deep model amplifies
+    rounding: a kernel that rounds differently, and no worse, than the original moves the result by about that
+    much; the swap's own verdict (against float64) is where its accuracy is checked, this run only that the model
+    still computes the same thing."""
+    paths = list(dict.fromkeys(p for d in dropins for p in swap_paths(d)))
+    res = measure(run.path, run.argv, steps=run.steps, warmup=WARMUP, dropins=[], compile_root=run.compile_root,
+                  perturb=paths)
+    band = loss_band(base, res)
+    if res.error:
+        return bound, f"not measured ({res.error}); bound {bound:.1e}", band
+    out = difference(res.output, base.output)
+    grad = grad_difference(res.grads, base.grads) or 0.0
+    mine = max(bound, 2 * out, 2 * grad)
+    widest = max((w for w in band or [] if w is not None), default=None)
+    loss = f"; loss band up to {widest:.1e}" if widest is not None else ""
+    return mine, f"outputs {out:.1e}, gradients {grad:.1e}; bound {mine:.1e}{loss}", band
 
 
 def apply_command(args: Any) -> int:
@@ -117,15 +130,15 @@ def apply_command(args: Any) -> int:
     first_ms, first_spread = base.median(WARMUP)
     rows: list[Row] = []
     for dropin in dropins:
-        b, said = _bound(run.path, run.argv, base, bound, [dropin], run.compile_root)
+        b, said, band = _bound(run, base, bound, [dropin])
         print(f"one-ulp sensitivity of {swap_where(swap_paths(dropin))}: {said}")
         res = run.measure([dropin])
-        rows.append((swap_label(dropin, res), res, dropin, _verdict(res, base, dropin, b)))
-    passed = [d for _, _, d, verdict in rows if verdict == "ok"]
+        rows.append(Row(swap_label(dropin, res), res, dropin, _verdict(res, base, dropin, b, band), band))
+    passed = [r.dropin for r in rows if r.verdict == "ok" and r.dropin is not None]
     together, all_row = _together(run, rows, passed, base, bound, first_ms)
     base_ms, base_spread = _pooled_baseline(run, base, first_ms, first_spread)
-    _print_table(run, dropins, rows, all_row, base, base_ms, base_spread)
-    if run.compile_root and passed and not any_faster([(r, v) for _, r, _, v in rows], base_ms, base_spread):
+    _report(args, run, dropins, rows + ([all_row] if all_row else []), base, base_ms, base_spread)
+    if run.compile_root and passed and not any_faster([(r.res, r.verdict) for r in rows], base_ms, base_spread):
         print(COMPILE_NOTE)
     if getattr(args, "write", False):
         _write(args, run, rows, passed, together, all_row, base_ms, base_spread)
@@ -170,9 +183,9 @@ def _yardstick(run: _Script) -> tuple[RunResult, float]:
 
 
 def _together(run: _Script, rows: list[Row], passed: list[Path], base: RunResult, bound: float,
-              first_ms: float) -> tuple[list[Path], tuple[str, RunResult, str] | None]:
+              first_ms: float) -> tuple[list[Path], Row | None]:
     """The passing swaps run together (``disjoint``: those left out are named), and that run's row."""
-    together, apart = disjoint(passed, {d: r for _, r, d, _ in rows}, first_ms)
+    together, apart = disjoint(passed, {r.dropin: r.res for r in rows if r.dropin is not None}, first_ms)
     for dropin, other in apart:
         if other is None:
             alone = _result_of(rows, dropin)
@@ -185,10 +198,11 @@ def _together(run: _Script, rows: list[Row], passed: list[Path], base: RunResult
               f"of the run (the swaps kept gain the most together)")
     if len(together) <= 1:
         return together, None
-    all_bound, said = _bound(run.path, run.argv, base, bound, together, run.compile_root)
+    all_bound, said, band = _bound(run, base, bound, together)
     print(f"one-ulp sensitivity of the {len(together)} passing swaps together: {said}")
     all_res = run.measure(together)
-    return together, (f"{len(together)} passing swaps together", all_res, _verdict(all_res, base, None, all_bound))
+    return together, Row(f"{len(together)} passing swaps together", all_res, None,
+                         _verdict(all_res, base, None, all_bound, band), band)
 
 
 def _pooled_baseline(run: _Script, base: RunResult, first_ms: float, first_spread: float) -> tuple[float, float]:
@@ -205,30 +219,41 @@ def _pooled_baseline(run: _Script, base: RunResult, first_ms: float, first_sprea
     return base.median(0)
 
 
-def _print_table(run: _Script, dropins: list[Path], rows: list[Row], all_row: tuple[str, RunResult, str] | None,
-                 base: RunResult, base_ms: float, base_spread: float) -> None:
+def _report(args: Any, run: _Script, dropins: list[Path], rows: list[Row], base: RunResult, base_ms: float,
+            base_spread: float) -> None:
+    """The table of every run (``kernelpilot.dropin.apply_report``), its notes, and ``--summary FILE``."""
     parts = _parts(run.path, run.argv, run.steps, dropins, run.compile_root)
-    print(f"{'swap':<44} {'step ms':>9} {'spread':>7} {'change':>15} {'vs spread':>9} {'part fwd ms':>19} "
-          f"{'share':>6} {'outputs':>8} {'grads':>8}  result")
-    print(f"{'as it is':<44} {base_ms:9.3f} {base_spread:7.3f} {'':>15} {'':>9} {'':>19} {'':>6} {'':>8} {'':>8}")
+    records = [record("as it is", base, base, base_ms, base_spread, kind="as it is", verdict="the reference")]
+    records += [record(r.label, r.res, base, base_ms, base_spread, kind="swap" if r.dropin else "together",
+                       verdict=r.verdict, band=r.band) for r in rows]
+    print(HEAD + (f" {'breaks':>6} {'recomp':>6}" if run.compile_root else "") + "  result")
     if run.compile_root:
         print("(part fwd ms and share: not measured under torch.compile, whose graph the timing hooks would break)")
-    for label, res, dropin, verdict in rows:
-        print(_row(label, res, base, base_ms, base_spread, parts.get(str(dropin)), verdict))
-    if all_row is not None:
-        print(_row(all_row[0], all_row[1], base, base_ms, base_spread, None, all_row[2]))
-    for label, _, _, verdict in rows:
-        if verdict != "ok":
-            print(f"left out: {label}: {verdict}")
+    for rec, row in zip(records, [None, *rows]):
+        part = parts.get(str(row.dropin)) if row is not None and row.dropin is not None else None
+        print(table_row(rec, base_ms, part, run.compile_root))
+    print_notes(records, base_ms, base_spread)
+    for row in rows:
+        if row.verdict != "ok" and row.dropin is not None:
+            print(f"left out: {row.label}: {row.verdict}")
+    if getattr(args, "summary", None):
+        for rec, row in zip(records[1:], rows):
+            rec["dropin"] = row.dropin.parent.parent.name if row.dropin else None
+        version = running_version()
+        write_summary(Path(args.summary), {
+            "script": str(run.path), "script_args": run.argv, "mode": "compile" if run.compile_root else "eager",
+            "steps": run.steps, "warmup": WARMUP, "resolves_ms": base_spread,
+            "resolves_pct": 100 * base_spread / base_ms if base_ms else None,
+            "commit": version.commit or None, "code_version": version.key}, records)
 
 
 def _write(args: Any, run: _Script, rows: list[Row], passed: list[Path], together: list[Path],
-           all_row: tuple[str, RunResult, str] | None, base_ms: float, base_spread: float) -> None:
+           all_row: Row | None, base_ms: float, base_spread: float) -> None:
     """--write: the install(model) call for the swaps measured together (``to_write``), shown, then committed."""
     if not passed:
         raise KernelpilotError("no swap passed, so there is nothing to write.")
-    results = {d: r for _, r, d, _ in rows}
-    chosen, notes = to_write(together, results, all_row[2] if all_row else None, base_ms, base_spread)
+    results = {r.dropin: r.res for r in rows if r.dropin is not None}
+    chosen, notes = to_write(together, results, all_row.verdict if all_row else None, base_ms, base_spread)
     for note in notes:
         print(note)
     if not chosen:
@@ -239,7 +264,8 @@ def _write(args: Any, run: _Script, rows: list[Row], passed: list[Path], togethe
     write_install(run.path, chosen, run.argv, yes=bool(getattr(args, "yes", False)))
 
 
-def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float) -> str:
+def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float,
+             band: list[float | None] | None) -> str:
     if res.error:
         return f"the script failed with it: {res.error}"
     keys = [str(dropin)] if dropin is not None else list(res.stats)
@@ -255,7 +281,8 @@ def _verdict(res: RunResult, base: RunResult, dropin: Path | None, bound: float)
         return f"outputs differ: {out:.1e} > {bound:.1e}"
     if grad is not None and grad > bound:
         return f"gradients differ: {grad:.1e} > {bound:.1e}"
-    return "ok"
+    judged, _, why = judge_loss(res, base, band)
+    return why if judged == "outside" else "ok"
 
 
 def _parts(script: Path, argv: list[str], steps: int, dropins: list[Path],
@@ -275,26 +302,11 @@ def _parts(script: Path, argv: list[str], steps: int, dropins: list[Path],
 
 
 def _result_of(rows: list[Row], dropin: Path) -> RunResult:
-    return next(r for _, r, d, _ in rows if d == dropin)
+    return next(r.res for r in rows if r.dropin == dropin)
 
 
 def _mid(values: list[float] | None) -> float | None:
     return sorted(values)[len(values) // 2] if values else None
-
-
-def _row(label: str, res: RunResult, base: RunResult, base_ms: float, base_spread: float,
-         part_ms: tuple[float | None, float | None] | None, verdict: str) -> str:
-    if res.error or not res.step_ms:
-        return f"{label:<44} {'-':>9} {'-':>7} {'-':>15} {'-':>9} {'-':>19} {'-':>6} {'-':>8} {'-':>8}  {verdict}"
-    ms, spread = res.median(WARMUP)
-    change = f"{ms - base_ms:+.3f} ({100 * (ms - base_ms) / base_ms:+.1f}%)" if base_ms else "-"
-    before_ms, after_ms = part_ms or (None, None)
-    part = " -> ".join("-" if v is None else f"{v:.3f}" for v in (before_ms, after_ms)) if part_ms else "-"
-    share = f"{100 * before_ms / base_ms:.1f}%" if before_ms is not None and base_ms else "-"
-    out = difference(res.output, base.output)
-    grad = grad_difference(res.grads, base.grads)
-    return (f"{label:<44} {ms:9.3f} {spread:7.3f} {change:>15} {beyond(ms - base_ms, base_spread, spread):>9} "
-            f"{part:>19} {share:>6} {out:8.1e} {_fmt(grad):>8}  {verdict}")
 
 
 def _fmt(value: float | None) -> str:

@@ -4,11 +4,13 @@ The script runs as it is (its own torch.compile included; ``compile_root`` compi
 forward when it does not) for ``warmup + steps`` steps. A step is the time from one call of the model
 (its root module) to the next: forward, backward and the optimizer step, or forward alone for an
 inference script. Recorded: every step's time (host clock, synchronized), the first step's model
-output and the gradients at its first optimizer step (clones, for the end-to-end comparison), the
+output and the gradients at its first optimizer step (copies on the host, for the end-to-end comparison: nothing a
+run keeps holds device memory in the runs after it), the
 forward time of each swapped module per step when ``time_parts`` (CUDA events or host clock around it; not under
 ``compile_root``: hooks inside the compiled forward would break its graph and, appending to a list
 Dynamo guards on, recompile it every call until Dynamo gives up and runs it eagerly), and how many
-calls of each swapped forward ran the kernel or the original.
+calls of each swapped forward ran the kernel or the original. And (``kernelpilot.dropin.apply_measure``) the
+peak device memory of the measured steps, the loss at every step, and Dynamo's graph breaks and recompilations.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.dropin.apply_measure import CompileCounts, DynamoWatch, LossRecorder, Memory, MemoryWatch
 from kernelpilot.errors import ScriptError
 from kernelpilot.profiling.script_run import median_spread, run_script
 
@@ -49,6 +52,10 @@ class RunResult:
     stats: dict[str, dict[str, int]] = field(default_factory=dict)  # dropin -> {"kernel": n, "original": n}
     swapped: dict[str, list[str]] = field(default_factory=dict)  # dropin -> module paths
     error: str = ""
+    losses: list[float | None] | None = None  # the loss at every step of the run (warm-up included); None: none
+    loss_dtype: str = ""
+    memory: Memory = field(default_factory=Memory)  # over the measured steps
+    compiled: CompileCounts | None = None  # what Dynamo did (None: nothing was compiled in the run)
 
     def median(self, warmup: int) -> tuple[float, float]:
         return median_spread(self.step_ms[warmup:] or self.step_ms)
@@ -58,7 +65,7 @@ def _clone(value: Any) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.detach().clone()
+        return value.detach().to("cpu", copy=True)
     if isinstance(value, (tuple, list)):
         return type(value)(_clone(v) for v in value)
     if isinstance(value, dict):
@@ -80,8 +87,11 @@ class _RunHooks:
     of the parts they replace, the perturbed outputs, the first output and the first optimizer step's gradients."""
 
     def __init__(self, result: RunResult, dropins: list[Path], *, swap: bool, perturb: list[str], time_parts: bool,
-                 compile_root: bool) -> None:
+                 compile_root: bool, warmup: int) -> None:
         self.result = result
+        self.warmup = warmup
+        self.memory = MemoryWatch()
+        self.losses = LossRecorder()
         self.dropins = dropins
         self.swap, self.perturb, self.time_parts, self.compile_root = swap, perturb, time_parts, compile_root
         self.root: Any = None
@@ -112,6 +122,7 @@ class _RunHooks:
             model.forward = torch.compile(model.forward)
 
     def _first_output(self, output: Any) -> None:
+        self.losses.on_output(output)
         if self.result.output is None:
             self.result.output = _clone(output)
 
@@ -143,11 +154,13 @@ class _RunHooks:
         self.handles.append(module.register_forward_hook(post))
 
     def on_step(self, i: int) -> None:
-        self.step = i
+        self.step = self.losses.step = i
+        if i == self.warmup:
+            self.memory.reset()
 
     def before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.result.grads is None and self.root is not None:
-            self.result.grads = {n: p.grad.detach().clone() for n, p in self.root.named_parameters()
+            self.result.grads = {n: p.grad.detach().to("cpu", copy=True) for n, p in self.root.named_parameters()
                                  if p.grad is not None}
 
     def remove(self) -> None:
@@ -192,13 +205,16 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
 
     result = RunResult()
     hooks = _RunHooks(result, dropins, swap=swap, perturb=list(perturb or []), time_parts=time_parts,
-                      compile_root=compile_root)
+                      compile_root=compile_root, warmup=warmup)
     hooks.handles.append(register_optimizer_step_pre_hook(hooks.before_optimizer_step))
     _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), time_parts, compile_root))
+    hooks.memory.start()
+    dynamo = DynamoWatch()
     torch.manual_seed(seed)
     try:
-        run = run_script(script, argv, steps=warmup + steps, on_root=hooks.on_root, on_step=hooks.on_step,
-                         keep_compile=True)
+        with hooks.losses.watching():
+            run = run_script(script, argv, steps=warmup + steps, on_root=hooks.on_root, on_step=hooks.on_step,
+                             keep_compile=True)
         result.step_ms = run.step_times_ms()
     except ScriptError as exc:  # the script's own exception, already one line with its file and line
         result.error = exc.summary
@@ -208,6 +224,10 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
         hooks.remove()
         _sync()
     result.part_ms = hooks.part_ms(warmup)
+    result.memory = hooks.memory.read()
+    result.losses, result.loss_dtype = hooks.losses.values(len(result.step_ms)) if not result.error else (None, "")
+    counts = dynamo.counts()
+    result.compiled = counts if compile_root or counts.frames else None
     if hooks.root is not None:
         result.stats = hooks.swap_stats()
     return result
@@ -281,8 +301,11 @@ def difference(a: Any, b: Any) -> float:
         if not x.is_floating_point():
             worst = max(worst, 0.0 if torch.equal(x, y) else float("inf"))
             continue
-        den = float(torch.linalg.vector_norm(y.double())) or 1.0
-        worst = max(worst, float(torch.linalg.vector_norm(x.double() - y.double())) / den)
+        num = den = 0.0  # in chunks: a language model's logits in float64 at once would take several times their size
+        for cx, cy in zip(x.reshape(-1).split(1 << 24), y.reshape(-1).split(1 << 24)):
+            den += float(torch.linalg.vector_norm(cy.double())) ** 2
+            num += float(torch.linalg.vector_norm(cx.double() - cy.double())) ** 2
+        worst = max(worst, num ** 0.5 / (den ** 0.5 or 1.0))
     return worst
 
 
