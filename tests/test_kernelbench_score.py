@@ -54,6 +54,7 @@ def _run(tmp_path: Path, candidate: str, rules: str = "kernelbench") -> dict:
            "kind": "pytorch"}
     worker = Worker("cpu")
     out = worker.evaluate(msg)["verdict"]
+    assert worker.tidy()  # as the worker's loop does after sending the answer, before reading the next request
     out["_state_after"] = __import__("kernelpilot.evaluation.worker.global_state",
                                      fromlist=["Snapshot"]).Snapshot.take()
     out["_initial"] = worker.initial_state

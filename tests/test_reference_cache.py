@@ -56,7 +56,9 @@ class Session:
         msg = {"op": "evaluate", "problem": str(self.problem), "candidate_model": str(cand),
                "candidate_dir": str(self.dir), "mode": "test", "settings": s.to_dict(), "own_kernels": [],
                "kind": "pytorch"}
-        return self.worker.evaluate(msg)["verdict"]
+        verdict = self.worker.evaluate(msg)["verdict"]
+        assert self.worker.tidy()  # the worker's loop tidies after each answer, before the next request
+        return verdict
 
     def cache(self) -> Any:
         (state,) = self.worker.problems.values()

@@ -88,7 +88,10 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
     try:
         first = wait_screen(session, lambda s: "Message the agent" in s, 30, "first paint")
         first_paint_s = time.monotonic() - started
-        screen = wait_screen(session, lambda s: "moves " in s, 90, "the problem card")
+        # the card is drawn before the session exists; the file to edit is named once the worktree is made
+        worktrees = str(data / "worktrees")
+        screen = wait_screen(session, lambda s: "moves " in s and "(the session's copy" in s
+                             and card_path(s).startswith(worktrees), 90, "the problem card")
         assert "input     65536 float32 (256.00 KiB)" in screen and "vector_scale  vector_scale.py" in screen, screen
         named = card_path(screen)  # the absolute path of the worktree's copy, wrapped over card lines
         assert named.startswith(str(data / "worktrees")) and named.endswith("/kernels/vector_scale/kernel.cu"), named
