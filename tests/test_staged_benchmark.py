@@ -109,3 +109,11 @@ def test_a_failing_taker_does_not_end_the_benchmark(tmp_path: Path) -> None:
     assert handler is not None
     handler({"op": protocol.TESTED, "ok": True, "verdict": {"status": "ok"}})
     assert any("could not be shown" in f for f in run.v.flags)
+
+
+def test_only_a_timed_benchmark_waits_for_the_sass_check() -> None:
+    from kernelpilot.evaluation.build.device_only import sass_wait
+
+    assert sass_wait("benchmark", timed=True) is None  # its times stand once the kernels are the plain build's
+    # an incorrect save's staged benchmark timed nothing: drawn as soon as known, as its test verdict would be
+    assert sass_wait("benchmark", timed=False) == 0.0 and sass_wait("test", timed=False) == 0.0

@@ -27,7 +27,7 @@ from kernelpilot.evaluation.assembly import Evaluation, merge_response
 from kernelpilot.evaluation.baselines.identity import request_key
 from kernelpilot.evaluation.baselines.machine_cache import record
 from kernelpilot.evaluation.baselines.values import Baselines
-from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
+from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck, sass_wait
 from kernelpilot.evaluation.build.load_inline import WorkerNames, inline_names
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.build.step import (
@@ -320,9 +320,10 @@ class Evaluator(WorkerRequests):
             # the edited kernels did not load or launch in place of the full build's: not the candidate's doing
             return self._judge_on_full_build(run, f"failed to load or launch ({str(merged.error)[:160]})")
         if run.sass_check is not None and v.build is not None:
+            final = sass_wait(mode, v.performance is not None) is None
             waited = time.monotonic()
-            v.build.sass_check = run.sass_check.wait(None if mode == "benchmark" else 0.0)
-            if mode == "benchmark":  # what the verdict waited for the check, and the check's own seconds
+            v.build.sass_check = run.sass_check.wait(sass_wait(mode, v.performance is not None))
+            if final:  # what the verdict waited for the check, and the check's own seconds
                 v.phases["sass_wait"] = round(time.monotonic() - waited, 3)
                 v.phases["sass_check"] = run.sass_check.seconds
             if mode == "benchmark" and v.build.sass_check.startswith("differs"):

@@ -185,6 +185,13 @@ def load_error(library: Path, env: dict[str, str]) -> str:
     return "" if proc.returncode == 0 else (proc.stderr or proc.stdout)[-2000:]
 
 
+def sass_wait(mode: str, timed: bool) -> float | None:
+    """How long a verdict of a device-only build waits for its SASS check (None: until it ends). A benchmark's
+    times stand only once the check has compared its kernels with the plain build's; a benchmark that timed
+    nothing (incorrect, rejected) is a test verdict, and none of those waits (the check shows ``pending``)."""
+    return None if mode == "benchmark" and timed else 0.0
+
+
 class SassCheck:
     """The identity check of a device-only build (native/identity.py), in a thread beside the worker's request."""
 
