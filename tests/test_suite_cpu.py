@@ -83,8 +83,11 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
     first: list[tuple[str, float]] = []
     while time.monotonic() < deadline and proc.poll() is None:
         if db.exists():
-            with sqlite3.connect(db) as con:
-                first = con.execute("SELECT job_key, created_at FROM verdicts ORDER BY id").fetchall()
+            try:
+                with sqlite3.connect(db) as con:
+                    first = con.execute("SELECT job_key, created_at FROM verdicts ORDER BY id").fetchall()
+            except sqlite3.OperationalError:  # the file exists a moment before its tables do: look again
+                first = []
             if first:
                 break
         time.sleep(0.2)
