@@ -135,13 +135,18 @@ _FUSED_OFF = ("0", "off", "no", "false")
 _fused_failure: list[str] = []  # why the fused kernels could not run in this process (then: the torch path)
 
 
+def _fused_off() -> bool:
+    """The torch path everywhere: KERNELPILOT_FUSED_COMPARE=0, or the fused kernels failed here once."""
+    import os
+
+    return bool(_fused_failure) or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF
+
+
 def _fused_compare(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Tensor, tol: Tolerance, floor: float,
                    value: float) -> dict[str, float] | None:
     """The two passes as fused Triton kernels (compare_kernel.py) for CUDA float tensors; None: use the torch
     path (another device or dtype, KERNELPILOT_FUSED_COMPARE=0, or Triton failed here once)."""
-    import os
-
-    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+    if _fused_off():
         return None
     if not getattr(ref, "is_cuda", False):
         return None
@@ -165,9 +170,7 @@ def _fused_compare(out: torch.Tensor | None, ref: torch.Tensor, ref64: torch.Ten
 def warm_comparison(dtype: torch.dtype, device: str) -> None:
     """The fused comparison's kernels for ``dtype`` compiled ahead (fused_compare.warm); a failure here is left for
     the comparison itself, which then takes the torch path and says so."""
-    import os
-
-    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+    if _fused_off():
         return
     try:
         from kernelpilot.evaluation.correctness import fused_compare as compare_kernel
@@ -179,9 +182,7 @@ def warm_comparison(dtype: torch.dtype, device: str) -> None:
 
 def _fused_replay(cand: torch.Tensor, eager: torch.Tensor, atol: float, rtol: float) -> list[float] | None:
     """replay_difference's sums in one fused pass (compare_kernel.replay_sums); None: the torch path."""
-    import os
-
-    if _fused_failure or os.environ.get("KERNELPILOT_FUSED_COMPARE", "1").strip().lower() in _FUSED_OFF:
+    if _fused_off():
         return None
     if not getattr(eager, "is_cuda", False):
         return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
+from kernelpilot.evaluation.static.python_checker import dotted_name
+
 CUTE_MODULE = "cutlass.cute"
 # the prefix the DSL puts before the name of every kernel it compiles (seen in its PTX, cubin and the profiler)
 DSL_KERNEL_PREFIX = "kernel_cutlass_"
@@ -30,22 +32,12 @@ def cute_aliases(tree: ast.Module) -> set[str]:
     return names
 
 
-def _dotted(node: ast.AST) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _decorated(node: ast.AST, aliases: set[str], what: str) -> bool:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     for dec in node.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
-        dotted = _dotted(target)
+        dotted = dotted_name(target)
         if dotted.rsplit(".", 1)[-1] == what and dotted.rsplit(".", 1)[0] in aliases:
             return True
     return False

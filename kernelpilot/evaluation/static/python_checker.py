@@ -75,6 +75,16 @@ def module_verdict(module: str) -> str | None:
     return MODULE_REASONS.get(top_module(module), NOT_ALLOWED)
 
 
+def dotted_name(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of attributes on a name ("" where the chain does not start at a name)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
 
 class PythonChecker(ast.NodeVisitor):
     def __init__(self, source: str, filename: str, local_modules: Iterable[str] = ()) -> None:
@@ -121,15 +131,6 @@ class PythonChecker(ast.NodeVisitor):
         while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
             node = node.func if isinstance(node, ast.Call) else node.value
         return node.id if isinstance(node, ast.Name) else None
-
-    def _dotted(self, node: ast.AST) -> str:
-        parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name):
-            parts.append(node.id)
-        return ".".join(reversed(parts))
 
     def _check_module(self, module: str, node: ast.AST) -> None:
         if module in self.local_modules:
@@ -222,7 +223,7 @@ class PythonChecker(ast.NodeVisitor):
     # ---- classes and functions ------------------------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
-            dotted = self._dotted(base)
+            dotted = dotted_name(base)
             if dotted.split(".")[-1] == "Tensor":
                 self.add("lazy-tensor", f"Class {node.name} subclasses torch.Tensor: outputs must be plain tensors.",
                          node)
@@ -268,7 +269,7 @@ class PythonChecker(ast.NodeVisitor):
         elif isinstance(target, ast.Attribute):
             root = self._root_name(target)
             if root in self.imported:
-                self.add("module-patch", f"Assigning to {self._dotted(target) or 'a module attribute'} patches a "
+                self.add("module-patch", f"Assigning to {dotted_name(target) or 'a module attribute'} patches a "
                          "module (timers, torch functions): refused.", node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -309,7 +310,7 @@ class PythonChecker(ast.NodeVisitor):
         elif node.attr == "_make_subclass":
             self.add("lazy-tensor", "_make_subclass builds tensor subclasses: outputs must be plain tensors.", node)
         root = self._root_name(node)
-        dotted = self._dotted(node)
+        dotted = dotted_name(node)
         self._check_dsl_attribute(node, root, dotted)
         if (isinstance(node.value, ast.Name) and node.value.id in self.triton_aliases
                 and node.attr not in TRITON_NAMES):
@@ -346,7 +347,7 @@ class PythonChecker(ast.NodeVisitor):
             self.add("process-creation", f"{name}() from os starts another program or process: refused.", node)
         elif (isinstance(func, ast.Attribute) and func.attr in _PROCESS_CALLS
               and self._root_name(func) in self.os_aliases):
-            self.add("process-creation", f"{self._dotted(func)}() starts another program or process: refused.", node)
+            self.add("process-creation", f"{dotted_name(func)}() starts another program or process: refused.", node)
         elif isinstance(func, ast.Attribute):
             path_specific = func.attr not in ("replace", "rename")
             if func.attr in _PATH_WRITES and (path_specific or self._is_pathlike(func.value)) and \

@@ -184,8 +184,8 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     check = (state.compiled_check if compiled is not None else "") or shared_check
     if check and isinstance(out.get("correctness"), dict):  # every verdict of the problem says it
         out["correctness"]["compiled_check"] = check
-        if compiled_check.flag(check):
-            out["flags"].append(compiled_check.flag(check))
+        if flag := compiled_check.flag(check):
+            out["flags"].append(flag)
     compile_s, compiled_here = compile_hook.take()
     if compile_s:  # build time, not the candidate's: the verdict's build seconds include it
         phases["build_in_worker"] = round(compile_s, 3)
