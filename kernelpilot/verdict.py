@@ -104,6 +104,8 @@ class Correctness:
     # handed back): False when seen (inputs_unmodified is then False too)
     outputs_own_storage: bool | None = None
     fully_written: bool | None = None
+    # no write past a tensor's end in the guarded calls (correctness/bounds.py); None: not checked
+    in_bounds: bool | None = None
     discriminates: bool | None = None  # a zero / constant output fails this problem's check
     notes: list[str] = field(default_factory=list)
     weights: str = ""  # how ModelNew's weights were made Model's: "by name" (copied) or "by seed"

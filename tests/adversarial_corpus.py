@@ -36,7 +36,7 @@ class Case:
     allowed: tuple[str, ...] = ()
     static_rule: str | None = None  # the static policy refuses the candidate with this rule
     relax: tuple[str, ...] = ()  # policy rules to relax to reach the runtime defence
-    check: str = ""  # extra expectation: "unwritten", "inputs_modified", "error:<text>"
+    check: str = ""  # extra expectation: "unwritten", "inputs_modified", "out_of_bounds", "error:<text>"
     breaks_worker: bool = False
     note: str = ""
 
@@ -72,6 +72,8 @@ CASES: list[Case] = [
     _c("cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark",
        note="the determinism re-run returns the first output's storage"),
     _c("input_mutation", "scale_add", "incorrect", check="inputs_modified"),
+    _c("out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds",
+       note="every value inside the output is right; the guard bands past its end are not"),
     _c("lazy_subclass", "scale_add", "rejected", rules=("lazy-tensor",), static_rule="lazy-tensor",
        relax=("lazy-tensor",)),
     _c("precision_downgrade", "scale_add", "incorrect", note="bf16 arithmetic on an fp32 problem"),
@@ -94,6 +96,7 @@ CASES: list[Case] = [
     _c("triton_cache_data_ptr", "scale_add", "incorrect", "rejected", rules=("result-replay", "no-custom-kernel"),
        mode="benchmark"),
     _c("triton_cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark"),
+    _c("triton_out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds"),
 ]
 
 HONEST = [c for c in CASES if c.name.startswith("honest_")]
@@ -141,6 +144,10 @@ def check_verdict(case: Case, verdict: object, *, relaxed: bool) -> list[str]:
         problems.append("expected fully_written=False")
     if case.check == "inputs_modified" and (c is None or c.inputs_unmodified is not False):
         problems.append("expected inputs_unmodified=False")
+    if case.check == "out_of_bounds" and (c is None or c.in_bounds is not False):
+        problems.append("expected in_bounds=False (a write past the output's end)")
+    if status == "ok" and c is not None and c.in_bounds is not True:
+        problems.append(f"an ok verdict whose writes out of bounds were not checked (in_bounds={c.in_bounds})")
     if case.check.startswith("error:") and case.check[6:] not in v.error:  # type: ignore[attr-defined]
         problems.append(f"expected {case.check[6:]!r} in the error, got {v.error[:300]!r}")  # type: ignore[attr-defined]
     if status == "ok" and case.mode == "benchmark":

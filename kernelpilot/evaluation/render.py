@@ -117,7 +117,7 @@ def render_text(v: Verdict) -> str:
                          f"{'pass' if t.passed else 'FAIL':<6} {_g(t.max_abs_error):>9} {_g(t.normalized_error):>9} "
                          f"{_g(t.reference_normalized_error):>9}" + (f"  {t.message}" if t.message else ""))
         lines.append(f"  deterministic={c.deterministic} inputs unmodified={c.inputs_unmodified} "
-                     f"fully written={c.fully_written} discriminates={c.discriminates}"
+                     f"fully written={c.fully_written} in bounds={c.in_bounds} discriminates={c.discriminates}"
                      + (" outputs own storage=False" if c.outputs_own_storage is False else ""))
         lines += [f"  note: {n}" for n in c.notes]
     p = v.performance

@@ -191,6 +191,7 @@ def _correctness_section(c: Any) -> Text | None:
         _yes_no(c.deterministic, "deterministic across re-runs", "NOT deterministic across re-runs"),
         _yes_no(c.inputs_unmodified, "inputs left unmodified", "MODIFIES its inputs"),
         _yes_no(c.fully_written, "writes every output element", "leaves output elements unwritten"),
+        _yes_no(c.in_bounds, "writes nothing past its tensors' ends", "WRITES PAST A TENSOR'S END"),
         _yes_no(c.discriminates, "the check tells a wrong output apart",
                 "a constant output would pass this check"),
     ):

@@ -20,6 +20,8 @@ Defences, one per known way to pass a naive check (see the reference doc, sectio
   ||out - ref64|| / ||ref64|| <= max(threshold, 2 x the dtype reference's own normalised error);
 - a zero and a constant (mean) output are put through the same check; if either passes every trial the
   problem cannot discriminate (Correctness.discriminates = False, a flag in the verdict);
+- the first trial of each shape set is guarded: the allocator's spare bytes hold canaries, and a write past a
+  tensor's end (more threads than elements, no bound check) fails the trial (bounds.py);
 - a determinism re-run on the first trial's inputs (bitwise; a difference is a note, not a failure,
   unless the re-run itself is outside tolerance).
 """
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kernelpilot.evaluation.correctness import output_reuse
+from kernelpilot.evaluation.correctness import bounds, output_reuse
 from kernelpilot.evaluation.correctness.compare import (  # noqa: F401 - the comparison's names, as verify has always had them
     Outputs,
     Tolerance,
@@ -153,15 +155,35 @@ class _Run:
         self.poison_bytes, self.cache, self.context, self.corr = poison_bytes, cache, context, corr
         self.zero_fails = self.const_fails = False
         self.previous_ref: list[torch.Tensor | None] | None = None
+        self.out_of_bounds: str = ""  # the last guarded call's finding, "" when none
 
     def reference(self, inputs: Inputs, trial: tuple[int, str, ShapeSet | None]) -> TrialReference:
         return TrialReference(self.cache, self.context, self.ref, inputs, self.device, trial, reference_outputs)
 
-    def call(self, inputs: Inputs, what: str) -> Outputs:
-        """The candidate on ``inputs``, the allocator poisoned first, under the watchdog's allowance."""
+    def call(self, inputs: Inputs, what: str, *, guard: bool = False) -> Outputs:
+        """The candidate on ``inputs``, the allocator poisoned first, under the watchdog's allowance; ``guard``:
+        with guard bands past every tensor's end (bounds.py), the finding in ``out_of_bounds``."""
         poison_allocator(self.poison_bytes, self.device)
         with watchdog.calls("verify", what):
-            return run_model(self.candidate, inputs, self.device)
+            if not (guard and str(self.device).startswith("cuda")):
+                return run_model(self.candidate, inputs, self.device)
+            if not bounds.enabled():
+                note = "writes out of bounds not checked: KERNELPILOT_BOUNDS_CHECK=0"
+                if note not in self.corr.notes:
+                    self.corr.notes.append(note)
+                return run_model(self.candidate, inputs, self.device)
+            try:
+                out, overruns, error = bounds.guarded(lambda: run_model(self.candidate, inputs, self.device),
+                                                      self.device)
+            except bounds.BoundsCheckError as exc:
+                out, overruns, error = run_model(self.candidate, inputs, self.device), [], str(exc)
+            if error:  # fails closed
+                self.out_of_bounds = (f"the check for writes out of bounds could not run ({error}); "
+                                      "KERNELPILOT_BOUNDS_CHECK=0 turns it off")
+                return out
+            self.out_of_bounds = "; ".join(o.describe() for o in overruns[:3])
+            self.corr.in_bounds = not overruns and self.corr.in_bounds is not False
+            return out
 
     def trial(self, i: int, trials: int, shape_name: str, spec: ShapeSet | None, trial_seed: int,
               dist: str) -> tuple[Outputs, Inputs]:
@@ -174,8 +196,9 @@ class _Run:
         tref = self.reference(pristine, (trial_seed, dist, spec))
         if order == "reference_first":
             tref.before_candidate()
+        self.out_of_bounds = ""
         out = self.call(inputs, f"candidate call, trial {i + 1} of {trials} ({shape_name} shapes, "
-                                f"{dist} inputs, {order.replace('_', ' ')})")
+                                f"{dist} inputs, {order.replace('_', ' ')})", guard=i == 0)
         out_ref, out64 = tref.outputs()
         corr.references_cached += int(tref.cached)
         res = compare_all(out, out_ref, out64, self.tol)
@@ -186,6 +209,9 @@ class _Run:
         if not inputs_equal(inputs, pristine):
             corr.inputs_unmodified, tr.passed = False, False
             tr.message = "the candidate modified its inputs in place"
+        if self.out_of_bounds:
+            tr.passed = False
+            tr.message = f"{tr.message}; {self.out_of_bounds}" if tr.message else self.out_of_bounds
         aliased = output_reuse.input_aliases(out, inputs)
         if res.get("unwritten"):
             corr.fully_written = False

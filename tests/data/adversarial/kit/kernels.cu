@@ -30,6 +30,14 @@ __global__ void scale_add_bf16_kernel(const float* __restrict__ x, const float* 
     }
 }
 
+// no bound check past n: the tail of threads writes past the output's end (values from the wrapped index)
+__global__ void overrun_kernel(const float* __restrict__ x, const float* __restrict__ y,
+                               float* __restrict__ out, float alpha, long n, long limit) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < limit; i += (long)gridDim.x * blockDim.x) {
+        out[i] = alpha * x[i % n] + y[i % n];
+    }
+}
+
 __global__ void illegal_address_kernel(float* out, long n) {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         out[n + (1L << 40)] = 1.0f;  // far outside any allocation
@@ -67,6 +75,7 @@ extern "C" int kp_scale_add(const float* x, const float* y, float* out, float al
                 reinterpret_cast<float4*>(out), alpha, n / 4);
             break;
         case 7: noop_kernel<<<1, 32, 0, stream>>>(out); break;  // stale memory, with a kernel that runs
+        case 8: overrun_kernel<<<blocks, threads, 0, stream>>>(x, y, out, alpha, n, n + 1000); break;
         default: return (int)cudaErrorInvalidValue;
     }
     return (int)cudaGetLastError();

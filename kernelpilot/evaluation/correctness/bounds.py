@@ -1,0 +1,270 @@
+"""Writes past a tensor's end, caught with guard bands in the caching allocator's spare memory (worker side).
+
+A kernel launched for more threads than elements, with no bound check (KernelBench's own CuTe example launches
+256 threads for a 1 x 128 input), writes past its output into memory the allocator holds but has handed to no
+tensor. The values compared are right, so the value check passes. compute-sanitizer sees it but costs tens of
+seconds a run (it gates approval). The first call of each shape set is guarded instead:
+
+1. Before the call, the allocator's snapshot names every byte it holds that no tensor owns. These are free
+   blocks, and the tail of a block past the size its tensor asked for. A run of such bytes starts where a tensor
+   ends. Each run is filled with a canary of its own: a float32 quiet NaN whose payload numbers the run. A copy
+   that reads past one tensor's end and writes past another's leaves the wrong canary, and arithmetic on a
+   canary gives the GPU's canonical NaN.
+2. The allocator's history records every allocation the call makes, with its requested size.
+3. After the call, the first ``GUARD_BYTES`` of each run and the ``GUARD_BYTES`` past the end of each
+   allocation the call made, less what the call allocated, are read back. A changed byte is a write past the
+   end of the tensor before it.
+
+Not seen: reads out of bounds, and writes that land in another live tensor. Segments of CUDA-graph pools are
+left alone: a graph's replay writes there legitimately and allocates nothing. ``KERNELPILOT_BOUNDS_CHECK=0``
+turns the check off and the verdict says so. If the check cannot run, the trial fails: it fails closed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+GUARD_BYTES = 256 << 10  # read back: the first 256 KiB past each tensor's end
+TOTAL_BYTES = 64 << 20  # read back in all, per call
+MAX_BANDS = 4096
+_NAN = 0x7FC00000  # float32 quiet NaN; a payload below 0x3FFFFF numbers each band (never 0: that is the poison)
+
+
+@dataclass(frozen=True)
+class Run:
+    """``[start, end)``: bytes the allocator holds that no tensor owns (one free block, or one block's tail past
+    its tensor's size). The tensor before it ends at ``owner_end`` and asked for ``owner_bytes`` (-1: none, the
+    run opens a segment)."""
+
+    start: int
+    end: int
+    owner_end: int
+    owner_bytes: int
+
+
+@dataclass(frozen=True)
+class Band:
+    """``[start, end)`` is filled with ``canary`` (an int32) before the call."""
+
+    start: int
+    end: int
+    canary: int
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """Changed bytes ``first``..``last`` past the end of the nearest tensor before them."""
+
+    first: int
+    last: int
+    owner_bytes: int
+    made_in_call: bool
+
+    def describe(self) -> str:
+        if self.owner_bytes < 0:
+            return f"a write out of bounds: {self.last - self.first + 1} bytes the allocator had handed to no tensor"
+        whose = ("allocated during the call (an output or a temporary)" if self.made_in_call
+                 else "that existed before the call (an input, a parameter, a buffer)")
+        return (f"a write out of bounds: bytes {self.first}-{self.last} past the end of a {self.owner_bytes}-byte "
+                f"tensor {whose} were changed")
+
+
+def enabled() -> bool:
+    return os.environ.get("KERNELPILOT_BOUNDS_CHECK", "1") != "0"
+
+
+def _blocks(segment: dict[str, Any]) -> Iterable[tuple[int, int, int, bool]]:
+    """(address, size, requested, active) of a segment's blocks, in address order."""
+    address = int(segment["address"])
+    for block in segment.get("blocks", []):
+        start = int(block.get("address", address))
+        size = int(block["size"])
+        active = str(block.get("state", "")).startswith("active")
+        requested = int(block.get("requested_size", size)) if active else 0
+        yield start, size, requested, active
+        address = start + size
+
+
+def spare_runs(segments: list[dict[str, Any]]) -> list[Run]:
+    """Every free block and every block's tail past its tensor's size, in the default pool's segments (a CUDA
+    graph's private pool is written by its replays without allocating). Each is a run of its own, with a canary
+    of its own: a copy past one tensor's tail into the free block after another leaves the wrong one."""
+    runs: list[Run] = []
+    for segment in sorted(segments, key=lambda s: int(s["address"])):
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):
+            continue
+        owner_end, owner_bytes = -1, -1
+        for start, size, requested, active in _blocks(segment):
+            if active:
+                owner_end, owner_bytes = start + requested, requested
+                if requested < size:
+                    runs.append(Run(start + requested, start + size, owner_end, owner_bytes))
+            else:
+                runs.append(Run(start, start + size, owner_end, owner_bytes))
+                owner_end, owner_bytes = -1, -1
+    return runs
+
+
+def guard_bands(runs: list[Run], *, max_bands: int = MAX_BANDS) -> list[Band]:
+    """Each run, 4-byte aligned, with its own canary (the first ``max_bands`` runs)."""
+    bands: list[Band] = []
+    for run in runs:
+        lo, hi = (run.start + 3) & ~3, run.end & ~3
+        if hi > lo:
+            bands.append(Band(lo, hi, _NAN | (len(bands) % 0x3FFFFE + 1)))
+        if len(bands) >= max_bands:
+            break
+    return bands
+
+
+def allocations(trace: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
+    """``[start, end)`` of every allocation in the allocator's history (requested sizes)."""
+    return sorted((int(e["addr"]), int(e["addr"]) + int(e["size"])) for e in trace if e.get("action") == "alloc")
+
+
+def new_segments(trace: Iterable[dict[str, Any]]) -> list[tuple[int, int]]:
+    """``[start, end)`` of memory the allocator took from the driver during the call (it may reuse the address
+    of a segment ``empty_cache`` gave back: no canary there)."""
+    return sorted((int(e["addr"]), int(e["addr"]) + int(e["size"])) for e in trace
+                  if e.get("action") in ("segment_alloc", "segment_map"))
+
+
+def _minus(ranges: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` less the ``taken`` ranges (sorted)."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        cursor = lo
+        for a, b in taken:
+            if b <= cursor or a >= hi:
+                continue
+            if a > cursor:
+                out.append((cursor, a))
+            cursor = max(cursor, b)
+        if cursor < hi:
+            out.append((cursor, hi))
+    return out
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``ranges``, sorted, overlapping and touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _within(ranges: list[tuple[int, int]], keep: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` intersected with the union of ``keep``."""
+    return [(max(lo, a), min(hi, b)) for lo, hi in ranges for a, b in keep if min(hi, b) > max(lo, a)]
+
+
+def to_read(bands: list[Band], made: list[tuple[int, int]], segments_after: list[dict[str, Any]], *,
+            window: int = GUARD_BYTES, total_bytes: int = TOTAL_BYTES) -> list[tuple[int, int, int]]:
+    """(start, end, the int32 expected there) of what to read back after the call: the first ``window`` bytes
+    of each band and the ``window`` bytes past the end of each allocation the call made, less what the call
+    allocated, within the bands and the segments still mapped."""
+    mapped = [(int(s["address"]), int(s["address"]) + int(s.get("total_size", 0))) for s in segments_after]
+    windows = [(band.start, band.start + window) for band in bands] + [(b, b + window) for _a, b in made]
+    free = _within(_minus(_merge(windows), made), _merge(mapped))
+    out: set[tuple[int, int, int]] = set()
+    for lo, hi in free:
+        for band in bands:
+            a, b = (max(lo, band.start) + 3) & ~3, min(hi, band.end) & ~3
+            if b > a:
+                out.add((a, b, band.canary))
+    chosen, total = [], 0
+    for lo, hi, value in sorted(out):
+        chosen.append((lo, hi, value))
+        total += hi - lo
+        if total >= total_bytes:
+            break
+    return chosen
+
+
+def overrun(first_bad: int, last_bad: int, runs: list[Run], made: list[tuple[int, int]]) -> Overrun:
+    """Describe changed bytes ``first_bad``..``last_bad`` (addresses): counted from the end of the nearest tensor
+    before them, whether the call allocated it or it existed before."""
+    end, owner_bytes, made_in_call = -1, -1, False
+    for run in runs:
+        if run.start <= first_bad < run.end and run.owner_bytes >= 0:
+            end, owner_bytes = run.owner_end, run.owner_bytes
+    for a, b in made:
+        if end <= b <= first_bad:
+            end, owner_bytes, made_in_call = b, b - a, True
+    if end < 0:
+        return Overrun(0, last_bad - first_bad, -1, False)
+    return Overrun(first_bad - end, last_bad - end, owner_bytes, made_in_call)
+
+
+# ---- on the GPU -----------------------------------------------------------------------------------
+class _Memory:
+    """Raw device memory as an int32 array (``__cuda_array_interface__``), for a tensor that aliases it."""
+
+    def __init__(self, ptr: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes // 4,), "typestr": "<i4", "data": (ptr, False),
+                                         "version": 2, "strides": None}
+
+
+def _alias(ptr: int, nbytes: int, device: str) -> torch.Tensor:
+    import torch
+
+    return torch.as_tensor(_Memory(ptr, nbytes), device=device)
+
+
+class BoundsCheckError(RuntimeError):
+    """The guard could not be set or read (the allocator's snapshot or history): the trial fails closed."""
+
+
+def guarded(call: Callable[[], Any], device: str) -> tuple[Any, list[Overrun], str]:
+    """Run ``call`` with guard bands around every tensor's end: its result, the overruns seen, and why the
+    bands could not be read back ("" when they were).
+
+    Whatever ``call`` raises passes through; a failure to set the bands raises BoundsCheckError before
+    ``call`` runs."""
+    import torch
+
+    history = torch.cuda.memory._record_memory_history
+    try:
+        torch.cuda.synchronize()
+        runs = spare_runs(torch.cuda.memory_snapshot())
+        bands = guard_bands(runs)
+        for band in bands:
+            _alias(band.start, band.end - band.start, device).fill_(band.canary)
+        torch.cuda.synchronize()
+        history(enabled="all", context=None, stacks="python", max_entries=1 << 20, clear_history=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to set the guard fails the trial closed
+        raise BoundsCheckError(f"{type(exc).__name__}: {exc}") from exc
+    try:
+        result = call()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        history(enabled=None)
+    try:
+        return result, _read_back(runs, bands, snap, device), ""
+    except Exception as exc:  # noqa: BLE001 - the caller fails the trial closed
+        return result, [], f"{type(exc).__name__}: {exc}"
+
+
+def _read_back(runs: list[Run], bands: list[Band], snap: dict[str, Any], device: str) -> list[Overrun]:
+    import torch
+    index = torch.device(device).index
+    traces = snap.get("device_traces", [])
+    trace = traces[index if index is not None else torch.cuda.current_device()] if traces else []
+    made = allocations(trace)
+    found: list[Overrun] = []
+    for lo, hi, expected in to_read(bands, _merge(made + new_segments(trace)), snap.get("segments", [])):
+        host = _alias(lo, hi - lo, device).cpu()
+        bad = (host != expected).nonzero()
+        if bad.numel():
+            found.append(overrun(lo + 4 * int(bad[0, 0]), lo + 4 * int(bad[-1, 0]) + 3, runs, made))
+    return found

@@ -1,0 +1,167 @@
+"""Guard bands for writes out of bounds (kernelpilot/evaluation/correctness/bounds.py), on a simulated allocator.
+
+The GPU half (filling and reading device memory) runs in tests/gpu/test_adversarial.py (``out_of_bounds_write``
+and its Triton twin) and on KernelBench's CuTe example (benchmarks/cute_gpu.sh). Here the allocator's snapshot
+and history are built by hand, and a bytearray stands for the device memory, so the arithmetic that decides
+what is read back, and what a changed byte means, is checked exactly.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kernelpilot.evaluation.correctness import bounds
+
+BASE = 1 << 20
+
+
+def _segment(address: int, blocks: list[tuple[int, int | None]], pool: tuple[int, int] = (0, 0)) -> dict:
+    """A snapshot segment: blocks as (size, requested or None for a free block)."""
+    out, cursor = [], address
+    for size, requested in blocks:
+        block = {"address": cursor, "size": size, "state": "inactive" if requested is None else "active_allocated"}
+        if requested is not None:
+            block["requested_size"] = requested
+        out.append(block)
+        cursor += size
+    return {"address": address, "total_size": cursor - address, "blocks": out, "segment_pool_id": pool}
+
+
+class Memory:
+    """Device memory for one segment, as the GPU half would fill and read it."""
+
+    def __init__(self, base: int, size: int) -> None:
+        self.base, self.data = base, bytearray(b"\x11" * size)
+
+    def fill(self, band: bounds.Band) -> None:
+        word = struct.pack("<i", band.canary)
+        for a in range(band.start, band.end, 4):
+            self.data[a - self.base:a - self.base + 4] = word
+
+    def write(self, start: int, payload: bytes) -> None:
+        self.data[start - self.base:start - self.base + len(payload)] = payload
+
+    def overruns(self, runs: list[bounds.Run], bands: list[bounds.Band], made: list[tuple[int, int]],
+                 segments: list[dict]) -> list[bounds.Overrun]:
+        found = []
+        for lo, hi, expected in bounds.to_read(bands, made, segments):
+            words = struct.unpack(f"<{(hi - lo) // 4}i", bytes(self.data[lo - self.base:hi - self.base]))
+            bad = [i for i, w in enumerate(words) if w != expected]
+            if bad:
+                found.append(bounds.overrun(lo + 4 * bad[0], lo + 4 * bad[-1] + 3, runs, made))
+        return found
+
+
+def test_runs_are_free_blocks_and_the_tails_past_what_a_tensor_asked_for() -> None:
+    seg = _segment(BASE, [(512, 500), (1024, None), (512, 512), (512, None), (1536, 1100)])
+    runs = bounds.spare_runs([seg])
+    assert runs == [bounds.Run(BASE + 500, BASE + 512, BASE + 500, 500),
+                    bounds.Run(BASE + 512, BASE + 1536, BASE + 500, 500),
+                    bounds.Run(BASE + 2048, BASE + 2560, BASE + 2048, 512),
+                    bounds.Run(BASE + 2560 + 1100, BASE + 4096, BASE + 3660, 1100)]
+    bands = bounds.guard_bands(runs)
+    assert [(b.start, b.end) for b in bands] == [(BASE + 500, BASE + 512), (BASE + 512, BASE + 1536),
+                                                 (BASE + 2048, BASE + 2560), (BASE + 3660, BASE + 4096)]
+    canaries = [b.canary for b in bands]
+    assert len(set(canaries)) == 4 and all(c & 0x7FC00000 == 0x7FC00000 and c != 0x7FC00000 for c in canaries)
+    free_first = _segment(BASE, [(1024, None), (512, 512)])
+    assert bounds.spare_runs([free_first]) == [bounds.Run(BASE, BASE + 1024, -1, -1)]
+
+
+def test_a_cuda_graph_pool_is_left_alone() -> None:
+    assert bounds.spare_runs([_segment(BASE, [(512, 100), (512, None)], pool=(1, 0))]) == []
+
+
+def test_kernelbench_cute_example_pattern_is_caught() -> None:
+    """256 threads for 128 floats: the output (512 B, allocated in the call from a free block) is written
+    twice as far. The write lands on the band that opened where the free block began."""
+    seg = _segment(BASE, [(512, 512), (512, 512), (2 << 20, None)])  # the inputs, then a free block
+    mem = Memory(BASE, seg["total_size"])
+    runs = bounds.spare_runs([seg])
+    bands = bounds.guard_bands(runs)
+    for band in bands:
+        mem.fill(band)
+    out = BASE + 1024
+    made = [(out, out + 512)]
+    mem.write(out, b"\x00" * 1024)  # 128 floats inside, 128 past the end
+    found = mem.overruns(runs, bands, made, [seg])
+    assert len(found) == 1
+    assert (found[0].first, found[0].last, found[0].owner_bytes, found[0].made_in_call) == (0, 511, 512, True)
+    assert "bytes 0-511 past the end of a 512-byte tensor allocated during the call" in found[0].describe()
+    mem.write(out + 512, struct.pack("<i", bands[0].canary) * 128)  # put the band back: nothing is seen
+    assert mem.overruns(runs, bands, made, [seg]) == []
+
+
+def test_a_copy_past_an_input_into_past_the_output_leaves_the_wrong_canary() -> None:
+    seg = _segment(BASE, [(1024, 1000), (4096, None)])  # an input with a 24-byte tail, then free memory
+    mem = Memory(BASE, seg["total_size"])
+    runs = bounds.spare_runs([seg])
+    bands = bounds.guard_bands(runs)
+    for band in bands:
+        mem.fill(band)
+    out = BASE + 1024
+    made = [(out, out + 1000)]
+    # a copy kernel of 1024 bytes from the input into the output: its last 24 bytes read the input's tail
+    mem.write(out, bytes(mem.data[0:1024]))
+    found = mem.overruns(runs, bands, made, [seg])
+    assert [(f.first, f.last, f.made_in_call) for f in found] == [(0, 23, True)]
+
+
+def test_temporaries_the_call_allocated_and_freed_are_not_overruns() -> None:
+    seg = _segment(BASE, [(512, 512), (8192, None)])
+    mem = Memory(BASE, seg["total_size"])
+    runs = bounds.spare_runs([seg])
+    bands = bounds.guard_bands(runs)
+    for band in bands:
+        mem.fill(band)
+    made = [(BASE + 512, BASE + 512 + 4096), (BASE + 512 + 4096, BASE + 512 + 4096 + 100)]
+    mem.write(BASE + 512, b"\x07" * 4196)  # a 4 KiB temporary, freed, and a 100-byte output after it
+    assert mem.overruns(runs, bands, made, [seg]) == []
+    mem.write(BASE + 512 + 4196, b"\x07" * 8)  # 8 bytes past the 100-byte output
+    found = mem.overruns(runs, bands, made, [seg])
+    assert [(f.first, f.last, f.owner_bytes) for f in found] == [(0, 7, 100)]
+
+
+def test_an_allocation_placed_past_the_window_is_guarded_at_its_own_end() -> None:
+    size = 4 << 20
+    seg = _segment(BASE, [(512, 512), (size, None)])
+    mem = Memory(BASE, seg["total_size"])
+    runs = bounds.spare_runs([seg])
+    bands = bounds.guard_bands(runs)
+    for band in bands:
+        mem.fill(band)
+    start = BASE + 512
+    made = [(start, start + (2 << 20))]  # a 2 MiB output: its end is far past the first window
+    mem.write(start + (2 << 20), b"\x00" * 64)
+    found = mem.overruns(runs, bands, made, [seg])
+    assert [(f.first, f.last, f.owner_bytes, f.made_in_call) for f in found] == [(0, 63, 2 << 20, True)]
+
+
+def test_a_segment_released_during_the_call_is_not_read() -> None:
+    seg = _segment(BASE, [(512, 512), (4096, None)])
+    runs = bounds.spare_runs([seg])
+    bands = bounds.guard_bands(runs)
+    assert bounds.to_read(bands, [], [seg])
+    assert bounds.to_read(bands, [], []) == []  # empty_cache inside the call: the segment is gone
+
+
+def test_history_gives_requested_sizes_of_allocations_only() -> None:
+    trace = [{"action": "alloc", "addr": 4096, "size": 100}, {"action": "free_requested", "addr": 4096, "size": 100},
+             {"action": "segment_alloc", "addr": 0, "size": 1 << 21}, {"action": "alloc", "addr": 512, "size": 8}]
+    assert bounds.allocations(trace) == [(512, 520), (4096, 4196)]
+
+
+def test_reading_back_is_bounded() -> None:
+    segs = [_segment(BASE * (i + 1) * 8, [(512, 100), (1 << 20, None)]) for i in range(8)]
+    runs = bounds.spare_runs(segs)
+    bands = bounds.guard_bands(runs)
+    parts = bounds.to_read(bands, [], segs, window=1 << 16, total_bytes=200_000)
+    assert sum(hi - lo for lo, hi, _ in parts) < 200_000 + (1 << 16)
+
+
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_the_switch(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("KERNELPILOT_BOUNDS_CHECK", value)
+    assert bounds.enabled() is (value == "1")
