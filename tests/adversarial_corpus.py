@@ -11,6 +11,8 @@ Triton twins (``triton_*``): the same cheats written as Triton candidates (one m
 @triton.jit kernel, no kit), materialised into a sibling directory ``<directory>-triton`` so the CUDA
 cases' build stays warm.
 
+CuTe twins (``cute_*``, in ``CUTE_CASES``: they need the ``[cute]`` extra) likewise, into ``<directory>-cute``.
+
 Cheats that the static policy already refuses (``static_rule``) are evaluated twice: once as they
 are (rejected before anything runs) and once with that rule relaxed (``relax``), so the runtime
 defence is exercised too.
@@ -99,15 +101,27 @@ CASES: list[Case] = [
     _c("triton_out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds"),
 ]
 
+# CuTe-DSL twins (need the [cute] extra): one model_new.py each, materialised into ``<directory>-cute``
+CUTE_CASES: list[Case] = [
+    _c("cute_honest_scale_add", "scale_add", "ok", mode="benchmark"),
+    _c("cute_out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds",
+       note="one block too many, no bound check: KernelBench's CuTe example's bug at this problem's size"),
+    _c("cute_torch_op_after_launch", "scale_add", "rejected", rules=("torch-compute-op",)),
+    _c("cute_cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark"),
+    _c("cute_side_stream", "scale_add", "rejected", rules=("side-stream",), static_rule="side-stream",
+       relax=("side-stream",)),
+]
+
 HONEST = [c for c in CASES if c.name.startswith("honest_")]
 TRITON = [c for c in CASES if c.name.startswith("triton_")]
 
 
 def materialize(case: Case, directory: Path) -> Path:
-    """Write the kit and this case's model_new.py into ``directory`` (kept between cases); a Triton case
-    gets ``<directory>-triton`` with its model_new.py only. Returns the candidate directory to evaluate."""
-    if case.name.startswith("triton_"):
-        target = directory.with_name(directory.name + "-triton")
+    """Write the kit and this case's model_new.py into ``directory`` (kept between cases); a Triton or CuTe
+    case gets ``<directory>-triton`` or ``<directory>-cute`` with its model_new.py only. Returns the candidate
+    directory to evaluate."""
+    if case.name.startswith(("triton_", "cute_")):
+        target = directory.with_name(directory.name + "-" + case.name.split("_")[0])
         target.mkdir(parents=True, exist_ok=True)
         (target / "model_new.py").write_text(case.source.read_text(encoding="utf-8"), encoding="utf-8")
         return target

@@ -223,3 +223,22 @@ def test_the_cute_starter_compiles_on_the_cpu(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "CUTE_DSL_ARCH": "sm_90a"})
     assert out.returncode == 0 and "kernel_cutlass_softmax_kernel_" in out.stdout, out.stderr[-2000:]
+
+
+def test_the_cute_twins_of_the_corpus_cheats_meet_the_policy_as_their_cuda_twins_do(tmp_path: Path) -> None:
+    """The CuTe cases of tests/adversarial_corpus.py: each is a CuTe candidate; the side-stream cheat is refused
+    before it runs (like its Triton twin), the others reach the runtime defences (tests/gpu/test_adversarial.py and
+    benchmarks/cute_gpu.sh run them on the GPU)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from adversarial_corpus import CUTE_CASES, materialize
+
+    assert {c.name for c in CUTE_CASES} >= {"cute_honest_scale_add", "cute_out_of_bounds_write",
+                                           "cute_torch_op_after_launch", "cute_cache_content", "cute_side_stream"}
+    for case in CUTE_CASES:
+        directory = materialize(case, tmp_path / "candidate")
+        assert directory.name == "candidate-cute"
+        cand = load_candidate(directory)
+        assert cand.kind == "cute" and cute_kernels(cand) == ["scale_add_kernel"], case.name
+        refused = {f.rule for f in check_candidate(directory) if f.severity == "reject"}
+        assert refused == ({case.static_rule} if case.static_rule else set()), case.name
+        assert not {f.rule for f in check_candidate(directory, relaxed=case.relax) if f.severity == "reject"}

@@ -7,6 +7,7 @@ pass, and a crash / hang / OOM never breaks the next evaluation. Run on the H200
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adversarial_corpus import CASES, HONEST, PROBLEMS, Case, check_verdict, materialize  # noqa: E402
+from adversarial_corpus import CASES, CUTE_CASES, HONEST, PROBLEMS, Case, check_verdict, materialize  # noqa: E402
 
 from kernelpilot.evaluation import EvalSettings, Evaluator  # noqa: E402
 from kernelpilot.verdict import Verdict  # noqa: E402
@@ -46,8 +47,11 @@ def evaluate(ev: Evaluator, case: Case, directory: Path, *, relaxed: bool) -> Ve
     return ev.evaluate(PROBLEMS[case.problem], directory, mode=case.mode)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", [*CASES, *(pytest.param(c, marks=pytest.mark.cute) for c in CUTE_CASES)],
+                         ids=[c.name for c in [*CASES, *CUTE_CASES]])
 def test_corpus_case(evaluator: Evaluator, candidate_dir: Path, case: Case) -> None:
+    if case in CUTE_CASES and importlib.util.find_spec("cutlass") is None:
+        pytest.skip("the CuTe DSL ([cute] extra) is not installed: benchmarks/cute_gpu.sh runs these with it")
     verdict = evaluate(evaluator, case, candidate_dir, relaxed=True)
     assert check_verdict(case, verdict, relaxed=True) == [], verdict.to_json(indent=1)[:6000]
     if case.static_rule:  # the same cheat as written: refused before anything runs
