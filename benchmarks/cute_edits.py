@@ -6,7 +6,8 @@ examples/rmsnorm_cute copied to a scratch folder, then
 3. warm kernel edits (a constant of the kernel changed, correct each time): test verdicts, their wall time;
 4. a helper edit (row_config.py): recompiles; 5. a breaking kernel edit: must be `incorrect`;
 6. benchmark mode; 7. KernelBench's cute example (as it is: 256 threads for 1 x 128, no bound check) and the
-   same with a bound check, if a problem for it is given.
+   same with a bound check, if a problem for it is given, under each of the three rule sets; 8. the CuTe twins of
+   the corpus cheats (tests/adversarial_corpus.py CUTE_CASES), each checked against the verdict it must get.
 
     python benchmarks/cute_edits.py --out DIR [--kb-example FILE]
 Writes DIR/cute-edits.json and prints one line per verdict."""
@@ -43,17 +44,56 @@ def get_init_inputs():
 '''
 
 
+SAVE: list[Path] = []  # cute-edits.json, rewritten after every verdict (a call cut at its limit keeps them)
+DONE: list[dict[str, Any]] = []
+
+
 def record(v: Any, wall: float, what: str) -> dict[str, Any]:
     rec = {"what": what, "status": v.status, "wall_s": round(wall, 3),
            "build_s": v.build.seconds if v.build else None, "phases": dict(v.phases),
            "findings": sorted({f.rule for f in v.findings}), "flags": list(v.flags)[:4],
-           "error": (v.error or "")[:400], "summary": (v.summary or "")[:200]}
+           "error": (v.error or "")[:400], "summary": (v.summary or "")[:200],
+           "in_bounds": v.correctness.in_bounds if v.correctness else None,
+           "trial_messages": sorted({t.message for t in v.correctness.trials if t.message})[:3] if v.correctness else [],
+           "kernelbench": v.kernelbench.status if v.kernelbench else None}
     if v.performance is not None:
         rec["speedup_vs_eager"] = getattr(v.performance, "speedup_vs_eager", None)
         rec["candidate_ms"] = getattr(v.performance, "candidate_ms", None)
     print(f"{what:<34} {v.status:<14} {rec['wall_s']:>7} s  warm-up {rec['phases'].get('build_warmup', '-')} s  "
-          f"{','.join(rec['findings'])} {rec['error'][:120]}", flush=True)
+          f"{','.join(rec['findings'])} {rec['error'][:120]} {'; '.join(rec['trial_messages'])[:160]}", flush=True)
+    DONE.append(rec)
+    for path in SAVE:
+        path.write_text(json.dumps(DONE, indent=1))
     return rec
+
+
+def corpus_twins(work: Path) -> list[dict[str, Any]]:
+    """The CuTe twins of the corpus cheats, each as it is and (a statically refused one) relaxed to reach the
+    runtime defence; ``expected`` lists what the verdict missed (empty: right)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import dataclasses
+
+    from adversarial_corpus import CUTE_CASES, PROBLEMS, check_verdict, materialize
+
+    from kernelpilot.evaluation import EvalSettings, Evaluator
+
+    base = EvalSettings(device="cuda", build_timeout_s=600.0, rounds=3, samples_per_round=10)
+    rows: list[dict[str, Any]] = []
+    with Evaluator(base, workdir=work / "eval-twins") as ev:
+        for case in CUTE_CASES:
+            for relaxed in ([True, False] if case.static_rule else [True]):
+                directory = materialize(case, work / "twins" / "candidate")
+                ev.settings = dataclasses.replace(base, relaxed_policy=list(case.relax) if relaxed else [])
+                t0 = time.monotonic()
+                v = ev.evaluate(PROBLEMS[case.problem], directory, mode=case.mode)
+                rec = record(v, time.monotonic() - t0, f"{case.name}{'' if relaxed else ' (as written)'}")
+                rec["expected"] = check_verdict(case, v, relaxed=relaxed)
+                for path in SAVE:
+                    path.write_text(json.dumps(DONE, indent=1))
+                print(f"    expected {sorted(case.expect)}: {'right' if not rec['expected'] else rec['expected']}",
+                      flush=True)
+                rows.append(rec)
+    return rows
 
 
 def main() -> int:
@@ -62,6 +102,8 @@ def main() -> int:
     ap.add_argument("--kb-example", type=Path, default=None)
     ap.add_argument("--edits", type=int, default=3)
     args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    SAVE.append(args.out / "cute-edits.json")
     from kernelpilot.config import load_config
     from kernelpilot.evaluation import EvalSettings, Evaluator
 
@@ -96,23 +138,23 @@ def main() -> int:
         run(problem, candidate, "benchmark", "benchmark")
     # KernelBench's example with KernelBench's settings: the example's extra shape sets (one input) are not its
     if args.kb_example is not None and args.kb_example.is_file():
-        with Evaluator(EvalSettings(device="cuda", build_timeout_s=600.0), workdir=work / "eval-kb") as ev:
-            def run_kb(p: Path, c: Path, what: str) -> None:
-                t0 = time.monotonic()
-                rows.append(record(ev.evaluate(p, c, "test"), time.monotonic() - t0, what))
-
-            kb = work / "kb"
-            kb.mkdir()
-            (kb / "problem.py").write_text(KB_PROBLEM)
-            shutil.copy(args.kb_example, kb / "model_new_ex_add_cute.py")
-            run_kb(kb / "problem.py", kb / "model_new_ex_add_cute.py", "KernelBench cute example, as is")
-            text = args.kb_example.read_text()
-            bounded = text.replace("    a_val = gA[mi, ni]", "    if mi < m:\n        a_val = gA[mi, ni]", 1)
-            bounded = bounded.replace("    b_val = gB[mi, ni]\n\n    gC[mi, ni] = a_val + b_val",
-                                      "        b_val = gB[mi, ni]\n        gC[mi, ni] = a_val + b_val", 1)
-            (kb / "model_new_bounded.py").write_text(bounded)
-            run_kb(kb / "problem.py", kb / "model_new_bounded.py", "KernelBench cute example, bound check")
-    args.out.mkdir(parents=True, exist_ok=True)
+        kb = work / "kb"
+        kb.mkdir()
+        (kb / "problem.py").write_text(KB_PROBLEM)
+        shutil.copy(args.kb_example, kb / "model_new_ex_add_cute.py")
+        text = args.kb_example.read_text()
+        bounded = text.replace("    a_val = gA[mi, ni]", "    if mi < m:\n        a_val = gA[mi, ni]", 1)
+        bounded = bounded.replace("    b_val = gB[mi, ni]\n\n    gC[mi, ni] = a_val + b_val",
+                                  "        b_val = gB[mi, ni]\n        gC[mi, ni] = a_val + b_val", 1)
+        (kb / "model_new_bounded.py").write_text(bounded)
+        for rules in ("kernelpilot", "kernelbench", "kernelbench-v0.1"):
+            with Evaluator(EvalSettings(device="cuda", build_timeout_s=600.0, rules=rules),
+                           workdir=work / f"eval-kb-{rules}") as ev:
+                for name, what in (("model_new_ex_add_cute.py", "as is"), ("model_new_bounded.py", "bound check")):
+                    t0 = time.monotonic()
+                    rows.append(record(ev.evaluate(kb / "problem.py", kb / name, "test"), time.monotonic() - t0,
+                                       f"KB cute example, {what} [{rules}]"))
+    rows += corpus_twins(work)
     (args.out / "cute-edits.json").write_text(json.dumps(rows, indent=1))
     return 0
 

@@ -76,7 +76,10 @@ except (OSError, ValueError):
     rows = []
     print("cute-edits.json missing: see cute-edits.log")
 for r in rows:
+    extra = f" in_bounds={r.get('in_bounds')}" + (f" KB={r['kernelbench']}" if r.get("kernelbench") else "")
+    if "expected" in r:
+        extra += " RIGHT" if not r["expected"] else f" WRONG {r['expected']}"
     print(f"{r['what']:<36} {r['status']:<14} {r['wall_s']:>7} {r['phases'].get('build_warmup', '-'):>9} "
-          f"{r['build_s'] if r['build_s'] is not None else '-':>8}  {','.join(r['findings'])} {r['error'][:80]}")
+          f"{r['build_s'] if r['build_s'] is not None else '-':>8}  {','.join(r['findings'])}{extra} {r['error'][:60]}")
 PY
 tail -3 "$OUT/cute-edits.log"

@@ -15,7 +15,9 @@ seconds a run (it gates approval). The first call of each shape set is guarded i
    allocation the call made, less what the call allocated, are read back. A changed byte is a write past the
    end of the tensor before it.
 
-Not seen: reads out of bounds, and writes that land in another live tensor. Segments of CUDA-graph pools are
+Not seen: reads out of bounds, writes that land in another live tensor, and writes past a segment's end (an
+output that fills a segment of its own; the verify phase's poisoning leaves a free block four times the largest
+input, so outputs are carved from it). Segments of CUDA-graph pools are
 left alone: a graph's replay writes there legitimately and allocates nothing. ``KERNELPILOT_BOUNDS_CHECK=0``
 turns the check off and the verdict says so. If the check cannot run, the trial fails: it fails closed.
 """
