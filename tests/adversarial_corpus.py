@@ -74,8 +74,9 @@ CASES: list[Case] = [
     _c("cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark",
        note="the determinism re-run returns the first output's storage"),
     _c("input_mutation", "scale_add", "incorrect", check="inputs_modified"),
-    _c("out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds",
-       note="every value inside the output is right; the guard bands past its end are not"),
+    _c("out_of_bounds_write", "scale_add", "incorrect", "runtime_error", check="out_of_bounds",
+       note="every value inside the output is right; the guard bands past its end are not (where the output ends "
+            "a segment, the write faults: an illegal memory access, reported as such)"),
     _c("lazy_subclass", "scale_add", "rejected", rules=("lazy-tensor",), static_rule="lazy-tensor",
        relax=("lazy-tensor",)),
     _c("precision_downgrade", "scale_add", "incorrect", note="bf16 arithmetic on an fp32 problem"),
@@ -98,13 +99,13 @@ CASES: list[Case] = [
     _c("triton_cache_data_ptr", "scale_add", "incorrect", "rejected", rules=("result-replay", "no-custom-kernel"),
        mode="benchmark"),
     _c("triton_cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark"),
-    _c("triton_out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds"),
+    _c("triton_out_of_bounds_write", "scale_add", "incorrect", "runtime_error", check="out_of_bounds"),
 ]
 
 # CuTe-DSL twins (need the [cute] extra): one model_new.py each, materialised into ``<directory>-cute``
 CUTE_CASES: list[Case] = [
     _c("cute_honest_scale_add", "scale_add", "ok", mode="benchmark"),
-    _c("cute_out_of_bounds_write", "scale_add", "incorrect", check="out_of_bounds",
+    _c("cute_out_of_bounds_write", "scale_add", "incorrect", "runtime_error", check="out_of_bounds",
        note="one block too many, no bound check: KernelBench's CuTe example's bug at this problem's size"),
     _c("cute_torch_op_after_launch", "scale_add", "rejected", rules=("torch-compute-op",)),
     _c("cute_cache_content", "scale_add", "rejected", rules=("result-replay",), mode="benchmark"),
@@ -158,7 +159,9 @@ def check_verdict(case: Case, verdict: object, *, relaxed: bool) -> list[str]:
         problems.append("expected fully_written=False")
     if case.check == "inputs_modified" and (c is None or c.inputs_unmodified is not False):
         problems.append("expected inputs_unmodified=False")
-    if case.check == "out_of_bounds" and (c is None or c.in_bounds is not False):
+    if case.check == "out_of_bounds" and status == "runtime_error" and "illegal memory access" not in v.error:  # type: ignore[attr-defined]
+        problems.append(f"expected a write out of bounds to fault as an illegal memory access: {v.error[:200]}")  # type: ignore[attr-defined]
+    if case.check == "out_of_bounds" and status == "incorrect" and (c is None or c.in_bounds is not False):
         problems.append("expected in_bounds=False (a write past the output's end)")
     if status == "ok" and c is not None and c.in_bounds is not True:
         problems.append(f"an ok verdict whose writes out of bounds were not checked (in_bounds={c.in_bounds})")
