@@ -242,3 +242,66 @@ def test_the_cute_twins_of_the_corpus_cheats_meet_the_policy_as_their_cuda_twins
         refused = {f.rule for f in check_candidate(directory) if f.severity == "reject"}
         assert refused == ({case.static_rule} if case.static_rule else set()), case.name
         assert not {f.rule for f in check_candidate(directory, relaxed=case.relax) if f.severity == "reject"}
+
+
+_REMARKS = ("\x1b[96mremark[ptxas info]:\x1b[0m ptxas output: ptxas info    : 0 bytes gmem\n"
+            "ptxas info    : Compiling entry function 'kernel_cutlass_k_tensorptrf32__0' for 'sm_90a'\n"
+            "ptxas info    : Function properties for kernel_cutlass_k_tensorptrf32__0\n"
+            "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+            "ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 400 bytes cmem[0]\n")
+
+
+def test_ptxas_figures_of_a_cute_compile_reach_the_build_section() -> None:
+    from kernelpilot.evaluation.assembly import merge_response
+    from kernelpilot.verdict import BuildReport, Verdict
+
+    assert cute_hook.with_remarks({}) == {"options": "remarks{ptx}"}
+    assert cute_hook.with_remarks({"options": "--opt-level 2"}) == {"options": "--opt-level 2 remarks{ptx}"}
+    assert cute_hook.with_remarks({"options": object()}) is None
+    [k] = cute_hook.figures(_REMARKS)
+    assert (k["kernel"], k["arch"], k["registers"], k["shared_bytes"], k["stack_frame_bytes"],
+            k["spill_stores_bytes"], k["spill_loads_bytes"]) == ("kernel_cutlass_k_tensorptrf32__0", "sm_90a", 255,
+                                                                1024, 16, 8, 12)
+    cute_hook.kernels.extend([k, dict(k)])
+    assert cute_hook.take_kernels() == [k] and cute_hook.kernels == []
+    v = Verdict(status="ok", problem="p", candidate="c", mode="test", build=BuildReport(ok=True, seconds=0.1))
+    merge_response(v, {"verdict": {"status": "ok", "build_kernels": [k]}})
+    assert [(b.kernel, b.registers, b.spill_stores_bytes) for b in v.build.kernels] == [
+        ("kernel_cutlass_k_tensorptrf32__0", 255, 8)]
+
+
+@pytest.mark.cute
+@needs_dsl
+def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tmp_path: Path) -> None:
+    cand = tmp_path / "candidate"
+    cand.mkdir()
+    twin = ROOT / "tests" / "data" / "adversarial" / "candidates" / "cute_honest_scale_add.py"
+    (cand / "model_new.py").write_text(twin.read_text())
+    code = textwrap.dedent('''
+        import json, sys
+        sys.path.insert(0, sys.argv[1])
+        from kernelpilot.evaluation.worker import cute_hook
+        cute_hook.install(sys.argv[1])
+        import torch, cutlass, cutlass.cute as cute
+        from cuda.bindings.driver import CUstream
+        from cutlass.cute.runtime import from_dlpack
+        import model_new as m
+        x = torch.empty(4096)
+        cute.compile(m.scale_add_host, *(from_dlpack(x, assumed_align=16) for _ in range(3)), cutlass.Float32(0.5),
+                     CUstream(0))
+        print(json.dumps([cute_hook.stats, cute_hook.take_kernels()]))
+    ''')
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
+    import json
+
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code, str(cand)], env=env, capture_output=True, text=True,
+                              timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    (first_stats, first), (second_stats, second) = runs
+    assert first_stats["compiled"] == 1 and second_stats["loaded"] == 1
+    assert len(first) == 1 and first[0]["registers"] and first[0]["spill_stores_bytes"] == 0
+    assert second == first  # the figures come back with the cached function

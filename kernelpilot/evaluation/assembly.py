@@ -16,7 +16,7 @@ from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.render import summary_line
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.verdict import KernelBenchScore, Verdict
+from kernelpilot.verdict import KernelBenchScore, KernelResources, Verdict
 
 
 @dataclass
@@ -83,6 +83,9 @@ class Evaluation:
         return v
 
 
+_KERNEL_FIELDS = tuple(KernelResources.__dataclass_fields__)
+
+
 def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
     """The worker's answer to an evaluate request, merged into ``v``; returns the worker's own part."""
     part = response.get("verdict") or {}
@@ -93,6 +96,11 @@ def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
     v.findings.extend(merged.findings)
     v.flags.extend(merged.flags)
     v.phases.update(merged.phases or {})
+    if v.build is not None and isinstance(part.get("build_kernels"), list):  # CuTe: compiled in the worker
+        have = {(k.kernel, k.arch) for k in v.build.kernels}
+        for k in part["build_kernels"]:
+            if isinstance(k, dict) and (k.get("kernel"), k.get("arch")) not in have:
+                v.build.kernels.append(KernelResources(**{f: k.get(f) for f in _KERNEL_FIELDS if f in k}))
     for extra in ("build_warmup", "build_in_worker"):  # Triton's warm-up, load_inline in __init__/forward
         if v.build is not None and extra in v.phases:
             v.build.seconds = round(v.build.seconds + v.phases[extra], 3)

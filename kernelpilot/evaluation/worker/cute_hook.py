@@ -14,25 +14,37 @@ compiled function is kept here: exported with the DSL's ``export_to_c`` and load
 
 An argument the key cannot describe (an object of the candidate's own) compiles without the cache, as does
 every compile when ``KERNELPILOT_CUTE_CACHE=0``. A cached function that does not load is compiled again.
+
+Each compile asks the DSL for ptxas's remarks (``remarks{ptx}``: the figures ``ptxas -v`` prints, which the DSL
+writes to stderr), so registers, shared memory, stack frame and spills per kernel come from the compiled code.
+They are kept beside the cached function (``kp_<key>.json``) and listed in ``kernels`` for the verdict's build
+section. A compile whose options are an object rather than a string is compiled as given, without figures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from kernelpilot.evaluation.worker import compile_hook, watchdog
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _SIMPLE = (int, float, bool, str, bytes, type(None))
 stats = {"compiled": 0, "loaded": 0, "uncached": 0}
+kernels: list[dict[str, Any]] = []  # ptxas's figures of each kernel compiled or loaded since the last take_kernels()
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _warmup = [False]  # the worker's build_warmup phase runs: its seconds are build time already
 
 
@@ -102,6 +114,44 @@ def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arc
     return digest.hexdigest()[:32]
 
 
+def take_kernels() -> list[dict[str, Any]]:
+    """The figures gathered since the last call (one evaluation's), each kernel once."""
+    seen: dict[str, dict[str, Any]] = {}
+    for k in kernels:
+        seen.setdefault(f"{k.get('kernel')}@{k.get('arch')}", k)
+    kernels.clear()
+    return list(seen.values())
+
+
+def with_remarks(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """``kwargs`` with ptxas's remarks asked for; None when the options are not a string (compiled as given)."""
+    options = kwargs.get("options")
+    if options is None:
+        return {**kwargs, "options": "remarks{ptx}"}
+    if isinstance(options, str):
+        return kwargs if "remarks" in options else {**kwargs, "options": f"{options} remarks{{ptx}}"}
+    return None
+
+
+def figures(text: str) -> list[dict[str, Any]]:
+    """ptxas's figures per kernel from what the DSL printed while it compiled."""
+    from kernelpilot.evaluation.build.diagnostics import parse_kernel_resources
+
+    return [asdict(k) for k in parse_kernel_resources(_ANSI.sub("", text))]
+
+
+class _Tee(io.StringIO):
+    """stderr as it was, and a copy of it."""
+
+    def __init__(self, through: TextIO) -> None:
+        super().__init__()
+        self.through = through
+
+    def write(self, text: str) -> int:
+        self.through.write(text)
+        return super().write(text)
+
+
 def _load(directory: Path, key: str) -> Any:
     import cutlass.cute as cute
 
@@ -121,6 +171,8 @@ def _store(directory: Path, key: str, compiled: Any) -> None:
         tmp.mkdir(exist_ok=True)
         compiled.export_to_c(str(tmp), f"kp_{key}", function_prefix=f"kp_{key}")
         os.replace(tmp / f"kp_{key}.o", directory / f"kp_{key}.o")
+        (tmp / "figures.json").write_text(json.dumps(getattr(compiled, "kernelpilot_figures", [])))
+        os.replace(tmp / "figures.json", directory / f"kp_{key}.json")
     except Exception:
         pass  # not cached: the next worker compiles it again
     finally:
@@ -159,13 +211,21 @@ class _CachedCompile:
                           candidate_dir=self.candidate_dir) if self.use_cache else None
         if key is not None and (hit := _load(self.cache, key)) is not None:
             stats["loaded"] += 1
+            with contextlib.suppress(OSError, ValueError):
+                kernels.extend(json.loads((self.cache / f"kp_{key}.json").read_text()))
             return hit
         what = f"cute.compile {getattr(func, '__name__', type(func).__name__)}"
         began = time.monotonic()
-        with watchdog.compiling(what):
-            compiled = self.real(func, *args, **kwargs)
+        asked = with_remarks(kwargs)
+        tee = _Tee(sys.stderr)
+        with watchdog.compiling(what), contextlib.redirect_stderr(tee):
+            compiled = self.real(func, *args, **(asked if asked is not None else kwargs))
         if not _warmup[0]:
             compile_hook.record(what, time.monotonic() - began)
+        found = figures(tee.getvalue()) if asked is not None else []
+        kernels.extend(found)
+        with contextlib.suppress(AttributeError, TypeError):
+            compiled.kernelpilot_figures = found
         stats["compiled" if key is not None else "uncached"] += 1
         if key is not None:
             _store(self.cache, key, compiled)
