@@ -81,7 +81,7 @@ def prebuild(ops: list[str]) -> dict[str, str]:
     return errors
 
 
-from peers import PEERS, version  # noqa: E402
+from peers import OURS, PEERS, version  # noqa: E402
 from sweep_cases import default_case, edge_cases, load_module, memory_bound_case  # noqa: E402
 from sweep_report import Row, fmt, summary  # noqa: E402
 from sweep_measure import check, time_ms, to64  # noqa: E402
@@ -181,12 +181,16 @@ def run_case(op: str, shape: str, init: list[Any], make_inputs: Callable[[], lis
         rate = amount / (row.cand_ms * 1e-3) / 1e12
         if kind == "bytes":
             row.throughput, row.pct_ceiling = f"{rate:.2f} TB/s", 100 * rate / COPY_TBPS
+            for name in OURS:  # our other-language kernel's share of the same ceiling, in its note
+                if row.peer_ms.get(name):
+                    share = 100 * amount / (row.peer_ms[name] * 1e-3) / 1e12 / COPY_TBPS
+                    row.peer_notes[name] = f"{share:.0f}% of the copy ceiling"
         else:
             row.throughput, row.pct_ceiling = f"{rate:.0f} TFLOP/s", 100 * rate / GEMM_TFLOPS
         if row.compile_ms:
             row.vs_compile = row.compile_ms / row.cand_ms
         row.vs_eager = row.eager_ms / row.cand_ms
-        ran = [ms for ms in row.peer_ms.values() if ms]
+        ran = [ms for name, ms in row.peer_ms.items() if ms and name not in OURS]
         row.vs_peer = min(ran) / row.cand_ms if ran else None
     torch.cuda.empty_cache()
     return row
@@ -204,12 +208,28 @@ def check_only(op: str, dtype: str, shape: str, init: list[Any], make_inputs: Ca
     return None if ok else f"{op} {dtype} {shape}: {note or f'normalised error {norm:.2e}'}"
 
 
+def measure_copy_tbps(flush: Any) -> float:
+    """The device-to-device copy ceiling of this card (TB/s): 1 GiB read and written, timed as the kernels are."""
+    import torch
+
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=DEVICE)
+    dst = torch.empty_like(src)
+    ms, _, _ = time_ms(lambda: dst.copy_(src), flush)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * (1 << 30) / (ms * 1e-3) / 1e12
+
+
 def run_ops(ops: list[str], ns: list[int], use_compile: bool, build_errors: dict[str, str],
             dtypes: list[str] = ["bf16"], peers: list[str] = []) -> tuple[list[Row], list[str]]:  # noqa: B006
     """Check and time every case of `ops` in this process; returns the rows and the edge-shape failures."""
     import torch
 
     flush = torch.empty(256 << 20, dtype=torch.int8, device=DEVICE)
+    global COPY_TBPS
+    if os.environ.get("KP_SWEEP_MEASURE_COPY") == "1":  # the ceiling of the card the sweep runs on
+        COPY_TBPS = measure_copy_tbps(flush)
+        print(f"copy ceiling measured on this card: {COPY_TBPS:.2f} TB/s", flush=True)
     rows: list[Row] = []
     cases = [(op, dt, memory_bound_case(op, n, dt)) for op in ops if op in MEMORY_BOUND for dt in dtypes for n in ns]
     cases += [(op, "default", default_case(op)) for op in ops if op in OTHERS]
@@ -275,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="input dtypes of the memory-bound sweep (bf16,fp32)")
     parser.add_argument("--peers", default="liger,quack",
-                        help="libraries timed beside our kernel: liger, quack, or none (peers.py)")
+                        help="libraries timed beside our kernel: liger, quack, cute (our CuTe RMSNorm), or none")
+    parser.add_argument("--measure-copy", action="store_true",
+                        help="measure the copy ceiling on this card (default: the H200's, h200-measured.md)")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # internal: run in-process, write JSON here
     args = parser.parse_args(argv)
 
@@ -294,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
               f"peers: {', '.join(PEERS)} or none)", file=sys.stderr)
         return 2
     os.environ.update(library_env())  # so an in-process rebuild finds cuBLASLt too
+    if args.measure_copy:
+        os.environ["KP_SWEEP_MEASURE_COPY"] = "1"  # measured in each child, on the card it runs on
     if args.child:
         rows, edge_failures = run_ops(ops, ns, not args.no_compile, {}, dtypes, peers)
         Path(args.child).write_text(json.dumps({"rows": [asdict(r) for r in rows], "edge_failures": edge_failures}))

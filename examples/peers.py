@@ -1,7 +1,8 @@
 """The libraries our users call instead of writing a kernel, as peers in the example sweep (issue 18).
 
 Liger (``liger-kernel``, Triton) and QuACK (``quack-kernels``, CuTe DSL) for the four memory-bound
-examples, forward only. Each peer is the library's public function, bound once to the problem Model's
+examples, forward only. ``cute`` is our own RMSNorm in the CuTe DSL (examples/rmsnorm_cute), timed the same way
+in its own column; it is not a peer in the "vs peer" ratio. Each peer is the library's public function, bound once to the problem Model's
 parameters (converted outside the timed call where the library wants another dtype: QuACK's LayerNorm
 takes float32 weight and bias, which is the math the Model does), and called with the problem's
 inputs. Its output is then judged like ours: against the float64 Model, with the sweep's tolerances.
@@ -15,12 +16,14 @@ A peer that cannot run here (not installed, no such op, refused the dtype) comes
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-PEERS = ("liger", "quack")
-PACKAGES = {"liger": "liger_kernel", "quack": "quack"}
+PEERS = ("liger", "quack", "cute")
+PACKAGES = {"liger": "liger_kernel", "quack": "quack", "cute": "cutlass"}
+OURS = ("cute",)  # our own kernels in another language, timed beside the peers (not peers in "vs peer")
 
 
 @dataclass
@@ -34,7 +37,7 @@ def version(name: str) -> str:
     """The installed version of a peer's package, or "" when it is not installed."""
     from importlib import metadata
 
-    dist = {"liger": "liger-kernel", "quack": "quack-kernels"}[name]
+    dist = {"liger": "liger-kernel", "quack": "quack-kernels", "cute": "nvidia-cutlass-dsl"}[name]
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -47,7 +50,7 @@ def peer(name: str, op: str, model: Any) -> Peer:
         raise ValueError(f"unknown peer {name!r}: one of {', '.join(PEERS)}")
     try:
         importlib.import_module(PACKAGES[name])
-        make = _LIGER if name == "liger" else _QUACK
+        make = {"liger": _LIGER, "quack": _QUACK, "cute": _CUTE}[name]
         if op not in make:
             return Peer(name, None, f"{name} has no {op} forward")
         return make[op](model)
@@ -112,6 +115,28 @@ def _quack_cross_entropy(model: Any) -> Peer:
 
     return Peer("quack", lambda logits, targets: cross_entropy(logits, targets, reduction="mean"))
 
+
+# ---- ours in the CuTe DSL: examples/rmsnorm_cute ------------------------------------------------------
+def _cute_rmsnorm(model: Any) -> Peer:
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    folder = Path(__file__).resolve().parent / "rmsnorm_cute" / "candidate"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location("rmsnorm_cute_model_new", folder / "model_new.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    weight = model.weight.detach()
+    with torch.device(weight.device):
+        new = module.ModelNew(weight.numel(), float(model.eps)).to(weight.dtype)
+    new.load_state_dict(model.state_dict())
+    return Peer("cute", lambda x: new(x), "examples/rmsnorm_cute (ours, CuTe DSL)")
+
+
+_CUTE: dict[str, Callable[[Any], Peer]] = {"rmsnorm": _cute_rmsnorm}
 
 _LIGER: dict[str, Callable[[Any], Peer]] = {
     "softmax": _liger_softmax, "rmsnorm": _liger_rmsnorm, "layernorm": _liger_layernorm,

@@ -168,9 +168,10 @@ from cuda.bindings.driver import CUstream
 import model_new as m
 x = torch.empty(4, 4096, dtype=torch.bfloat16)
 w = torch.empty(4096, dtype=torch.bfloat16)
-vec, threads = m.row_config(4096, 2)
+vec, threads, cluster = m.row_config(4096, 2)
 c = cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
-                 cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(4096 // vec / threads), threads)
+                 cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(4096 // vec / (threads * cluster)), threads,
+                 cluster)
 print(cute_hook.stats["compiled"], cute_hook.stats["loaded"], list(c.kernel_info)[0])
 '''
 
@@ -251,6 +252,28 @@ _REMARKS = ("\x1b[96mremark[ptxas info]:\x1b[0m ptxas output: ptxas info    : 0 
             "ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 400 bytes cmem[0]\n")
 
 
+_WRAPPED = """remark[ptxas]: ptxas detected register spills
+
+  --> model_new.py:36:4
+   |
+> 36 |     rX.fill(0)
+  remark: Spilled values are placed in local memory and can add memory traffic and latency.
+
+          ptxas output:
+          ptxas info    : 0 bytes gmem
+          ptxas info    : Compiling entry function
+          'kernel_cutlass_rmsnorm_kernel_tensorptrbf16genericalign16o1310721310721__8_32_512_0'
+          for 'sm_90a'
+          ptxas info    : Function properties for
+          kernel_cutlass_rmsnorm_kernel_tensorptrbf16genericalign16o1310721310721__8_32_512_0
+          ptxas         .     1864 bytes stack frame, 3424 bytes spill stores, 3424 bytes spill
+          loads
+          ptxas info    : Used 32 registers, used 1 barriers, 1864 bytes cumulative stack size
+          ptxas info    : Compile time = 222.832 ms
+  suggestion: reduce live ranges in the reported kernel
+"""
+
+
 def test_ptxas_figures_of_a_cute_compile_reach_the_build_section() -> None:
     from kernelpilot.evaluation.assembly import merge_response
     from kernelpilot.verdict import BuildReport, Verdict
@@ -262,6 +285,10 @@ def test_ptxas_figures_of_a_cute_compile_reach_the_build_section() -> None:
     assert (k["kernel"], k["arch"], k["registers"], k["shared_bytes"], k["stack_frame_bytes"],
             k["spill_stores_bytes"], k["spill_loads_bytes"]) == ("kernel_cutlass_k_tensorptrf32__0", "sm_90a", 255,
                                                                 1024, 16, 8, 12)
+    [spilled] = cute_hook.figures(_WRAPPED)  # the DSL wraps ptxas's lines when it saw spills
+    assert (spilled["kernel"].endswith("__8_32_512_0"), spilled["arch"], spilled["registers"],
+            spilled["stack_frame_bytes"], spilled["spill_stores_bytes"], spilled["spill_loads_bytes"]) == (
+        True, "sm_90a", 32, 1864, 3424, 3424)
     cute_hook.kernels.extend([k, dict(k)])
     assert cute_hook.take_kernels() == [k] and cute_hook.kernels == []
     v = Verdict(status="ok", problem="p", candidate="c", mode="test", build=BuildReport(ok=True, seconds=0.1))
@@ -305,3 +332,40 @@ def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tm
     assert first_stats["compiled"] == 1 and second_stats["loaded"] == 1
     assert len(first) == 1 and first[0]["registers"] and first[0]["spill_stores_bytes"] == 0
     assert second == first  # the figures come back with the cached function
+
+
+@pytest.mark.cute
+@needs_dsl
+def test_the_example_takes_a_cluster_for_long_rows_and_spills_nothing(tmp_path: Path) -> None:
+    """Rows past 32K bf16 / 16K fp32 elements run on a cluster of CTAs (distributed shared memory for the sum);
+    compiled for sm_90a on the CPU, ptxas reports no spills at the sweep's largest rows."""
+    code = textwrap.dedent('''
+        import contextlib, io, json, math, sys
+        sys.path.insert(0, sys.argv[1])
+        import torch, cutlass, cutlass.cute as cute
+        from cuda.bindings.driver import CUstream
+        from kernelpilot.evaluation.worker.cute_hook import figures
+        import model_new as m
+        out = []
+        for dt, n in ((torch.bfloat16, 262144), (torch.float32, 262144), (torch.bfloat16, 65536)):
+            x, w = torch.empty(2, n, dtype=dt), torch.empty(n, dtype=dt)
+            vec, threads, cluster = m.row_config(n, x.element_size())
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
+                             cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(n // vec / (threads * cluster)),
+                             threads, cluster, options="remarks{ptx}")
+            out.append([cluster, figures(err.getvalue())])
+        print(json.dumps(out))
+    ''')
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
+    done = subprocess.run([sys.executable, "-c", code, str(EXAMPLE / "candidate")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [c for c, _ in rows] == [8, 8, 2]
+    for _, [k] in rows:
+        assert k["spill_stores_bytes"] == 0 and k["spill_loads_bytes"] == 0 and k["registers"] <= 255

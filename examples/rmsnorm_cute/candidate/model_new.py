@@ -1,10 +1,13 @@
 """RMSNorm in CUTLASS's CuTe DSL, the way QuACK writes its reduction kernels (our own code).
 
-One CTA per row. Each thread owns ``iters`` vectors of ``vec`` elements (128 bits: 8 bf16 or 4 fp32), laid out so
-that a warp's threads cover contiguous 512 B of the row; the row stays in registers between the reduction and
-the epilogue (x is read once, y written once). The sum of squares is accumulated in fp32: per thread, across the
-warp by butterfly shuffles, across warps through one shared-memory slot per warp and one barrier. The launch
-goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
+One cluster of ``cluster`` CTAs per row (one CTA up to 32K bf16 / 16K fp32 elements; 2-8 past that, so that a
+thread never holds more than 16 vectors). Each CTA takes a contiguous slice of the row; each thread owns ``iters``
+vectors of ``vec`` elements (128 bits: 8 bf16 or 4 fp32), laid out so that a warp's threads cover contiguous
+512 B; the slice stays in registers between the reduction and the epilogue (x is read once, y written once). The
+sum of squares is accumulated in fp32: per thread, across the warp by butterfly shuffles, across warps through
+one shared-memory slot per warp and one barrier, and across the cluster's CTAs through distributed shared
+memory: each CTA stores its total into slot ``rank`` of every CTA of its cluster, then one cluster barrier
+(release, acquire) makes them visible. The launch goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
 worker, on disk (worker/cute_hook.py).
 """
 
@@ -23,9 +26,13 @@ from row_config import row_config
 
 @cute.kernel
 def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32,
-                   vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr):
+                   vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr,
+                   cluster: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
-    row, _, _ = cute.arch.block_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    row = bidx // cluster
+    rank = bidx % cluster  # this CTA's place in its row's cluster (clusters run along x)
+    first = rank * (iters * threads)  # the CTA's slice of the row starts at this vector
     n = mX.shape[1]
     nvec = n // vec
     # (vec, n / vec): column j of the tiled view is the j-th 128-bit vector of the row
@@ -36,7 +43,7 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
     rX.fill(0)
     # 1. load the row slice into registers, 128 bits at a time; out-of-range vectors stay zero
     for i in cutlass.range_constexpr(iters):
-        j = i * threads + tidx
+        j = first + i * threads + tidx
         if j < nvec:
             cute.autovec_copy(gX[None, j], rX[None, i])
     # 2. sum of squares in fp32: thread, warp (butterfly), block (one smem slot per warp)
@@ -45,6 +52,7 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
     warp_sum = cute.arch.warp_reduction(local, operator.add)
     smem = cutlass.utils.SmemAllocator()
     slots = smem.allocate_tensor(cutlass.Float32, cute.make_layout(threads // 32), byte_alignment=16)
+    partials = smem.allocate_tensor(cutlass.Float32, cute.make_layout(cluster), byte_alignment=16)
     lane = tidx % 32
     warp = tidx // 32
     if lane == 0:
@@ -53,28 +61,40 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
     total = cutlass.Float32(0.0)
     for w in cutlass.range_constexpr(threads // 32):
         total = total + slots[w]
+    if cutlass.const_expr(cluster > 1):
+        # 2b. across the cluster: thread t sends this CTA's total to CTA t, into its slot `rank`
+        if tidx < cluster:
+            remote = cute.arch.map_dsmem_ptr(partials.iterator + rank, tidx)
+            cute.arch.inline_ptx("st.shared::cluster.f32 [{$r0}], {$r1};",
+                                 read_only_args=[cutlass.Int32(remote.toint()), total])
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
+        total = cutlass.Float32(0.0)
+        for c in cutlass.range_constexpr(cluster):
+            total = total + partials[c]
     inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps, fastmath=True)
     # 3. scale, multiply by the weight, round, store 128 bits at a time
     rW = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mW.element_type)
     rW.fill(0)
     for i in cutlass.range_constexpr(iters):
-        j = i * threads + tidx
+        j = first + i * threads + tidx
         if j < nvec:
             cute.autovec_copy(gW[None, j], rW[None, i])
     out = xf * inv * rW.load().to(cutlass.Float32)
     rY = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mY.element_type)
     rY.store(out.to(mY.element_type))
     for i in cutlass.range_constexpr(iters):
-        j = i * threads + tidx
+        j = first + i * threads + tidx
         if j < nvec:
             cute.autovec_copy(rY[None, i], gY[None, j])
 
 
 @cute.jit
 def rmsnorm_host(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, stream: CUstream,
-                 vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr):
-    rmsnorm_kernel(mX, mW, mY, eps, vec, iters, threads).launch(
-        grid=(mX.shape[0], 1, 1), block=(threads, 1, 1), stream=stream)
+                 vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr,
+                 cluster: cutlass.Constexpr):
+    rmsnorm_kernel(mX, mW, mY, eps, vec, iters, threads, cluster).launch(
+        grid=(mX.shape[0] * cluster, 1, 1), block=(threads, 1, 1), cluster=(cluster, 1, 1), stream=stream)
 
 
 def _tensor(t: torch.Tensor) -> cute.Tensor:
@@ -93,14 +113,14 @@ class ModelNew(nn.Module):
         n = x.shape[-1]
         x2 = x.reshape(-1, n).contiguous()
         y = torch.empty_like(x2)
-        vec, threads = row_config(n, x.element_size())
-        iters = math.ceil(n // vec / threads)
+        vec, threads, cluster = row_config(n, x.element_size())
+        iters = math.ceil(n // vec / (threads * cluster))
         mX, mY = _tensor(x2), _tensor(y)
         mW = from_dlpack(self.weight.detach(), assumed_align=16)
         stream = CUstream(torch.cuda.current_stream().cuda_stream)
         key = (x.dtype, n)
         if key not in self.compiled:
             self.compiled[key] = cute.compile(rmsnorm_host, mX, mW, mY, cutlass.Float32(self.eps), stream,
-                                              vec, iters, threads)
+                                              vec, iters, threads, cluster)
         self.compiled[key](mX, mW, mY, cutlass.Float32(self.eps), stream)
         return y.view(x.shape)

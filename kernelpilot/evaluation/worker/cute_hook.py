@@ -133,11 +133,34 @@ def with_remarks(kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def ptxas_lines(text: str) -> str:
+    """ptxas's own lines out of the DSL's remarks: after each "ptxas output:", up to a blank line or the DSL's
+    next remark or suggestion. Where ptxas detected spills the DSL wraps them in an indented block, a long kernel
+    name or "spill loads" on lines of their own: a line that does not start with "ptxas" continues the last."""
+    out: list[str] = []
+    inside = False
+    for raw in _ANSI.sub("", text).splitlines():
+        line = raw.strip()
+        if "ptxas output:" in line:
+            inside, line = True, line.split("ptxas output:", 1)[1].strip()
+            if not line:
+                continue
+        if not inside:
+            continue
+        if not line or line.startswith(("suggestion:", "remark", "-->")):
+            inside = False
+        elif line.startswith("ptxas") or not out:
+            out.append(line)
+        else:
+            out[-1] += " " + line
+    return "\n".join(out)
+
+
 def figures(text: str) -> list[dict[str, Any]]:
     """ptxas's figures per kernel from what the DSL printed while it compiled."""
     from kernelpilot.evaluation.build.diagnostics import parse_kernel_resources
 
-    return [asdict(k) for k in parse_kernel_resources(_ANSI.sub("", text))]
+    return [asdict(k) for k in parse_kernel_resources(ptxas_lines(text))]
 
 
 class _Tee(io.StringIO):

@@ -1,0 +1,28 @@
+#!/bin/bash
+# The RMSNorm sweep with our CuTe-DSL kernel in its own column beside our CUDA C++ kernel, Liger and QuACK
+# (issue 53), bf16 and fp32, N = 4K-256K, 1 GiB inputs, the copy ceiling measured on the same card:
+#   OUT=DIR bash benchmarks/sweep_cute_gpu.sh
+# Needs the DSL's wheels in /tmp/kp-stash/files (.carry/01 and .carry/02, shared/gpu/split-carry.sh) and the peers'
+# wheels (quack-kernels 0.6.5, liger-kernel, apache-tvm-ffi, torch-c-dlpack-ext, einops) in /tmp/kp-stash/peers
+# (carried as .whl/peers by an earlier call of the same warm machine). Back under $OUT: sweep.md, sweep.json,
+# rows.jsonl, sweep.log.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:?set OUT}
+mkdir -p "$OUT"
+. "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
+cd "$root"
+site=/tmp/cute-site
+if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+    /tmp/kp-stash/files/nvidia_cutlass_dsl-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_base-4.8.1-*.whl \
+    /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_core-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_cu13-4.8.1-*.whl
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/kp-stash/peers/*.whl 2>&1 | tail -2
+export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site:$PYTHONPATH"
+python3 -c "import cutlass, quack, liger_kernel; print('DSL, quack and liger import')" 2>&1 | tail -1
+OUT=$OUT timeout ${SWEEP_TIMEOUT_S:-420} python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 \
+  --peers liger,quack,cute --measure-copy --no-compile > "$OUT/sweep.log" 2>&1
+echo "bench_sweep.py: exit $?"
+grep -E "copy ceiling|^rmsnorm" "$OUT/sweep.log" | head -12 | cut -c1-200
+tail -28 "$OUT/sweep.log" | cut -c1-400
