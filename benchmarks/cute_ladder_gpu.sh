@@ -1,0 +1,23 @@
+#!/bin/bash
+# The CuTe RMSNorm's launch ladder on the GPU (issue 53): the sweep with the committed row_config.py and peers,
+# then the same sweep (CuTe column only) with two other ladders patched into this machine's copy of the file:
+#   V2: clusters of at most 8 CTAs (threads grow past that); V3: 32 elements a thread (clusters twice as wide).
+#   OUT=DIR bash benchmarks/cute_ladder_gpu.sh     (after the stash calls of benchmarks/sweep_cute_gpu.sh)
+# Back under $OUT: v1/ (sweep.md, sweep.json, sweep.log), v2.log, v3.log.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:?set OUT}
+cd "$root"
+OUT=$OUT/v1 SWEEP_TIMEOUT_S=200 bash benchmarks/sweep_cute_gpu.sh > /tmp/v1.txt 2>&1
+rm -f "$OUT/v1/rows.jsonl"
+cfg=examples/rmsnorm_cute/candidate/row_config.py
+cp $cfg /tmp/row_config.keep
+export PYTHONPATH="/tmp/cute-site/nvidia_cutlass_dsl/dsl_packages:/tmp/cute-site:/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}"
+sed -i 's/if cluster < 16:/if cluster < 8:/' $cfg
+timeout 150 python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 --peers cute --measure-copy --no-compile > "$OUT/v2.log" 2>&1
+cp /tmp/row_config.keep $cfg
+sed -i 's/^MAX_ELEMENTS = 64/MAX_ELEMENTS = 32/' $cfg
+timeout 150 python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 --peers cute --measure-copy --no-compile > "$OUT/v3.log" 2>&1
+cp /tmp/row_config.keep $cfg
+echo "== V1 (committed ladder) =="; grep -E "^\| rmsnorm" "$OUT/v1/sweep.md" | awk -F'|' '{print $3, $4, "ours", $10, "liger", $6, "quack", $7, "cute", $8}'
+for v in v2 v3; do echo "== $v =="; grep -E "^\| rmsnorm" "$OUT/$v.log" | tail -10 | awk -F'|' '{print $3, $4, "ours", $10, "cute", $6, $18}'; done
