@@ -19,5 +19,8 @@ cp /tmp/row_config.keep $cfg
 sed -i 's/^MAX_ELEMENTS = 64/MAX_ELEMENTS = 32/' $cfg
 timeout 150 python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 --peers cute --measure-copy --no-compile > "$OUT/v3.log" 2>&1
 cp /tmp/row_config.keep $cfg
-echo "== V1 (committed ladder) =="; grep -E "^\| rmsnorm" "$OUT/v1/sweep.md" | awk -F'|' '{print $3, $4, "ours", $10, "liger", $6, "quack", $7, "cute", $8}'
-for v in v2 v3; do echo "== $v =="; grep -E "^\| rmsnorm" "$OUT/$v.log" | tail -10 | awk -F'|' '{print $3, $4, "ours", $10, "cute", $6, $18}'; done
+grep -h "copy ceiling measured" /tmp/v1.txt "$OUT/v2.log" "$OUT/v3.log" | head -3
+echo "== V1 (committed): dtype shape | liger | quack | cute | ours =="
+grep -E "^\| rmsnorm" "$OUT/v1/sweep.md" | awk -F'|' '{print $3 $4 "|" $7 "|" $8 "|" $9 "|" $10 "|" $18}' | cut -c1-150
+for v in v2 v3; do echo "== $v: dtype shape | cute | ours =="
+  grep -E "^\| rmsnorm" "$OUT/$v.log" | tail -10 | awk -F'|' '{print $3 $4 "|" $7 "|" $8 "|" $16}' | cut -c1-150; done
