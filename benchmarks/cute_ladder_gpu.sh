@@ -1,7 +1,7 @@
 #!/bin/bash
 # The CuTe RMSNorm's launch ladder on the GPU (issue 53): the sweep with the committed row_config.py and peers,
 # then the same sweep (CuTe column only) with two other ladders patched into this machine's copy of the file:
-#   V2: clusters of at most 8 CTAs (threads grow past that); V3: 32 elements a thread (clusters twice as wide).
+#   V2: 128 elements a thread (clusters half as wide); V3: 32 elements a thread (clusters twice as wide).
 #   OUT=DIR bash benchmarks/cute_ladder_gpu.sh     (after the stash calls of benchmarks/sweep_cute_gpu.sh)
 # Back under $OUT: v1/ (sweep.md, sweep.json, sweep.log), v2.log, v3.log.
 set -uo pipefail
@@ -13,7 +13,7 @@ rm -f "$OUT/v1/rows.jsonl"
 cfg=examples/rmsnorm_cute/candidate/row_config.py
 cp $cfg /tmp/row_config.keep
 export PYTHONPATH="/tmp/cute-site/nvidia_cutlass_dsl/dsl_packages:/tmp/cute-site:/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}"
-sed -i 's/if cluster < 16:/if cluster < 8:/' $cfg
+sed -i 's/^MAX_ELEMENTS = 64/MAX_ELEMENTS = 128/' $cfg
 timeout 150 python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 --peers cute --measure-copy --no-compile > "$OUT/v2.log" 2>&1
 cp /tmp/row_config.keep $cfg
 sed -i 's/^MAX_ELEMENTS = 64/MAX_ELEMENTS = 32/' $cfg

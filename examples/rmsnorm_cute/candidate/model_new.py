@@ -7,7 +7,8 @@ vectors of ``vec`` elements (128 bits: 8 bf16 or 4 fp32), laid out so that a war
 sum of squares is accumulated in fp32: per thread, across the warp by butterfly shuffles, across warps through
 one shared-memory slot per warp and one barrier, and across the cluster's CTAs through distributed shared
 memory: each CTA stores its total into slot ``rank`` of every CTA of its cluster, then one cluster barrier
-(release, acquire) makes them visible. The launch goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
+(release, acquire) makes them visible. A clustered row's epilogue reads x again (an L2 hit) instead of keeping it
+in registers: four CTAs an SM rather than two. The launch goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
 worker, on disk (worker/cute_hook.py).
 """
 
@@ -74,19 +75,33 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
             total = total + partials[c]
     inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps, fastmath=True)
     # 3. scale, multiply by the weight, round, store 128 bits at a time
-    rW = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mW.element_type)
-    rW.fill(0)
-    for i in cutlass.range_constexpr(iters):
-        j = first + i * threads + tidx
-        if j < nvec:
-            cute.autovec_copy(gW[None, j], rW[None, i])
-    out = xf * inv * rW.load().to(cutlass.Float32)
-    rY = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mY.element_type)
-    rY.store(out.to(mY.element_type))
-    for i in cutlass.range_constexpr(iters):
-        j = first + i * threads + tidx
-        if j < nvec:
-            cute.autovec_copy(rY[None, i], gY[None, j])
+    if cutlass.const_expr(cluster > 1):
+        # long rows: x is read again a vector at a time (from L2: the slice was read moments ago) rather than kept,
+        # so that a thread needs few registers and more CTAs fit an SM
+        for i in cutlass.range_constexpr(iters):
+            j = first + i * threads + tidx
+            if j < nvec:
+                rx = cute.make_rmem_tensor(cute.make_layout(vec), mX.element_type)
+                rw = cute.make_rmem_tensor(cute.make_layout(vec), mW.element_type)
+                ry = cute.make_rmem_tensor(cute.make_layout(vec), mY.element_type)
+                cute.autovec_copy(gX[None, j], rx)
+                cute.autovec_copy(gW[None, j], rw)
+                ry.store((rx.load().to(cutlass.Float32) * inv * rw.load().to(cutlass.Float32)).to(mY.element_type))
+                cute.autovec_copy(ry, gY[None, j])
+    else:
+        rW = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mW.element_type)
+        rW.fill(0)
+        for i in cutlass.range_constexpr(iters):
+            j = first + i * threads + tidx
+            if j < nvec:
+                cute.autovec_copy(gW[None, j], rW[None, i])
+        out = xf * inv * rW.load().to(cutlass.Float32)
+        rY = cute.make_rmem_tensor(cute.make_layout((vec, iters)), mY.element_type)
+        rY.store(out.to(mY.element_type))
+        for i in cutlass.range_constexpr(iters):
+            j = first + i * threads + tidx
+            if j < nvec:
+                cute.autovec_copy(rY[None, i], gY[None, j])
 
 
 @cute.jit
