@@ -168,10 +168,10 @@ from cuda.bindings.driver import CUstream
 import model_new as m
 x = torch.empty(4, 4096, dtype=torch.bfloat16)
 w = torch.empty(4096, dtype=torch.bfloat16)
-vec, threads, cluster = m.row_config(4096, 2)
+vec, threads, cluster, reload = m.row_config(4096, 2)
 c = cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
                  cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(4096 // vec / (threads * cluster)), threads,
-                 cluster)
+                 cluster, reload)
 print(cute_hook.stats["compiled"], cute_hook.stats["loaded"], list(c.kernel_info)[0])
 '''
 
@@ -349,12 +349,12 @@ def test_the_example_takes_a_cluster_for_long_rows_and_spills_nothing(tmp_path: 
         out = []
         for dt, n in ((torch.bfloat16, 262144), (torch.float32, 262144), (torch.bfloat16, 65536)):
             x, w = torch.empty(2, n, dtype=dt), torch.empty(n, dtype=dt)
-            vec, threads, cluster = m.row_config(n, x.element_size())
+            vec, threads, cluster, reload = m.row_config(n, x.element_size())
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
                              cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(n // vec / (threads * cluster)),
-                             threads, cluster, options="remarks{ptx}")
+                             threads, cluster, reload, options="remarks{ptx}")
             out.append([cluster, figures(err.getvalue())])
         print(json.dumps(out))
     ''')

@@ -7,8 +7,8 @@ vectors of ``vec`` elements (128 bits: 8 bf16 or 4 fp32), laid out so that a war
 sum of squares is accumulated in fp32: per thread, across the warp by butterfly shuffles, across warps through
 one shared-memory slot per warp and one barrier, and across the cluster's CTAs through distributed shared
 memory: each CTA stores its total into slot ``rank`` of every CTA of its cluster, then one cluster barrier
-(release, acquire) makes them visible. A clustered row's epilogue reads x again (an L2 hit) instead of keeping it
-in registers: four CTAs an SM rather than two. The launch goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
+(release, acquire) makes them visible. For bf16 rows of 128K elements and more the epilogue reads x again (an L2
+hit) instead of keeping it in registers: more CTAs an SM (row_config.py says which shape each length gets). The launch goes to torch's current stream. Compiled functions are kept per (dtype, N) in this module and, in kernelpilot's
 worker, on disk (worker/cute_hook.py).
 """
 
@@ -28,7 +28,7 @@ from row_config import row_config
 @cute.kernel
 def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32,
                    vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr,
-                   cluster: cutlass.Constexpr):
+                   cluster: cutlass.Constexpr, reload: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     row = bidx // cluster
@@ -75,9 +75,9 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
             total = total + partials[c]
     inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps, fastmath=True)
     # 3. scale, multiply by the weight, round, store 128 bits at a time
-    if cutlass.const_expr(cluster > 1):
-        # long rows: x is read again a vector at a time (from L2: the slice was read moments ago) rather than kept,
-        # so that a thread needs few registers and more CTAs fit an SM
+    if cutlass.const_expr(reload):
+        # long bf16 rows: x is read again a vector at a time (from L2: the slice was read moments ago) rather than
+        # kept, so that a thread needs few registers and more CTAs fit an SM
         for i in cutlass.range_constexpr(iters):
             j = first + i * threads + tidx
             if j < nvec:
@@ -107,8 +107,8 @@ def rmsnorm_kernel(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutla
 @cute.jit
 def rmsnorm_host(mX: cute.Tensor, mW: cute.Tensor, mY: cute.Tensor, eps: cutlass.Float32, stream: CUstream,
                  vec: cutlass.Constexpr, iters: cutlass.Constexpr, threads: cutlass.Constexpr,
-                 cluster: cutlass.Constexpr):
-    rmsnorm_kernel(mX, mW, mY, eps, vec, iters, threads, cluster).launch(
+                 cluster: cutlass.Constexpr, reload: cutlass.Constexpr):
+    rmsnorm_kernel(mX, mW, mY, eps, vec, iters, threads, cluster, reload).launch(
         grid=(mX.shape[0] * cluster, 1, 1), block=(threads, 1, 1), cluster=(cluster, 1, 1), stream=stream)
 
 
@@ -128,7 +128,7 @@ class ModelNew(nn.Module):
         n = x.shape[-1]
         x2 = x.reshape(-1, n).contiguous()
         y = torch.empty_like(x2)
-        vec, threads, cluster = row_config(n, x.element_size())
+        vec, threads, cluster, reload = row_config(n, x.element_size())
         iters = math.ceil(n // vec / (threads * cluster))
         mX, mY = _tensor(x2), _tensor(y)
         mW = from_dlpack(self.weight.detach(), assumed_align=16)
@@ -136,6 +136,6 @@ class ModelNew(nn.Module):
         key = (x.dtype, n)
         if key not in self.compiled:
             self.compiled[key] = cute.compile(rmsnorm_host, mX, mW, mY, cutlass.Float32(self.eps), stream,
-                                              vec, iters, threads, cluster)
+                                              vec, iters, threads, cluster, reload)
         self.compiled[key](mX, mW, mY, cutlass.Float32(self.eps), stream)
         return y.view(x.shape)
