@@ -3,7 +3,7 @@
 # then the same sweep (CuTe column only) with two other ladders patched into this machine's copy of the file:
 #   V2: 128 elements a thread (clusters half as wide); V3: 32 elements a thread (clusters twice as wide).
 #   OUT=DIR bash benchmarks/cute_ladder_gpu.sh     (after the stash calls of benchmarks/sweep_cute_gpu.sh)
-# The patches edit MAX_ELEMENTS of row_config.py as it was at d242d2e and 3a6c1e0 (where the runs of
+# The patches edit MAX_ELEMENTS of row_config.py as it was at d242d2e and 4e61ad7 (where the runs of
 # benchmarks/cute-2026-12-06/sweep/ were made); the committed ladder has no such constant, so on later commits
 # V2 and V3 time the committed ladder again.
 # Back under $OUT: v1/ (sweep.md, sweep.json, sweep.log), v2.log, v3.log.
