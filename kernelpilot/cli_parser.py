@@ -254,7 +254,10 @@ def _apply(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
                     help="where the extracted problems and their approved "
                     "candidates are (<DIR>/<problem>/candidate/dropin.py; default: problems)")
     ap.add_argument("--steps", type=positive_int, metavar="N", default=20, help="timed steps per run (default 20)")
-    ap.add_argument("--compile", action="store_true", help="also compile the model's forward with torch.compile")
+    ap.add_argument("--compile", action="store_true", help="also compile the model's forward with torch.compile, in "
+                    "each of --compile-modes: the faster is the baseline, and the swaps are compiled in it")
+    ap.add_argument("--compile-modes", metavar="M,M", default=None, help="torch.compile modes tried with --compile "
+                    "(default: default,max-autotune-no-cudagraphs)")
     ap.add_argument("--write", action="store_true", help="add the install(model) call to the script: show the diff, "
                     "apply it on confirmation, one git commit")
     ap.add_argument("--yes", action="store_true", help="with --write: do not ask for confirmation")

@@ -240,3 +240,38 @@ def test_the_report_flags_what_a_swap_adds_under_compile(capsys: pytest.CaptureF
     assert "at most 0.500 ms (5.0% of the step)" in out
     same = record("model.mlp", base, base, 10.0, 0.5, kind="swap", verdict="ok", band=[1e-5] * 6)
     assert same["introduced"] is None and same["change"] == "within"
+
+
+def test_apply_compile_compares_against_the_faster_compile_mode(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """--compile runs the script compiled in each mode (default and max-autotune-no-cudagraphs): the faster is
+    the baseline and the swap is compiled in it; the summary gives every mode's run and names what was compiled."""
+    import torch
+
+    from kernelpilot.dropin.apply_command import COMPILE_MODES, apply_command, compile_modes
+    from kernelpilot.dropin.registration import write_registration
+    from kernelpilot.errors import KernelpilotError
+
+    assert compile_modes(None) == list(COMPILE_MODES) == ["default", "max-autotune-no-cudagraphs"]
+    assert compile_modes("max-autotune, default,max-autotune") == ["max-autotune", "default"]
+    with pytest.raises(KernelpilotError, match="not a torch.compile mode"):
+        compile_modes("fastest")
+    problems = tmp_path / "problems"
+    good = with_candidate(extract_mlp(tmp_path / "extracted"), problems)
+    assert write_registration(good / "candidate", candidate_id="c1").training
+    summary = tmp_path / "summary.json"
+    torch._dynamo.reset()
+    args = SimpleNamespace(script=str(SCRIPT), script_args=[], kernels=str(problems), steps=2, compile=True,
+                           compile_modes="default,max-autotune-no-cudagraphs", write=False, yes=True,
+                           summary=str(summary))
+    assert apply_command(args) == 0
+    out = capsys.readouterr().out
+    data = json.loads(summary.read_text())
+    seen = data["compile_baselines"]
+    assert set(seen) == set(COMPILE_MODES) and all(v["step_ms"] > 0 and not v["error"] for v in seen.values())
+    assert data["compile_mode"] == min(seen, key=lambda m: seen[m]["step_ms"])
+    assert data["mode"] == "compile" and "model.forward" in data["compiled"]
+    assert "torch.compile mode default: step" in out and "torch.compile mode max-autotune-no-cudagraphs" in out
+    assert f"baseline: mode {data['compile_mode']}, the faster" in out
+    base, swap = data["runs"]
+    assert swap["verdict"] == "ok" and swap["graph_breaks"] == 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,18 +82,60 @@ def _floor(result: RunResult) -> float:
     return max((FLOOR.get(d, 1e-5) for d in dtypes), default=1e-5)
 
 
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # the compiles a user tuning a step would try
+COMPILED = "the model's forward (model.forward); a loss computed in the script after it runs eagerly"
+
+
 @dataclass
 class _Script:
-    """The script to run, its arguments, the timed steps per run and whether its model's forward is compiled."""
+    """The script to run, its arguments, the timed steps per run, whether its model's forward is compiled and
+    in which torch.compile mode."""
 
     path: Path
     argv: list[str]
     steps: int
     compile_root: bool
+    compile_mode: str = "default"
+    baselines: dict[str, Any] = field(default_factory=dict)  # --compile: each mode's own run, as it is
 
     def measure(self, dropins: list[Path], *, steps: int | None = None, warmup: int = WARMUP) -> RunResult:
         return measure(self.path, self.argv, steps=self.steps if steps is None else steps, warmup=warmup,
-                       dropins=dropins, compile_root=self.compile_root)
+                       dropins=dropins, compile_root=self.compile_root, compile_mode=self.compile_mode)
+
+
+def compile_modes(text: str | None) -> list[str]:
+    """``--compile-modes``: torch.compile modes, comma-separated (default: both of COMPILE_MODES)."""
+    modes = [m.strip() for m in (text or ",".join(COMPILE_MODES)).split(",") if m.strip()]
+    known = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+    wrong = [m for m in modes if m not in known]
+    if wrong or not modes:
+        raise KernelpilotError(f"--compile-modes: {', '.join(wrong) or 'none given'} is not a torch.compile mode; "
+                               f"use any of {', '.join(known)}, comma-separated.")
+    return list(dict.fromkeys(modes))
+
+
+def _best_compile(run: _Script, modes: list[str]) -> tuple[_Script, RunResult | None, dict[str, Any]]:
+    """The script compiled in each mode, as it is: the faster mode's run is the baseline, and every swap is
+    compiled in that mode too. Returns that script, its run (None when no mode ran) and what each mode gave."""
+    seen: dict[str, Any] = {}
+    best: tuple[float, _Script, RunResult] | None = None
+    for mode in modes:
+        one = replace(run, compile_mode=mode)
+        res = one.measure([])
+        if res.error:
+            seen[mode] = {"step_ms": None, "spread_ms": None, "error": res.error}
+            print(f"torch.compile mode {mode}: the script fails: {res.error}")
+            continue
+        ms, spread = res.median(WARMUP)
+        seen[mode] = {"step_ms": ms, "spread_ms": spread, "error": ""}
+        print(f"torch.compile mode {mode}: step {ms:.3f} ms median (spread {spread:.3f} ms)")
+        if best is None or ms < best[0]:
+            best = (ms, one, res)
+    if best is None:
+        return run, None, seen
+    if len(modes) > 1:
+        print(f"baseline: mode {best[1].compile_mode}, the faster; every swap is compiled in it too")
+    return best[1], best[2], seen
 
 
 def _bound(run: _Script, base: RunResult, bound: float,
@@ -106,7 +148,7 @@ def _bound(run: _Script, base: RunResult, bound: float,
     still computes the same thing."""
     paths = list(dict.fromkeys(p for d in dropins for p in swap_paths(d)))
     res = measure(run.path, run.argv, steps=run.steps, warmup=WARMUP, dropins=[], compile_root=run.compile_root,
-                  perturb=paths)
+                  perturb=paths, compile_mode=run.compile_mode)
     band = loss_band(base, res)
     if res.error:
         return bound, f"not measured ({res.error}); bound {bound:.1e}", band
@@ -124,9 +166,13 @@ def apply_command(args: Any) -> int:
     run = _Script(script, list(getattr(args, "script_args", None) or []),
                   max(int(getattr(args, "steps", None) or 20), 1), bool(getattr(args, "compile", False)))
     print(f"{len(dropins)} approved kernel(s): " + ", ".join(str(d.parent.parent.name) for d in dropins))
-    mode = "torch.compile" if run.compile_root else "eager (the script as it is)"
+    mode = f"torch.compile of {COMPILED}" if run.compile_root else "eager (the script as it is)"
     print(f"{script}: {run.steps} steps after {WARMUP} warm-up, {mode}")
-    base, bound = _yardstick(run)
+    first: RunResult | None = None
+    if run.compile_root:
+        run, first, baselines = _best_compile(run, compile_modes(getattr(args, "compile_modes", None)))
+        run.baselines = baselines
+    base, bound = _yardstick(run, first)
     first_ms, first_spread = base.median(WARMUP)
     rows: list[Row] = []
     for dropin in dropins:
@@ -166,10 +212,10 @@ def _approved(args: Any, script: Path) -> list[Path]:
     return dropins
 
 
-def _yardstick(run: _Script) -> tuple[RunResult, float]:
-    """The script as it is, and the bound on the differences: 4 x what a second seeded run changes, or the
-    dtype floor."""
-    base = run.measure([])
+def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, float]:
+    """The script as it is (``base``, when it has run already), and the bound on the differences: 4 x what a
+    second seeded run changes, or the dtype floor."""
+    base = run.measure([]) if base is None else base
     if base.error:
         raise KernelpilotError(f"{run.path} fails on its own: {base.error}; fix it first.")
     again = run.measure([], steps=1, warmup=0)
@@ -242,6 +288,9 @@ def _report(args: Any, run: _Script, dropins: list[Path], rows: list[Row], base:
         version = running_version()
         write_summary(Path(args.summary), {
             "script": str(run.path), "script_args": run.argv, "mode": "compile" if run.compile_root else "eager",
+            "compile_mode": run.compile_mode if run.compile_root else None,
+            "compile_baselines": run.baselines if run.compile_root else None,
+            "compiled": COMPILED if run.compile_root else None,
             "steps": run.steps, "warmup": WARMUP, "resolves_ms": base_spread,
             "resolves_pct": 100 * base_spread / base_ms if base_ms else None,
             "commit": version.commit or None, "code_version": version.key}, records)

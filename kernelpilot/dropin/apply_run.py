@@ -87,13 +87,14 @@ class _RunHooks:
     of the parts they replace, the perturbed outputs, the first output and the first optimizer step's gradients."""
 
     def __init__(self, result: RunResult, dropins: list[Path], *, swap: bool, perturb: list[str], time_parts: bool,
-                 compile_root: bool, warmup: int) -> None:
+                 compile_root: bool, warmup: int, compile_mode: str = "default") -> None:
         self.result = result
         self.warmup = warmup
         self.memory = MemoryWatch()
         self.losses = LossRecorder()
         self.dropins = dropins
         self.swap, self.perturb, self.time_parts, self.compile_root = swap, perturb, time_parts, compile_root
+        self.compile_mode = compile_mode
         self.root: Any = None
         self.step = 0
         self.forward_ms: dict[str, list[tuple[int, Any, Any]]] = {}  # dropin -> (step, start, end or None)
@@ -118,8 +119,9 @@ class _RunHooks:
             self.handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
                 lambda m, i, o: perturbed(o, self.perturb_state)))
         self.handles.append(model.register_forward_hook(lambda m, i, o: self._first_output(o)))
-        if self.compile_root:
-            model.forward = torch.compile(model.forward)
+        if self.compile_root:  # "default": torch.compile's own default mode, as a user who names none gets it
+            model.forward = torch.compile(model.forward, **({} if self.compile_mode == "default"
+                                                               else {"mode": self.compile_mode}))
 
     def _first_output(self, output: Any) -> None:
         self.losses.on_output(output)
@@ -193,10 +195,12 @@ class _RunHooks:
 
 
 def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
-            seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False) -> RunResult:
-    """One run; ``swap=False`` installs nothing. ``time_parts`` times the forward of each module the drop-ins
-    replace (or would) with CUDA events around it (host clock on the CPU): the hooks cost host time, so a
-    run whose step times are compared is never one that times its parts;
+            seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False,
+            compile_mode: str = "default") -> RunResult:
+    """One run; ``swap=False`` installs nothing. ``compile_root``: the model's forward compiled in
+    ``compile_mode`` (torch.compile's ``mode``; "default" passes none). ``time_parts`` times the forward of
+    each module the drop-ins replace (or would) with CUDA events around it (host clock on the CPU): the hooks
+    cost host time, so a run whose step times are compared is never one that times its parts;
     ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
     the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
     worse, could change end to end."""
@@ -205,9 +209,9 @@ def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: 
 
     result = RunResult()
     hooks = _RunHooks(result, dropins, swap=swap, perturb=list(perturb or []), time_parts=time_parts,
-                      compile_root=compile_root, warmup=warmup)
+                      compile_root=compile_root, warmup=warmup, compile_mode=compile_mode)
     hooks.handles.append(register_optimizer_step_pre_hook(hooks.before_optimizer_step))
-    _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), time_parts, compile_root))
+    _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), time_parts, compile_root, compile_mode))
     hooks.memory.start()
     dynamo = DynamoWatch()
     torch.manual_seed(seed)
