@@ -13,14 +13,14 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-from peers import PEERS, peer  # noqa: E402
+from peers import PACKAGES, PEERS, peer  # noqa: E402
 from sweep_report import Row, summary, table  # noqa: E402
 
 
 def test_a_peer_that_cannot_run_says_why() -> None:
     for name in PEERS:
         got = peer(name, "gemm_bias_gelu", model=None)
-        if importlib.util.find_spec({"liger": "liger_kernel", "quack": "quack"}[name]) is None:
+        if importlib.util.find_spec(PACKAGES[name]) is None:
             assert got.fn is None and got.note.startswith("unavailable: ModuleNotFoundError"), got
         else:
             assert got.fn is None and got.note == f"{name} has no gemm_bias_gelu forward"
