@@ -24,6 +24,7 @@ turns the check off and the verdict says so. If the check cannot run, the trial 
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -165,8 +166,12 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _within(ranges: list[tuple[int, int]], keep: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``ranges`` intersected with the union of ``keep``."""
-    return [(max(lo, a), min(hi, b)) for lo, hi in ranges for a, b in keep if min(hi, b) > max(lo, a)]
+    """``ranges`` intersected with ``keep`` (sorted and disjoint, as ``_merge`` gives it): each range meets only
+    the kept ranges from the one that holds its start on."""
+    starts = [a for a, _ in keep]
+    return [(max(lo, a), min(hi, b)) for lo, hi in ranges
+            for a, b in keep[max(bisect.bisect_right(starts, lo) - 1, 0):bisect.bisect_left(starts, hi)]
+            if min(hi, b) > max(lo, a)]
 
 
 def to_read(bands: list[Band], made: list[tuple[int, int]], segments_after: list[dict[str, Any]], *,
@@ -177,9 +182,10 @@ def to_read(bands: list[Band], made: list[tuple[int, int]], segments_after: list
     mapped = [(int(s["address"]), int(s["address"]) + int(s.get("total_size", 0))) for s in segments_after]
     windows = [(band.start, band.start + window) for band in bands] + [(b, b + window) for _a, b in made]
     free = _within(_minus(_merge(windows), made), _merge(mapped))
+    starts = [band.start for band in bands]  # the bands are disjoint and in address order (spare_runs' order)
     out: set[tuple[int, int, int]] = set()
-    for lo, hi in free:
-        for band in bands:
+    for lo, hi in free:  # each window meets only the bands from the one that holds its start on
+        for band in bands[max(bisect.bisect_right(starts, lo) - 1, 0):bisect.bisect_left(starts, hi)]:
             a, b = (max(lo, band.start) + 3) & ~3, min(hi, band.end) & ~3
             if b > a:
                 out.add((a, b, band.canary))
