@@ -30,27 +30,28 @@ def _segment(address: int, blocks: list[tuple[int, int | None]], pool: tuple[int
 
 
 class Memory:
-    """Device memory for one segment, as the GPU half would fill and read it."""
+    """Device memory for one segment with every band filled, as the GPU half fills and reads it."""
 
-    def __init__(self, base: int, size: int) -> None:
-        self.base, self.data = base, bytearray(b"\x11" * size)
-
-    def fill(self, band: bounds.Band) -> None:
-        word = struct.pack("<i", band.canary)
-        for a in range(band.start, band.end, 4):
-            self.data[a - self.base:a - self.base + 4] = word
+    def __init__(self, seg: dict) -> None:
+        self.seg, self.base = seg, seg["address"]
+        self.data = bytearray(b"\x11" * seg["total_size"])
+        self.runs = bounds.spare_runs([seg])
+        self.bands = bounds.guard_bands(self.runs)
+        for band in self.bands:
+            word = struct.pack("<i", band.canary)
+            for a in range(band.start, band.end, 4):
+                self.data[a - self.base:a - self.base + 4] = word
 
     def write(self, start: int, payload: bytes) -> None:
         self.data[start - self.base:start - self.base + len(payload)] = payload
 
-    def overruns(self, runs: list[bounds.Run], bands: list[bounds.Band], made: list[tuple[int, int]],
-                 segments: list[dict]) -> list[bounds.Overrun]:
+    def overruns(self, made: list[tuple[int, int]]) -> list[bounds.Overrun]:
         found = []
-        for lo, hi, expected in bounds.to_read(bands, made, segments):
+        for lo, hi, expected in bounds.to_read(self.bands, made, [self.seg]):
             words = struct.unpack(f"<{(hi - lo) // 4}i", bytes(self.data[lo - self.base:hi - self.base]))
             bad = [i for i, w in enumerate(words) if w != expected]
             if bad:
-                found.append(bounds.overrun(lo + 4 * bad[0], lo + 4 * bad[-1] + 3, runs, made))
+                found.append(bounds.overrun(lo + 4 * bad[0], lo + 4 * bad[-1] + 3, self.runs, made))
         return found
 
 
@@ -78,64 +79,48 @@ def test_kernelbench_cute_example_pattern_is_caught() -> None:
     """256 threads for 128 floats: the output (512 B, allocated in the call from a free block) is written
     twice as far. The write lands on the band that opened where the free block began."""
     seg = _segment(BASE, [(512, 512), (512, 512), (2 << 20, None)])  # the inputs, then a free block
-    mem = Memory(BASE, seg["total_size"])
-    runs = bounds.spare_runs([seg])
-    bands = bounds.guard_bands(runs)
-    for band in bands:
-        mem.fill(band)
+    mem = Memory(seg)
     out = BASE + 1024
     made = [(out, out + 512)]
     mem.write(out, b"\x00" * 1024)  # 128 floats inside, 128 past the end
-    found = mem.overruns(runs, bands, made, [seg])
+    found = mem.overruns(made)
     assert len(found) == 1
     assert (found[0].first, found[0].last, found[0].owner_bytes, found[0].made_in_call) == (0, 511, 512, True)
     assert "bytes 0-511 past the end of a 512-byte tensor allocated during the call" in found[0].describe()
-    mem.write(out + 512, struct.pack("<i", bands[0].canary) * 128)  # put the band back: nothing is seen
-    assert mem.overruns(runs, bands, made, [seg]) == []
+    mem.write(out + 512, struct.pack("<i", mem.bands[0].canary) * 128)  # put the band back: nothing is seen
+    assert mem.overruns(made) == []
 
 
 def test_a_copy_past_an_input_into_past_the_output_leaves_the_wrong_canary() -> None:
     seg = _segment(BASE, [(1024, 1000), (4096, None)])  # an input with a 24-byte tail, then free memory
-    mem = Memory(BASE, seg["total_size"])
-    runs = bounds.spare_runs([seg])
-    bands = bounds.guard_bands(runs)
-    for band in bands:
-        mem.fill(band)
+    mem = Memory(seg)
     out = BASE + 1024
     made = [(out, out + 1000)]
     # a copy kernel of 1024 bytes from the input into the output: its last 24 bytes read the input's tail
     mem.write(out, bytes(mem.data[0:1024]))
-    found = mem.overruns(runs, bands, made, [seg])
+    found = mem.overruns(made)
     assert [(f.first, f.last, f.made_in_call) for f in found] == [(0, 23, True)]
 
 
 def test_temporaries_the_call_allocated_and_freed_are_not_overruns() -> None:
     seg = _segment(BASE, [(512, 512), (8192, None)])
-    mem = Memory(BASE, seg["total_size"])
-    runs = bounds.spare_runs([seg])
-    bands = bounds.guard_bands(runs)
-    for band in bands:
-        mem.fill(band)
+    mem = Memory(seg)
     made = [(BASE + 512, BASE + 512 + 4096), (BASE + 512 + 4096, BASE + 512 + 4096 + 100)]
     mem.write(BASE + 512, b"\x07" * 4196)  # a 4 KiB temporary, freed, and a 100-byte output after it
-    assert mem.overruns(runs, bands, made, [seg]) == []
+    assert mem.overruns(made) == []
     mem.write(BASE + 512 + 4196, b"\x07" * 8)  # 8 bytes past the 100-byte output
-    found = mem.overruns(runs, bands, made, [seg])
+    found = mem.overruns(made)
     assert [(f.first, f.last, f.owner_bytes) for f in found] == [(0, 7, 100)]
 
 
 def test_an_allocation_placed_past_the_window_is_guarded_at_its_own_end() -> None:
     size = 4 << 20
     seg = _segment(BASE, [(512, 512), (size, None)])
-    mem = Memory(BASE, seg["total_size"])
-    runs = bounds.spare_runs([seg])
-    bands = bounds.guard_bands(runs)
-    for band in bands:
-        mem.fill(band)
+    mem = Memory(seg)
     start = BASE + 512
     made = [(start, start + (2 << 20))]  # a 2 MiB output: its end is far past the first window
     mem.write(start + (2 << 20), b"\x00" * 64)
-    found = mem.overruns(runs, bands, made, [seg])
+    found = mem.overruns(made)
     assert [(f.first, f.last, f.owner_bytes, f.made_in_call) for f in found] == [(0, 63, 2 << 20, True)]
 
 
