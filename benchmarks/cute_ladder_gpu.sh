@@ -15,7 +15,8 @@ OUT=$OUT/v1 SWEEP_TIMEOUT_S=200 bash benchmarks/sweep_cute_gpu.sh > /tmp/v1.txt 
 rm -f "$OUT/v1/rows.jsonl"
 cfg=examples/rmsnorm_cute/candidate/row_config.py
 cp $cfg /tmp/row_config.keep
-export PYTHONPATH="/tmp/cute-site/nvidia_cutlass_dsl/dsl_packages:/tmp/cute-site:/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}"
+. "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
+. "$root/benchmarks/cute_site.sh"
 sed -i 's/^MAX_ELEMENTS = 64/MAX_ELEMENTS = 128/' $cfg
 timeout 150 python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 --peers cute --measure-copy --no-compile > "$OUT/v2.log" 2>&1
 cp /tmp/row_config.keep $cfg

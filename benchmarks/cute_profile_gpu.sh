@@ -8,14 +8,7 @@ OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
-site=/tmp/cute-site
-if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
-    /tmp/kp-stash/files/nvidia_cutlass_dsl-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_base-4.8.1-*.whl \
-    /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_core-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_cu13-4.8.1-*.whl
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/kp-stash/peers/*.whl
-fi
-export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site:$PYTHONPATH"
+. "$root/benchmarks/cute_site.sh"
 python3 -m kernelpilot.extension --build examples/rmsnorm/candidate --quiet > "$OUT/profile.log" 2>&1
 for n in 65536 262144; do
   timeout 120 python3 benchmarks/cute_profile.py --n $n --dtype bf16 --time >> "$OUT/profile.log" 2>&1

@@ -12,14 +12,7 @@ OUT=${OUT:?set OUT}
 mkdir -p "$OUT"
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
-site=/tmp/cute-site
-if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
-    /tmp/kp-stash/files/nvidia_cutlass_dsl-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_base-4.8.1-*.whl \
-    /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_core-4.8.1-*.whl /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_cu13-4.8.1-*.whl
-fi
-python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/kp-stash/peers/*.whl 2>&1 | tail -2
-export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site:$PYTHONPATH"
+. "$root/benchmarks/cute_site.sh"
 python3 -c "import cutlass, quack, liger_kernel; print('DSL, quack and liger import')" 2>&1 | tail -1
 OUT=$OUT timeout ${SWEEP_TIMEOUT_S:-420} python3 examples/bench_sweep.py --only rmsnorm --dtypes bf16,fp32 \
   --peers liger,quack,cute --measure-copy --no-compile > "$OUT/sweep.log" 2>&1
