@@ -187,14 +187,14 @@ def _load(directory: Path, key: str) -> Any:
         return None
 
 
-def _store(directory: Path, key: str, compiled: Any) -> None:
+def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f"tmp-{os.getpid()}"
         tmp.mkdir(exist_ok=True)
         compiled.export_to_c(str(tmp), f"kp_{key}", function_prefix=f"kp_{key}")
         os.replace(tmp / f"kp_{key}.o", directory / f"kp_{key}.o")
-        (tmp / "figures.json").write_text(json.dumps(getattr(compiled, "kernelpilot_figures", [])))
+        (tmp / "figures.json").write_text(json.dumps(found))
         os.replace(tmp / "figures.json", directory / f"kp_{key}.json")
     except Exception:
         pass  # not cached: the next worker compiles it again
@@ -247,11 +247,9 @@ class _CachedCompile:
             compile_hook.record(what, time.monotonic() - began)
         found = figures(tee.getvalue()) if asked is not None else []
         kernels.extend(found)
-        with contextlib.suppress(AttributeError, TypeError):
-            compiled.kernelpilot_figures = found
         stats["compiled" if key is not None else "uncached"] += 1
         if key is not None:
-            _store(self.cache, key, compiled)
+            _store(self.cache, key, compiled, found)
         return compiled
 
 
