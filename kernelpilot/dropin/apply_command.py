@@ -114,9 +114,10 @@ def compile_modes(text: str | None) -> list[str]:
     return list(dict.fromkeys(modes))
 
 
-def _best_compile(run: _Script, modes: list[str]) -> tuple[_Script, RunResult | None, dict[str, Any]]:
+def _best_compile(run: _Script, modes: list[str]) -> tuple[_Script, RunResult | None]:
     """The script compiled in each mode, as it is: the faster mode's run is the baseline, and every swap is
-    compiled in that mode too. Returns that script, its run (None when no mode ran) and what each mode gave."""
+    compiled in that mode too. Returns that script, with what each mode gave in its ``baselines``, and its run
+    (None when no mode ran)."""
     seen: dict[str, Any] = {}
     best: tuple[float, _Script, RunResult] | None = None
     for mode in modes:
@@ -132,10 +133,10 @@ def _best_compile(run: _Script, modes: list[str]) -> tuple[_Script, RunResult | 
         if best is None or ms < best[0]:
             best = (ms, one, res)
     if best is None:
-        return run, None, seen
+        return replace(run, baselines=seen), None
     if len(modes) > 1:
         print(f"baseline: mode {best[1].compile_mode}, the faster; every swap is compiled in it too")
-    return best[1], best[2], seen
+    return replace(best[1], baselines=seen), best[2]
 
 
 def _bound(run: _Script, base: RunResult, bound: float,
@@ -170,8 +171,7 @@ def apply_command(args: Any) -> int:
     print(f"{script}: {run.steps} steps after {WARMUP} warm-up, {mode}")
     first: RunResult | None = None
     if run.compile_root:
-        run, first, baselines = _best_compile(run, compile_modes(getattr(args, "compile_modes", None)))
-        run.baselines = baselines
+        run, first = _best_compile(run, compile_modes(getattr(args, "compile_modes", None)))
     base, bound = _yardstick(run, first)
     first_ms, first_spread = base.median(WARMUP)
     rows: list[Row] = []

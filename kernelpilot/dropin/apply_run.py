@@ -119,9 +119,8 @@ class _RunHooks:
             self.handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
                 lambda m, i, o: perturbed(o, self.perturb_state)))
         self.handles.append(model.register_forward_hook(lambda m, i, o: self._first_output(o)))
-        if self.compile_root:  # "default": torch.compile's own default mode, as a user who names none gets it
-            model.forward = torch.compile(model.forward, **({} if self.compile_mode == "default"
-                                                               else {"mode": self.compile_mode}))
+        if self.compile_root:
+            model.forward = torch.compile(model.forward, mode=self.compile_mode)
 
     def _first_output(self, output: Any) -> None:
         self.losses.on_output(output)
