@@ -16,7 +16,6 @@ A peer that cannot run here (not installed, no such op, refused the dtype) comes
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,13 +121,12 @@ def _cute_rmsnorm(model: Any) -> Peer:
     from pathlib import Path
 
     import torch
+    from sweep_cases import load_module
 
     folder = Path(__file__).resolve().parent / "rmsnorm_cute" / "candidate"
-    if str(folder) not in sys.path:
+    if str(folder) not in sys.path:  # its model imports row_config from beside it
         sys.path.insert(0, str(folder))
-    spec = importlib.util.spec_from_file_location("rmsnorm_cute_model_new", folder / "model_new.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_module(folder / "model_new.py", "rmsnorm_cute_model_new")
     weight = model.weight.detach()
     with torch.device(weight.device):
         new = module.ModelNew(weight.numel(), float(model.eps)).to(weight.dtype)
