@@ -4,7 +4,9 @@ candidate as ``dropin_swap.py``: it imports torch only, never kernelpilot).
 - a **module**: its ``forward`` is replaced by one that calls the operator on the call's tensor
   arguments and the module's parameters and rebuilds the recorded result (tuple, dict, None ...);
 - a **chain**: the forward of the module holding it is replaced by the recorded forward of that
-  module (``holder.py``) with the chain's calls replaced by the operator.
+  module (``holder.py``) with the chain's calls replaced by the operator;
+- a **head and loss computed in the script**: the head's forward returns deferred logits, and the
+  script's cross-entropy of them runs the operator (``DeferredLogits``).
 
 A call whose tensor arguments do not have a recorded shape and dtype (or whose other arguments
 differ) runs the original forward; ``forward.kernelpilot_stats`` counts both in eager calls, and marks
@@ -56,6 +58,8 @@ def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any], spec: dict[str, 
             value = None  # an argument left at its default of None was recorded as None
         if value != literal:
             return None
+    if any(any(out[i] is not out[group[0]] for i in group) for group in spec.get("aliases", [])):
+        return None  # one tensor when recorded (labels=input_ids), read by one name in the replay
     shapes = [list(t.shape) for t in out]
     dtypes = [str(t.dtype) for t in out]
     if dtypes != spec["dtypes"] or not any(shapes == s[: len(shapes)] for s in spec["shapes"]):
@@ -109,6 +113,8 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
                          or f"{problem_dir}/origin.json records no module holding the chain; "
                          f"it cannot be swapped.")
     spec = origin if kind == "module" else origin["holder"]
+    if spec.get("script_loss"):
+        return _defer_head(model, op, origin, params, paths)
     holder_forward = None
     if kind == "chain":
         name = "kp_holder_" + re.sub(r"\W", "_", problem_dir.resolve().name)
@@ -169,3 +175,135 @@ def uninstall(model: Any) -> None:
         original = getattr(module.__dict__.get("forward"), "kernelpilot_original", None)
         if original is not None:
             del module.forward
+
+
+# ---- a head and loss computed in the script -------------------------------------------------------------------
+
+
+def _defer_head(model: Any, op: Any, origin: dict[str, Any], params: list[str], paths: list[str] | None) -> list[str]:
+    """The head's forward returns DeferredLogits (on a recorded call with grad enabled, outside torch.compile);
+    the script's ``F.cross_entropy`` of them (after views and an upcast) runs ``op`` on the hidden states, the
+    labels and the weight. Anything else the script does with them makes the logits (counted as original)."""
+    import torch
+
+    spec = origin["holder"]
+    swapped = []
+    for path in paths or origin.get("paths") or [spec["path"]]:
+        module = model.get_submodule(path) if path else model
+        if type(module).__name__ != spec["class"]:
+            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was "
+                             "extracted from.")
+        weights = [_resolve(model, model, origin["params"][a]) for a in params]
+        original = module.forward
+        stats = {"kernel": 0, "original": 0, "compiled_kernel": 0, "compiled_original": 0}
+
+        def forward(*args: Any, _original: Any = original, _weights: Any = weights, _stats: Any = stats,
+                    **kwargs: Any) -> Any:
+            tensors = _tensor_args(args, kwargs, spec)
+            if torch.compiler.is_compiling():  # a tensor subclass made in a traced forward: not swapped there
+                _stats["compiled_original"] = 1
+                return _original(*args, **kwargs)
+            if tensors is None:
+                _stats["original"] += 1
+                return _original(*args, **kwargs)
+            rows = tuple(tensors[0].shape[:-1])
+            classes = int(origin["classes"])
+            return DeferredLogits(tensors[0], _weights, rows + (classes,), _original, args, kwargs, op, origin,
+                                  _stats)
+
+        forward.kernelpilot_stats = stats  # type: ignore[attr-defined]
+        forward.kernelpilot_original = original  # type: ignore[attr-defined]
+        module.forward = forward
+        swapped.append(path)
+    return swapped
+
+
+def _deferred_type() -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    metadata = {"shape", "dtype", "device", "requires_grad", "ndim", "is_cuda", "layout", "is_leaf", "grad_fn"}
+
+    class Deferred(torch.Tensor):
+        """The head's logits, not made: views that keep the vocabulary last and an upcast are noted; the
+        cross-entropy of them runs the kernel; anything else makes them with the original head first."""
+
+        @staticmethod
+        def __new__(cls, hidden: Any, weights: Any, shape: tuple[int, ...], head: Any, args: Any, kwargs: Any,
+                    op: Any, origin: dict[str, Any], stats: dict[str, int], dtype: Any = None) -> Any:
+            dtype = dtype or getattr(torch, origin["holder"]["dtypes"][0].removeprefix("torch."))
+            made = torch.Tensor._make_wrapper_subclass(cls, shape, dtype=dtype, device=hidden.device,
+                                                       requires_grad=False)
+            made._kp = (hidden, weights, head, args, kwargs, op, origin, stats)
+            return made
+
+        def __repr__(self) -> str:  # type: ignore[override]
+            return f"DeferredLogits(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+        def _again(self, shape: Any, dtype: Any) -> Any:
+            return Deferred(*self._kp[:1], self._kp[1], tuple(shape), *self._kp[2:], dtype=dtype)
+
+        def made(self) -> Any:
+            hidden, weights, head, args, kwargs, op, origin, stats = self._kp
+            stats["original"] += 1
+            return head(*args, **kwargs).reshape(self.shape).to(self.dtype)
+
+        @classmethod
+        def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            me = args[0] if args and isinstance(args[0], Deferred) else None
+            name = getattr(func, "__name__", "")
+            if me is not None and name == "__get__" and getattr(func.__self__, "__name__", "") in metadata:
+                with torch._C.DisableTorchFunctionSubclass():
+                    return func(*args, **kwargs)
+            if me is not None and name in ("size", "dim", "numel", "element_size", "is_contiguous", "contiguous"):
+                if name == "contiguous":
+                    return me
+                with torch._C.DisableTorchFunctionSubclass():
+                    return func(*args, **kwargs)
+            if me is not None and name in ("view", "reshape") and not kwargs:
+                shape = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list, torch.Size)) else args[1:]
+                if all(isinstance(d, int) for d in shape):
+                    new = torch.empty(me.shape, device="meta").reshape(*shape).shape
+                    if new and new[-1] == me.shape[-1]:
+                        return me._again(new, me.dtype)
+            if me is not None and name == "float" and len(args) == 1 and not kwargs:
+                return me._again(me.shape, torch.float32)
+            if me is not None and name == "to" and len(args) == 2 and isinstance(args[1], torch.dtype):
+                return me._again(me.shape, args[1])
+            if func is F.cross_entropy and me is not None:
+                fused = me._cross_entropy(*args[1:], **kwargs)
+                if fused is not None:
+                    return fused
+            flat = [a.made() if isinstance(a, Deferred) else a for a in args]
+            return func(*flat, **{k: v.made() if isinstance(v, Deferred) else v for k, v in kwargs.items()})
+
+        @classmethod
+        def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            raise RuntimeError(f"{func} reached deferred logits below autograd; please report it to kernelpilot")
+
+        def _cross_entropy(self, target: Any, weight: Any = None, size_average: Any = None, ignore_index: int = -100,
+                           reduce: Any = None, reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
+            hidden, weights, head, args, kwargs, op, origin, stats = self._kp
+            spec = origin["holder"]
+            if (weight is not None or size_average is not None or reduce is not None or label_smoothing
+                    or ignore_index != origin["ignore_index"] or reduction != origin["reduction"]
+                    or not isinstance(target, torch.Tensor) or list(target.shape) != spec["labels_shape"]
+                    or str(target.dtype) != spec["labels_dtype"] or str(self.dtype) != spec["logits_dtype"]
+                    or self.dim() != 2):
+                return None
+            stats["kernel"] += 1
+            out = op(hidden, target, *weights)
+            return out[0] if isinstance(out, (tuple, list)) else out
+
+    return Deferred
+
+
+def DeferredLogits(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - stands for the class, made once
+    global _DEFERRED
+    if _DEFERRED is None:
+        _DEFERRED = _deferred_type()
+    return _DEFERRED(*args, **kwargs)
+
+
+_DEFERRED: Any = None

@@ -29,6 +29,7 @@ from kernelpilot.errors import KernelpilotError
 from kernelpilot.extracted import ORIGIN_FILE
 from kernelpilot.profiling import holder_calls
 from kernelpilot.profiling.fusion import Chain
+from kernelpilot.profiling.head_loss import HEAD_NOTE, HeadLoss, head_origin, labels_maker, script_loss_origin
 from kernelpilot.profiling.module_table import ModuleGroup
 from kernelpilot.profiling.program import Program, full_name, param_maker, tensor_maker
 from kernelpilot.profiling.records import ModuleCall, vids_in
@@ -47,6 +48,7 @@ class Extracted:
     origin: dict[str, Any]
     extra_shapes: list[list[list[int]]] = field(default_factory=list)
     holder_source: str = ""
+    makers: dict[int, str] = field(default_factory=dict)  # forward input -> how get_inputs draws it, if not by spec
 
 
 def _forward_ops(trace: Trace, call: ModuleCall) -> list[Any]:
@@ -91,7 +93,7 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
     index = {vid: i for i, vid in enumerate(outputs)}
     origin = {
         "kind": "module", "script": script, "path": call.path, "paths": group.paths, "class": call.cls,
-        "arguments": [k for k, _ in call.inputs], "literals": call.literals,
+        "arguments": [k for k, _ in call.inputs], "literals": call.literals, "aliases": _aliases(call),
         "shapes": [[list(r.spec.shape) for _, r in call.inputs]] + [s[: len(call.inputs)] for s in extra],
         "dtypes": [r.spec.dtype for _, r in call.inputs],
         "output": _structure_json(call.output, index),
@@ -108,7 +110,7 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
                      extra)
 
 
-def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
+def chain_problem(trace: Trace, chain: Chain, *, script: str, head: HeadLoss | None = None) -> Extracted:
     # outputs: the result and the intermediates later calls read; those autograd only saves for backward are
     # not: the drop-in's backward (the candidate's own, or the reference's through vjp) needs none of them
     saved_only = {e.vid for e in chain.escapes if e.by == "saved for backward"}
@@ -129,21 +131,51 @@ def chain_problem(trace: Trace, chain: Chain, *, script: str) -> Extracted:
         "shapes": [[list(_spec_of(trace, chain, v).shape) for v in program.inputs]],
     }
     holder_source = ""
-    if holder_call is not None:
+    makers: dict[int, str] = {}
+    if head is not None:
+        origin.update(head_origin(head))
+        makers[program.inputs.index(head.labels)] = labels_maker(_spec_of(trace, chain, head.labels),
+                                                                  classes=head.classes, ignore_index=head.ignore_index)
+    if head is not None and head.logits_readers:
+        origin["holder_error"] = (f"the logits are read outside the chain ({', '.join(head.logits_readers[:3])}): "
+                                  "a kernel that never makes them cannot be swapped in")
+    elif head is not None and head.where == "script":
         try:
-            holder_source, holder_origin = _holder_source(trace, holder_call, chain, program)
+            origin["holder"] = script_loss_origin(trace, head)
+            origin["paths"] = [origin["holder"]["path"]]
+        except KernelpilotError as exc:
+            origin["holder_error"] = str(exc)
+    elif holder_call is not None:
+        try:
+            holder_source, holder_origin = _holder_source(trace, holder_call, chain, program,
+                                                          absent=_made(chain) - set(program.outputs) if head else set())
             origin["holder"] = holder_origin
         except KernelpilotError as exc:  # the chain is still a problem to pair on; only its swap is impossible
             origin["holder_error"] = str(exc)
-    escapes = "".join(f"\n  - an intermediate is {e.by} "
+    escapes = HEAD_NOTE if head is not None else "".join(f"\n  - an intermediate is {e.by} "
                       + ("(autograd's: a kernel with a backward of its own need not "
                       "write it)" if e.vid in saved_only else "(returned as well)") for e in chain.escapes)
     doc = (f"A chain of {len(chain.compute_ops())} calls in model{'.' + chain.holder if chain.holder else ''} as "
            f"`{script}` ran it ({chain.repeats} time(s) a step): {chain.label()}.\n"
            f"Unfused it moves {chain.unfused_bytes} bytes; one fused kernel must move {chain.fused_bytes}.{escapes}")
     name = "chain_" + "_".join(o.name.split("::")[-1] for o in chain.compute_ops())[:60]
+    if head is not None:
+        name = "head_loss"
     return Extracted(re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_"), doc, program, body, origin, extra,
-                     holder_source)
+                     holder_source, makers)
+
+
+def _aliases(call: ModuleCall) -> list[list[int]]:
+    """Groups of argument positions that were one tensor in the recorded call (``labels=input_ids``): the
+    replay reads it by one name, so a swap runs only where they are still one tensor."""
+    groups: dict[int, list[int]] = {}
+    for i, (_, ref) in enumerate(call.inputs):
+        groups.setdefault(ref.vid, []).append(i)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _made(chain: Chain) -> set[int]:
+    return {v for o in chain.ops for v in o.outputs if v is not None}
 
 
 def _objects(call: ModuleCall) -> str:
@@ -198,8 +230,10 @@ def _holder_call(trace: Trace, chain: Chain) -> ModuleCall | None:
     return None
 
 
-def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: Program) -> tuple[str, dict[str, Any]]:
-    """The holder's forward with the chain's calls replaced by ``kernel(...)`` at its last call."""
+def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: Program,
+                   absent: set[int]) -> tuple[str, dict[str, Any]]:
+    """The holder's forward with the chain's calls replaced by ``kernel(...)`` at its last call; the values in
+    ``absent`` (a head's logits, which the kernel never makes) are returned as None."""
     if call.objects:
         raise KernelpilotError(f"model.{call.path} is called with {_objects(call)}: its recorded forward would neither "
                                f"read nor update it; the chain cannot be swapped into it{_objects_hint(call)}.")
@@ -211,7 +245,7 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
         ops = [o for o in _forward_ops(trace, call)
                if (o.index not in members or o.index == chain.ops[-1].index) and o.index not in calls.skip]
         holder = Program(trace, ops, [r.vid for _, r in call.inputs], list(dict.fromkeys(vids_in(call.output))),
-                         scope=call.path)
+                         scope=call.path, absent=absent)
         try:
             holder_lines = holder.render(self_name="P", replace={
                 **calls.replace, chain.ops[-1].index: (chain_program.outputs, f"kernel({placeholder})")})
@@ -237,6 +271,7 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
               + "".join(f"    {line}\n" for line in holder_lines) + f"    return {holder.returns()}\n"
               + (holder_calls.TENSORS_HELPER if calls.modules else ""))
     origin = {"path": call.path, "class": call.cls, "arguments": [k for k, _ in call.inputs], "literals": call.literals,
+              "aliases": _aliases(call),
               "shapes": [[list(r.spec.shape) for _, r in call.inputs]],
               "dtypes": [r.spec.dtype for _, r in call.inputs],
               "output": _structure_json(call.output, index),
@@ -259,7 +294,8 @@ def problem_source(ex: Extracted, *, weights: bool) -> str:
     if weights:
         init.append("        if WEIGHTS.is_file():  # the model's real values (kernelpilot hotspots --weights)")
         init.append("            self.load_state_dict(torch.load(WEIGHTS, weights_only=True))")
-    makers = "\n".join(f"    {n} = {tensor_maker(s)}" for n, s in zip(inputs, specs))
+    makers = "\n".join(f"    {n} = {ex.makers.get(i) or tensor_maker(s)}"
+                       for i, (n, s) in enumerate(zip(inputs, specs)))
     today = _dt.date.today().isoformat()
     return (f'"""{ex.doc}\n\nExtracted by `kernelpilot hotspots` on {today}; origin.json says where from.\n"""\n\n'
             "from pathlib import Path\n\nimport torch\nimport torch.nn as nn\n\n"

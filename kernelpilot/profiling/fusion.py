@@ -76,6 +76,8 @@ class Chain:
     repeats: int = 1  # equal chains (same calls, shapes and literals) in the step
     similar: list["Chain"] = field(default_factory=list)
     compiled: str = ""  # what torch.compile does with it
+    role: str = ""  # "head+loss": the last linear layer and its cross-entropy (kernelpilot.profiling.head_loss)
+    where: str = "forward"  # "script": the chain ends in the script, after the model's forward returned
 
     def compute_ops(self) -> list[OpRecord]:
         return [o for o in self.ops if op_kind(o) != "view"]
@@ -92,6 +94,8 @@ class Chain:
         return " -> ".join(names)
 
     def kind(self) -> str:
+        if self.role:
+            return self.role
         kinds = {op_kind(o) for o in self.compute_ops()}
         if "matmul" in kinds:
             return "matmul+epilogue"
@@ -127,7 +131,7 @@ def find_chains(trace: Trace, step: int) -> list[Chain]:
             if len([m for m in members if op_kind(m) != "view"]) >= 2:
                 found.append(members)
                 taken.update(m.index for m in members)
-    return _merge([_measure(trace, members, consumers) for members in found])
+    return _merge([measure(trace, members, consumers) for members in found])
 
 
 def _grow(ops: list[OpRecord], start: int, joins: tuple[str, ...]) -> list[OpRecord]:
@@ -155,7 +159,8 @@ def _grow(ops: list[OpRecord], start: int, joins: tuple[str, ...]) -> list[OpRec
     return members
 
 
-def _measure(trace: Trace, ops: list[OpRecord], consumers: dict[int, list[int]]) -> Chain:
+def measure(trace: Trace, ops: list[OpRecord], consumers: dict[int, list[int]]) -> Chain:
+    """The chain of ``ops``: its holder, inputs, outputs, escaping intermediates and bytes."""
     indexes = {o.index for o in ops}
     produced: dict[int, OpRecord] = {}
     for o in ops:
@@ -248,7 +253,7 @@ def fusion_table(chains: list[Chain], *, step_ms: float, clock: str, top: int = 
     for i, c in enumerate(chains[:top], 1):
         share = 100 * c.ms / step_ms if step_ms > 0 else 0.0
         count = f"x{c.repeats}" if c.repeats > 1 else ""
-        holder = "model" + (f".{c.holder}" if c.holder else "")
+        holder = "model" + (f".{c.holder}" if c.holder else "") + (" and the script" if c.where == "script" else "")
         lines.append(f"{i:>3}  {c.ms:8.3f}  {share:6.1f}  {count:>4}  {_fmt_bytes(c.unfused_bytes):>9}  "
                      f"{_fmt_bytes(c.fused_bytes):>9}  {c.kind()} / {c.compiled or 'not checked'} / {holder}: "
                      f"{c.label()}")

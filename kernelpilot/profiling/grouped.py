@@ -15,6 +15,7 @@ from kernelpilot.profiling.compile_check import CPU_UNKNOWN, check_chains
 from kernelpilot.profiling.extract_graph import (Extracted, chain_problem, module_problem, problem_source,
                                                  write_extracted)
 from kernelpilot.profiling.fusion import find_chains, fusion_table
+from kernelpilot.profiling.head_loss import find_head_losses
 from kernelpilot.profiling.module_table import module_groups, module_table
 from kernelpilot.profiling.script_run import median_step_ms
 from kernelpilot.profiling.trace import record_script
@@ -49,11 +50,14 @@ def grouped_command(args: Any) -> int:
             extract = _pick(extract, [f"{g.label()} ({g.cls})" for g in groups])
             ex = module_problem(trace, groups[extract - 1], groups, script=str(script))
     else:
-        chains = find_chains(trace, measured[-1])
+        heads = {id(h.chain): h for h in find_head_losses(trace, measured[-1])}
+        chains = sorted([*find_chains(trace, measured[-1]), *(h.chain for h in heads.values())],
+                        key=lambda c: c.ms, reverse=True)
         if not chains:
             raise KernelpilotError(f"{script}'s step has no chains of pointwise/reduction calls to fuse.")
         shown = chains[:top]
-        sources = [(c, problem_source(chain_problem(trace, c, script=str(script)), weights=False)) for c in shown]
+        sources = [(c, problem_source(chain_problem(trace, c, script=str(script), head=heads.get(id(c))),
+                                      weights=False)) for c in shown]
         if trace.device == "cuda" or getattr(args, "compile_check", False):
             check_chains(sources, "cuda" if trace.device == "cuda" else "cpu")
         else:
@@ -62,8 +66,9 @@ def grouped_command(args: Any) -> int:
                 c.compiled = "unknown (CPU run)"
         print(fusion_table(chains, step_ms=step_ms, clock=clock, top=top))
         if extract is not None:
-            extract = _pick(extract, [f"model.{c.holder}: {c.label()}" for c in chains])
-            ex = chain_problem(trace, chains[extract - 1], script=str(script))
+            extract = _pick(extract, [f"{c.kind()} model.{c.holder}: {c.label()}" for c in chains])
+            chosen = chains[extract - 1]
+            ex = chain_problem(trace, chosen, script=str(script), head=heads.get(id(chosen)))
     if ex is not None:
         assert extract is not None
         ex.origin["step_ms"] = step_ms

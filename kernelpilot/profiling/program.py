@@ -45,6 +45,7 @@ class Program:
     param_names: dict[str, str] = field(default_factory=dict)  # attribute -> dotted name under the root
     lines: list[str] = field(default_factory=list)
     scope: str = ""  # parameters under this module path are named relative to it ("model:" + full name otherwise)
+    absent: set[int] = field(default_factory=set)  # values a patched forward returns as None (a head's logits)
     _count: int = 0
 
     def _new(self, vid: int) -> str:
@@ -84,6 +85,8 @@ class Program:
 
     # ---- names -----------------------------------------------------------------------------------
     def value(self, vid: int, self_name: str) -> str:
+        if vid in self.absent:
+            return "None"
         if vid in self.names:
             return self.names[vid]
         name = self.trace.params.get(vid)

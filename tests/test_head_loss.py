@@ -1,0 +1,241 @@
+"""The language model's head and its loss as one chain (issue 52, item 2): found by `hotspots --group fusion`
+whether the loss is computed in the model's forward (transformers' ``labels=``) or in the script right after the
+model call; extracted as a problem whose one result is the loss; a chunked candidate that never holds the full
+logits passes the drop-in's gradient check; and the swap gives the unmodified model's loss and gradients."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+VOCAB, TOKENS = 50, 16
+
+MODEL = '''import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Body(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(self.emb(x)))
+
+
+class LM(nn.Module):
+    """A causal LM in transformers' shape: the loss in the forward when labels are given."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = Body()
+        self.lm_head = nn.Linear(16, 50, bias=False)
+
+    def forward(self, input_ids, labels=None):
+        logits = self.lm_head(self.model(input_ids))
+        loss = None
+        if labels is not None:
+            shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+            loss = F.cross_entropy(logits.float().view(-1, 50), shifted.view(-1), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
+
+
+def main():
+    torch.manual_seed(0)
+    model = LM()
+    opt = torch.optim.AdamW(model.parameters())
+    for _ in range(4):
+        ids = torch.randint(0, 50, (2, 8))
+        if "--script" in sys.argv:
+            logits = model(ids)["logits"]
+            loss = F.cross_entropy(logits.view(-1, 50), ids.view(-1))
+            if "--accuracy" in sys.argv:
+                print(float((logits.argmax(-1) == ids).float().mean()))
+        else:
+            loss = model(ids, labels=ids)["loss"]
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def extract(out: Path, argv: list[str]) -> tuple[Path, dict, str]:
+    from kernelpilot.profiling.grouped import grouped_command
+
+    script = out / "lm.py"
+    script.write_text(MODEL)
+    args = SimpleNamespace(script=str(script), script_args=argv, steps=3, top=20, extract="head+loss",
+                           out=str(out / "problems"), group="fusion", depth=3, weights=False, compile_check=False)
+    assert grouped_command(args) == 0  # write_extracted loads and runs the problem
+    (problem,) = [d for d in (out / "problems").iterdir() if d.is_dir()]
+    return problem, json.loads((problem / "origin.json").read_text()), script.read_text()
+
+
+@pytest.fixture(scope="module")
+def in_forward(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    problem, origin, _ = extract(tmp_path_factory.mktemp("forward"), [])
+    return problem, origin
+
+
+@pytest.fixture(scope="module")
+def in_script(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    problem, origin, _ = extract(tmp_path_factory.mktemp("script"), ["--script"])
+    return problem, origin
+
+
+def with_candidate(problem: Path, tmp: Path, scale: str = "1.0") -> Path:
+    directory = tmp / problem.name
+    shutil.copytree(problem, directory)
+    (directory / "candidate").mkdir()
+    text = (DATA / "dropin" / "head_loss_chunked.py").read_text().replace("GW_SCALE = 1.0", f"GW_SCALE = {scale}")
+    (directory / "candidate" / "model_new.py").write_text(text)
+    return directory
+
+
+def test_the_head_and_loss_in_the_forward_is_a_problem_whose_one_result_is_the_loss(in_forward) -> None:
+    import torch
+
+    problem, origin = in_forward
+    assert origin["role"] == "head+loss" and origin["where"] == "forward" and origin["paths"] == [""]
+    assert (origin["classes"], origin["ignore_index"], origin["reduction"]) == (VOCAB, -100, "mean")
+    assert origin["chain"] == "mm -> _log_softmax -> nll_loss_forward" and origin["params"] == {
+        "p_lm_head_weight": "lm_head.weight"}
+    assert origin["fused_bytes"] < origin["unfused_bytes"]
+    prob = _load(problem / "problem.py", "kp_head_forward_problem")
+    hidden, labels = prob.get_inputs()
+    assert hidden.shape == (2, 8, 16) and labels.shape == (TOKENS,)
+    # labels drawn in the vocabulary, or the ignore index the recorded (shifted) labels held; never another class
+    for _ in range(20):
+        drawn = prob.get_inputs()[1]
+        assert bool(((drawn >= 0) & (drawn < VOCAB) | (drawn == -100)).all())
+    out = prob.Model()(hidden, labels)
+    assert isinstance(out, torch.Tensor) and out.dim() == 0
+    # the holder's replay calls the body as a module, runs the kernel, and returns no logits
+    holder = (problem / "holder.py").read_text()
+    assert "P.m_model(x0)" in holder and "kernel(" in holder and "return (" in holder and ", None)" in holder
+    assert origin["holder"]["aliases"] == [[0, 1]]  # labels=input_ids: one tensor, read by one name
+
+
+def test_the_head_and_loss_in_the_script_is_found_across_the_models_output(in_script) -> None:
+    problem, origin = in_script
+    assert origin["role"] == "head+loss" and origin["where"] == "script"
+    assert origin["paths"] == ["lm_head"] and origin["holder"]["script_loss"]
+    assert origin["holder"]["labels_shape"] == [TOKENS] and origin["holder"]["logits_dtype"] == "torch.float32"
+    assert not (problem / "holder.py").exists()
+
+
+def test_logits_the_script_reads_rule_the_swap_out_and_say_who_reads_them(tmp_path: Path) -> None:
+    _, origin, _ = extract(tmp_path, ["--script", "--accuracy"])
+    assert "aten::argmax (the script)" in origin["logits_readers"]
+    assert "the logits are read outside the chain" in origin["holder_error"]
+
+
+@pytest.mark.parametrize("case", ["in_forward", "in_script"])
+def test_a_chunked_candidate_passes_the_gradient_check_and_a_wrong_one_fails(case: str, request,
+                                                                            tmp_path: Path) -> None:
+    from kernelpilot.dropin.registration import write_registration
+
+    problem, _ = request.getfixturevalue(case)
+    good = with_candidate(problem, tmp_path / "good")
+    reg = write_registration(good / "candidate", candidate_id="c1")
+    assert reg.training and "2 gradients (operator and eager path)" in reg.gradient, reg.gradient
+    bad = with_candidate(problem, tmp_path / "bad", scale="1.01")
+    reg = write_registration(bad / "candidate", candidate_id="c2")
+    assert not reg.training and "parameter p_lm_head_weight" in reg.gradient
+
+
+def _pair(tmp_path: Path, problem: Path, name: str):
+    import torch
+
+    from kernelpilot.dropin.registration import write_registration
+
+    directory = with_candidate(problem, tmp_path)
+    assert write_registration(directory / "candidate", candidate_id="c1").training
+    (tmp_path / "lm_src.py").write_text(MODEL)
+    lm = _load(tmp_path / "lm_src.py", f"kp_lm_{name}")
+    torch.manual_seed(3)
+    plain, swapped = lm.LM(), lm.LM()
+    swapped.load_state_dict(plain.state_dict())
+    dropin = _load(directory / "candidate" / "dropin.py", f"kp_head_dropin_{name}")
+    return plain, swapped, dropin, dropin._candidate_module
+
+
+def _same_step(plain, swapped, loss_of) -> None:
+    import torch
+
+    expected, got = loss_of(plain), loss_of(swapped)
+    expected.backward()
+    got.backward()
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
+    for (name, p), q in zip(plain.named_parameters(), swapped.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_swap_in_the_forward_gives_the_same_loss_and_gradients_without_the_logits(in_forward, tmp_path) -> None:
+    import torch
+
+    problem, _ = in_forward
+    plain, swapped, dropin, candidate = _pair(tmp_path, problem, "forward")
+    assert dropin.install(swapped) == [""]
+    ids = torch.randint(0, VOCAB, (2, 8))
+    candidate.LOGITS_HELD.clear()
+    _same_step(plain, swapped, lambda m: m(ids, labels=ids)["loss"])
+    stats = swapped.forward.kernelpilot_stats
+    assert stats["kernel"] == 1 and stats["original"] == 0
+    assert 0 < max(candidate.LOGITS_HELD) < TOKENS * VOCAB  # chunks, never the full logits
+    assert swapped(ids, labels=ids)["logits"] is None
+    # labels that are not the input ids: the replay reads them by one name, so the original forward runs
+    other = torch.randint(0, VOCAB, (2, 8))
+    _same_step(plain, swapped, lambda m: m(ids, labels=other)["loss"])
+    assert stats["original"] == 1
+    assert swapped(ids)["logits"].shape == (2, 8, VOCAB)  # inference (no labels): the original forward
+
+
+def test_the_swap_for_a_loss_in_the_script_defers_the_logits(in_script, tmp_path: Path) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    problem, _ = in_script
+    plain, swapped, dropin, candidate = _pair(tmp_path, problem, "script")
+    assert dropin.install(swapped) == ["lm_head"]
+    ids = torch.randint(0, VOCAB, (2, 8))
+    candidate.LOGITS_HELD.clear()
+    _same_step(plain, swapped, lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1)))
+    stats = swapped.lm_head.forward.kernelpilot_stats
+    assert stats["kernel"] == 1 and stats["original"] == 0
+    assert 0 < max(candidate.LOGITS_HELD) < TOKENS * VOCAB
+    # any other use of the logits makes them with the original head, with autograd: same values and gradients
+    plain.zero_grad()
+    swapped.zero_grad()
+    _same_step(plain, swapped, lambda m: m(ids)["logits"].softmax(-1)[..., 3].sum())
+    assert stats["original"] == 1
+    # a cross-entropy the kernel was not extracted for (another reduction) makes them too
+    plain.zero_grad()
+    swapped.zero_grad()
+    _same_step(plain, swapped, lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1),
+                                                         reduction="sum"))
+    assert stats["original"] == 2 and stats["kernel"] == 1
