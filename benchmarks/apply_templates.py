@@ -337,3 +337,81 @@ def train_source(small: bool = False, device: str = "cuda", batch: int | None = 
     if small:
         text = text.replace("of 8 layers", f"of {sizes[0]} layers", 1)
     return text.replace('"cuda"', f'"{device}"')
+
+HEAD_LOSS = '''"""Chunked fused linear + cross-entropy (the head and its loss): the loss of hidden states x0 (B, T, H) through
+the head's weight (V, H) against labels x1 (N,), mean over the labels that are not -100, and the gradients of x0
+and the weight, CHUNK rows of logits at a time. Per chunk the logits are one fp32 matmul; one Triton program per
+row reads its row once for the max and the sum, writes the row's loss, and overwrites the row in place with its
+gradient (softmax - one-hot, zero for an ignored row). The forward computes the gradients too (for a gradient
+of 1) and keeps them until ModelNew.backward, which scales them: the full logits are never held, and the head's
+matmul runs three times a step, as unfused."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+CHUNK = 4096
+IGNORE = -100
+
+
+@triton.jit
+def _row_loss_grad(logits, labels, loss, stride, V, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    base = logits + row.to(tl.int64) * stride
+    label = tl.load(labels + row)
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, V, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(base + cols, mask=cols < V, other=-float("inf"))
+        new = tl.maximum(m, tl.max(x, 0))
+        s = s * tl.exp(m - new) + tl.sum(tl.exp(x - new), 0)
+        m = new
+    lse = m + tl.log(s)
+    keep = label != IGNORE
+    picked = tl.load(base + tl.where(keep, label, 0))
+    tl.store(loss + row, tl.where(keep, lse - picked, 0.0))
+    for start in range(0, V, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(base + cols, mask=cols < V, other=0.0)
+        g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
+        tl.store(base + cols, tl.where(keep, g, 0.0), mask=cols < V)
+
+
+def _key(x):
+    return (x.data_ptr(), x._version, tuple(x.shape))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p_lm_head_weight = nn.Parameter(torch.empty(0))
+        self._kept = None  # (x0, gradient of x0, gradient of the weight) for a gradient of 1
+
+    def forward(self, x0, x1):
+        weight = self.p_lm_head_weight
+        h = x0.reshape(-1, x0.shape[-1])
+        count = (x1 != IGNORE).sum()
+        losses = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+        gh = torch.empty_like(h)
+        gw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        for start in range(0, h.shape[0], CHUNK):
+            rows = slice(start, start + CHUNK)
+            logits = (h[rows] @ weight.t()).float()
+            n, vocab = logits.shape
+            _row_loss_grad[(n,)](logits, x1[rows], losses[rows], logits.stride(0), vocab, BLOCK=4096)
+            grad = logits.to(h.dtype)
+            gh[rows] = grad @ weight
+            gw += (grad.t() @ h[rows]).float()
+        self._kept = (_key(x0), gh, gw)
+        return (losses.sum() / count).to(x0.dtype)
+
+    def backward(self, grads, x0, x1):
+        kept, gh, gw = self._kept
+        if kept != _key(x0):
+            raise RuntimeError("backward of another call than the last forward")
+        self._kept = None
+        scale = grads[0].float() / (x1 != IGNORE).sum()
+        return ((gh.float() * scale).to(x0.dtype).view_as(x0), None), {
+            "p_lm_head_weight": (gw * scale).to(self.p_lm_head_weight.dtype)}
+'''
