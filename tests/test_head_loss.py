@@ -17,11 +17,19 @@ import pytest
 DATA = Path(__file__).parent / "data"
 VOCAB, TOKENS = 50, 16
 
+OUTPUTS = '''class Output(dict):
+    """A dict with attributes, as transformers' ModelOutput: ``out.loss`` must keep working after a swap."""
+
+    def __getattr__(self, name):
+        return self[name]
+'''
+
 MODEL = '''import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from lm_outputs import Output
 
 
 class Body(nn.Module):
@@ -48,7 +56,7 @@ class LM(nn.Module):
         if labels is not None:
             shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
             loss = F.cross_entropy(logits.float().view(-1, 50), shifted.view(-1), ignore_index=-100)
-        return {"loss": loss, "logits": logits}
+        return Output(loss=loss, logits=logits)
 
 
 def main():
@@ -88,6 +96,7 @@ def extract(out: Path, argv: list[str]) -> tuple[Path, dict, str]:
 
     script = out / "lm.py"
     script.write_text(MODEL)
+    (out / "lm_outputs.py").write_text(OUTPUTS)
     args = SimpleNamespace(script=str(script), script_args=argv, steps=3, top=20, extract="head+loss",
                            out=str(out / "problems"), group="fusion", depth=3, weights=False, compile_check=False)
     assert grouped_command(args) == 0  # write_extracted loads and runs the problem
@@ -138,6 +147,7 @@ def test_the_head_and_loss_in_the_forward_is_a_problem_whose_one_result_is_the_l
     holder = (problem / "holder.py").read_text()
     assert "P.m_model(x0)" in holder and "kernel(" in holder and "return (" in holder and ", None)" in holder
     assert origin["holder"]["aliases"] == [[0, 1]]  # labels=input_ids: one tensor, read by one name
+    assert origin["holder"]["output_class"] == "lm_outputs:Output"  # rebuilt by the swap, not a plain dict
 
 
 def test_the_head_and_loss_in_the_script_is_found_across_the_models_output(in_script) -> None:
@@ -176,6 +186,9 @@ def _pair(tmp_path: Path, problem: Path, name: str):
     directory = with_candidate(problem, tmp_path)
     assert write_registration(directory / "candidate", candidate_id="c1").training
     (tmp_path / "lm_src.py").write_text(MODEL)
+    (tmp_path / "lm_outputs.py").write_text(OUTPUTS)
+    sys.path.insert(0, str(tmp_path))
+    sys.modules.pop("lm_outputs", None)
     lm = _load(tmp_path / "lm_src.py", f"kp_lm_{name}")
     torch.manual_seed(3)
     plain, swapped = lm.LM(), lm.LM()
@@ -203,7 +216,7 @@ def test_the_swap_in_the_forward_gives_the_same_loss_and_gradients_without_the_l
     assert dropin.install(swapped) == [""]
     ids = torch.randint(0, VOCAB, (2, 8))
     candidate.LOGITS_HELD.clear()
-    _same_step(plain, swapped, lambda m: m(ids, labels=ids)["loss"])
+    _same_step(plain, swapped, lambda m: m(ids, labels=ids).loss)  # the recorded output's class, rebuilt
     stats = swapped.forward.kernelpilot_stats
     assert stats["kernel"] == 1 and stats["original"] == 0
     assert 0 < max(candidate.LOGITS_HELD) < TOKENS * VOCAB  # chunks, never the full logits

@@ -79,6 +79,17 @@ def rebuild(structure: Any, outs: tuple[Any, ...]) -> Any:
     return [rebuild(v, outs) for v in structure["list"]]
 
 
+def _output_class(name: str) -> Any:
+    """The dict subclass the recorded forward returned (transformers' ModelOutput: ``out.loss`` must still work)."""
+    import importlib
+
+    module, _, qualname = name.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
 def _resolve(model: Any, module: Any, local: str) -> Any:
     if local.startswith("model:"):
         owner, name = model, local[len("model:"):]
@@ -163,7 +174,8 @@ def _forward(module: Any, original: Any, op: Any, spec: dict[str, Any], params: 
             outs = kernel(*tensors, *params)
         else:
             outs = _as_tuple(holder_forward(holder_params, kernel, *tensors))
-        return rebuild(spec["output"], outs)
+        result = rebuild(spec["output"], outs)
+        return _output_class(spec["output_class"])(**result) if spec.get("output_class") else result
 
     forward.kernelpilot_stats = stats  # type: ignore[attr-defined]
     forward.kernelpilot_original = original  # type: ignore[attr-defined]

@@ -96,7 +96,7 @@ def module_problem(trace: Trace, group: ModuleGroup, all_groups: list[ModuleGrou
         "arguments": [k for k, _ in call.inputs], "literals": call.literals, "aliases": _aliases(call),
         "shapes": [[list(r.spec.shape) for _, r in call.inputs]] + [s[: len(call.inputs)] for s in extra],
         "dtypes": [r.spec.dtype for _, r in call.inputs],
-        "output": _structure_json(call.output, index),
+        "output": _structure_json(call.output, index), "output_class": call.output_class,
         "params": program.param_names,
         "buffers": [a for a, n in program.param_names.items() if _is_buffer(trace, full_name(program.scope, n))],
         "externals": len(program.externals), "autograd": call.grad and _has_backward(trace, call.path),
@@ -274,7 +274,7 @@ def _holder_source(trace: Trace, call: ModuleCall, chain: Chain, chain_program: 
               "aliases": _aliases(call),
               "shapes": [[list(r.spec.shape) for _, r in call.inputs]],
               "dtypes": [r.spec.dtype for _, r in call.inputs],
-              "output": _structure_json(call.output, index),
+              "output": _structure_json(call.output, index), "output_class": call.output_class,
               "params": {**holder.param_names, **chain_program.param_names},  # the kernel's are passed as P.<attr>
               "modules": calls.modules, "inlined": calls.inlined}
     return source, origin

@@ -85,9 +85,12 @@ def _head_of(trace: Trace, loss: OpRecord, producers: dict[int, int]) -> list[Op
         return None
     path.append(current)
     weight = False
-    for ref in current.tensor_inputs():  # the weight (and bias) and the hidden states, each through its views
+    # the weight (and bias) and the hidden states, each through the views the head's module made of them (so the
+    # chain's hidden states are what the head module was called with: transformers slices them before)
+    for ref in current.tensor_inputs():
         vid, views = ref.vid, []
-        while (made := _producer(trace, vid, producers)) is not None and made.name in VIEW_OPS:
+        while ((made := _producer(trace, vid, producers)) is not None and made.name in VIEW_OPS
+               and made.stack == current.stack):
             views.append(made)
             vid = made.tensor_inputs()[0].vid
         if vid in trace.params:

@@ -106,6 +106,7 @@ class ModuleCall:
     literals: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments, "0" / "name"
     objects: dict[str, str] = field(default_factory=dict)  # arguments that are objects (a KV cache ...): their type
     output: Any = None  # structure: vid (int), None, literal repr str via ("lit", repr), tuple/list/dict of those
+    output_class: str = ""  # "module:QualName" of a dict subclass the call returned (transformers' ModelOutput)
     grad: bool = False
 
     def signature(self) -> str:

@@ -189,6 +189,8 @@ class Trace:
         call = self._stack.pop()
         call.last_op = len(self.ops)
         call.output = self.structure(output)
+        if isinstance(output, dict) and type(output) is not dict:
+            call.output_class = f"{type(output).__module__}:{type(output).__qualname__}"
         if not self._stack:
             self.root_outputs.update(vids_in(call.output))
 
