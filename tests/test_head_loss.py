@@ -252,3 +252,23 @@ def test_the_swap_for_a_loss_in_the_script_defers_the_logits(in_script, tmp_path
     _same_step(plain, swapped, lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1),
                                                          reduction="sum"))
     assert stats["original"] == 2 and stats["kernel"] == 1
+
+
+def test_under_torch_compile_the_deferred_head_breaks_the_graph_once_and_runs_the_kernel(in_script, tmp_path) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch._dynamo.utils import counters
+
+    problem, _ = in_script
+    plain, swapped, dropin, candidate = _pair(tmp_path, problem, "compiled")
+    dropin.install(swapped)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(swapped, backend="aot_eager")  # Dynamo's graph handling, without a C++ build
+    ids = torch.randint(0, VOCAB, (2, 8))
+    for _ in range(3):
+        plain.zero_grad()
+        swapped.zero_grad()
+        _same_step(plain, compiled, lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1)))
+    assert swapped.lm_head.forward.kernelpilot_stats["kernel"] == 3
+    assert sum(counters["graph_break"].values()) == 1 and sum(counters["recompiles"].values()) == 0

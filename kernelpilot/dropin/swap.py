@@ -193,7 +193,7 @@ def uninstall(model: Any) -> None:
 
 
 def _defer_head(model: Any, op: Any, origin: dict[str, Any], params: list[str], paths: list[str] | None) -> list[str]:
-    """The head's forward returns DeferredLogits (on a recorded call with grad enabled, outside torch.compile);
+    """The head's forward returns DeferredLogits (on a call of a recorded shape; eagerly under torch.compile);
     the script's ``F.cross_entropy`` of them (after views and an upcast) runs ``op`` on the hidden states, the
     labels and the weight. Anything else the script does with them makes the logits (counted as original)."""
     import torch
@@ -212,9 +212,6 @@ def _defer_head(model: Any, op: Any, origin: dict[str, Any], params: list[str], 
         def forward(*args: Any, _original: Any = original, _weights: Any = weights, _stats: Any = stats,
                     **kwargs: Any) -> Any:
             tensors = _tensor_args(args, kwargs, spec)
-            if torch.compiler.is_compiling():  # a tensor subclass made in a traced forward: not swapped there
-                _stats["compiled_original"] = 1
-                return _original(*args, **kwargs)
             if tensors is None:
                 _stats["original"] += 1
                 return _original(*args, **kwargs)
@@ -223,9 +220,12 @@ def _defer_head(model: Any, op: Any, origin: dict[str, Any], params: list[str], 
             return DeferredLogits(tensors[0], _weights, rows + (classes,), _original, args, kwargs, op, origin,
                                   _stats)
 
-        forward.kernelpilot_stats = stats  # type: ignore[attr-defined]
-        forward.kernelpilot_original = original  # type: ignore[attr-defined]
-        module.forward = forward
+        # run eagerly under torch.compile: Dynamo cannot make a tensor subclass inside a graph, so a compiled
+        # model breaks its graph here, at the head (a forward's last call), and the script's loss runs the kernel
+        deferred = torch.compiler.disable(forward)
+        deferred.kernelpilot_stats = stats  # type: ignore[attr-defined]
+        deferred.kernelpilot_original = original  # type: ignore[attr-defined]
+        module.forward = deferred
         swapped.append(path)
     return swapped
 
