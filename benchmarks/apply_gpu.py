@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from apply_templates import ADD_RMSNORM, RMSNORM, SILU_MUL, train_source
+from apply_templates import ADD_RMSNORM, HEAD_LOSS, RMSNORM, SILU_MUL, train_source
 
 def sh(cmd: list[str], cwd: Path, log: Path, timeout: float = 1800, env: dict[str, str] | None = None) -> tuple[int, str]:
     start = time.time()
@@ -105,13 +105,14 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
 PHASES = ("prepare", "approve", "eager", "compile", "opaque", "write")
 
 
-def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str, batch: int | None) -> None:
+def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str, batch: int | None,
+            llama32: bool = False) -> None:
     worktrees = Path(os.environ["KERNELPILOT_DATA_DIR"]) / "worktrees"
     for old in (repo, worktrees if repo.parent in worktrees.parents else None):  # a repeated prepare starts over
         if old is not None and old.exists():
             shutil.rmtree(old)
     repo.mkdir()
-    (repo / "train.py").write_text(train_source(small, device, batch))
+    (repo / "train.py").write_text(train_source(small, device, batch, llama32))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "kernelpilot evidence")
     git(repo, "config", "user.email", "evidence@localhost")
@@ -135,6 +136,9 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     # the largest chain: the residual add and RMSNorm after attention (held by the decoder layer)
     rcs["add_norm"], _ = sh(kp + extract_args + ["--extract", ": add -> _to_copy -> pow -> mean", "--out", "problems",
                                                 "train.py"], repo, logs / "extract_add_norm.txt")
+    # the head and its loss (issue 52): the last linear layer, the upcast and the cross-entropy of the script
+    rcs["head_loss"], _ = sh(kp + extract_args + ["--extract", "head+loss", "--out", "problems", "train.py"], repo,
+                             logs / "extract_head_loss.txt")
     extracted = sorted(p for p in problems.iterdir() if p.is_dir()) if problems.is_dir() else []
     summary["extracted"] = [p.name for p in extracted]
     if extracted:
@@ -150,7 +154,9 @@ def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str)
     for problem in extracted:
         origin = json.loads((problem / "origin.json").read_text())
         n = origin["shapes"][0][0][-1]
-        if origin["kind"] == "module" or str(origin.get("chain", "")).startswith("add -> _to_copy -> pow"):
+        if origin.get("role") == "head+loss":
+            source = HEAD_LOSS
+        elif origin["kind"] == "module" or str(origin.get("chain", "")).startswith("add -> _to_copy -> pow"):
             (attr,) = origin["params"]
             template = RMSNORM if origin["kind"] == "module" else ADD_RMSNORM
             source = template.replace("@@W@@", attr).replace("@@N@@", str(n)).replace("@@EPS@@", "1e-5")
@@ -194,6 +200,8 @@ def main() -> int:
                         "batch 2): a smoke run of the orchestration, on the CPU too; no evidence of speed")
     parser.add_argument("--batch", type=int, help="sequences per step (default 4 full size, 2 --small); at 4 x 1024 "
                         "tokens the H200's eager step is partly host-bound (benchmarks/apply-2026-12-03), 16 keeps it busy")
+    parser.add_argument("--llama32", action="store_true", help="Llama-3.2-1B's shapes (16 layers, hidden 2048, "
+                        "vocabulary 128256) at 16 x 1024 tokens a step: issue 52's evidence")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
                         "candidates run under TRITON_INTERPRET=1")
     args = parser.parse_args()
@@ -207,14 +215,14 @@ def main() -> int:
     summary: dict[str, object] = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
     import torch
 
-    summary.update(small=args.small, device=args.device)
+    summary.update(small=args.small, device=args.device, llama32=args.llama32)
     summary["torch"], summary["gpu"] = torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else None
     kp = [sys.executable, "-m", "kernelpilot"]
     runs = dict(summary.get("apply_rc") or {})  # type: ignore[call-overload]
     for phase in args.phase or PHASES:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
-            prepare(repo, logs, summary, args.small, args.device, args.batch)
+            prepare(repo, logs, summary, args.small, args.device, args.batch, args.llama32)
         elif phase == "approve":
             approve_all(repo, logs, summary, args.device)
         elif phase == "eager":

@@ -325,16 +325,20 @@ class ModelNew(nn.Module):
 # (layers, hidden, intermediate, heads, vocab, seq, batch): the H200 evidence size, and --small's (CPU smoke runs).
 FULL = (8, 2048, 5632, 16, 32000, 1024, 4)
 SMALL = (2, 64, 176, 4, 256, 32, 2)
+# issue 52's evidence: Llama-3.2-1B's shapes (16 layers, hidden 2048, MLP 8192, 32 heads, vocabulary 128256), 16 x 1024
+# tokens a step; its 8 key-value heads and tied embeddings are not modelled (every head has its keys and values, and
+# the head has a weight of its own)
+LLAMA32 = (16, 2048, 8192, 32, 128256, 1024, 16)
 
 
-def train_source(small: bool = False, device: str = "cuda", batch: int | None = None) -> str:
+def train_source(small: bool = False, device: str = "cuda", batch: int | None = None, llama32: bool = False) -> str:
     """``train.py``: the default (full size, cuda, batch 4) is the script session 6's GPU evidence ran;
-    ``batch`` changes only the number of sequences of 1024 tokens per step."""
-    sizes = SMALL if small else FULL
+    ``batch`` changes only the number of sequences of 1024 tokens per step; ``llama32``: Llama-3.2-1B's shapes."""
+    sizes = SMALL if small else LLAMA32 if llama32 else FULL
     if batch is not None:
         sizes = (*sizes[:-1], batch)
     text = TRAIN.replace(", ".join(map(str, FULL)), ", ".join(map(str, sizes)), 1)
-    if small:
+    if small or llama32:
         text = text.replace("of 8 layers", f"of {sizes[0]} layers", 1)
     return text.replace('"cuda"', f'"{device}"')
 
@@ -404,7 +408,7 @@ class ModelNew(nn.Module):
             gh[rows] = grad @ weight
             gw += (grad.t() @ h[rows]).float()
         self._kept = (_key(x0), gh, gw)
-        return (losses.sum() / count).to(x0.dtype)
+        return losses.sum() / count  # float32: the script upcasts the logits before its cross-entropy
 
     def backward(self, grads, x0, x1):
         kept, gh, gw = self._kept

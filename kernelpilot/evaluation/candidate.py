@@ -16,13 +16,15 @@ Loading is static (ast): nothing of the candidate runs here.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, Union
 
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.problem import Problem
 from kernelpilot.evaluation.static.compile_calls import compile_calls
 from kernelpilot.evaluation.static.cute_names import cute_kernel_names, has_cute_kernels
 
@@ -333,3 +335,25 @@ def _calls(tree: ast.Module, function: str) -> bool:
             if (isinstance(f, ast.Name) and f.id == function) or (isinstance(f, ast.Attribute) and f.attr == function):
                 return True
     return False
+
+
+class Located(Protocol):
+    """Anything with the path of a problem or a candidate (``Problem``, ``Candidate``, a suite's ``ProblemRef``)."""
+
+    @property
+    def path(self) -> str | os.PathLike[str]: ...
+
+
+# a problem or a candidate: its path, or an object with a ``path`` (``root``, ``directory``) attribute
+ProblemRef = Union[str, "os.PathLike[str]", Problem, Located]
+CandidateRef = Union[str, "os.PathLike[str]", Candidate, Located]
+
+
+def path_of(obj: ProblemRef | CandidateRef) -> Path:
+    if isinstance(obj, (str, os.PathLike)):
+        return Path(obj)
+    for attr in ("path", "root", "directory"):
+        value = getattr(obj, attr, None)
+        if value is not None:
+            return Path(value)
+    return Path(obj)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import platformdirs
 
@@ -38,9 +37,12 @@ from kernelpilot.evaluation.build.step import (
 )
 from kernelpilot.evaluation.candidate import (
     Candidate,
+    CandidateRef,
+    ProblemRef,
     cuda_kernel_names,
     cute_kernels,
     load_candidate,
+    path_of,
     triton_kernels,
 )
 from kernelpilot.evaluation.client.failures import WorkerFailure
@@ -58,10 +60,6 @@ from kernelpilot import toolchain_probe
 from kernelpilot.problem import load_problem
 from kernelpilot.verdict import BuildReport, Diagnostic, Finding, Verdict
 
-# a problem or a candidate: its path, or an object with a ``path`` (``root``, ``directory``) attribute
-ProblemRef = Union[str, os.PathLike, Any]
-CandidateRef = Union[str, os.PathLike, Candidate, Any]
-
 MODES = ("build", "test", "benchmark")
 # how a device-only build's kernels failing to take the full build's place shows in a worker's error
 REPLACEMENT_FAILURES = ("ReplacementError", "the edited kernels could not be loaded", "invalid device function",
@@ -74,16 +72,6 @@ WORKER_BUILD_ENV = ("KERNELPILOT_BUILD_DIR", "TORCH_EXTENSIONS_DIR", "KERNELPILO
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _path_of(obj: ProblemRef | CandidateRef) -> Path:
-    if isinstance(obj, (str, os.PathLike)):
-        return Path(obj)
-    for attr in ("path", "root", "directory"):
-        value = getattr(obj, attr, None)
-        if value is not None:
-            return Path(value)
-    return Path(obj)
 
 
 def model_file_of(candidate: Candidate, path: Path) -> Path:
@@ -212,12 +200,12 @@ class Evaluator(WorkerRequests):
     def _begin(self, problem: ProblemRef, candidate: CandidateRef, mode: str, own_kernels: list[str] | None,
                baseline: Baselines | None, token: CancelToken | None) -> Evaluation:
         s = self.settings
-        cand_path = _path_of(candidate).resolve()
-        v = Verdict(status="ok", problem=str(_path_of(problem).resolve()), candidate=str(cand_path), mode=mode,
+        cand_path = path_of(candidate).resolve()
+        v = Verdict(status="ok", problem=str(path_of(problem).resolve()), candidate=str(cand_path), mode=mode,
                     created_at=_now())
         v.environment.relaxed_rules = list(s.relaxed_policy)
         # a broken problem is the user's error (ProblemError, raised), not a verdict about the candidate
-        problem_path = Path(load_problem(_path_of(problem).resolve()).path).resolve()
+        problem_path = Path(load_problem(path_of(problem).resolve()).path).resolve()
         v.problem = str(problem_path)
         if s.ruleset.harness is not None:  # KernelBench's score is faithful on the files its generations were for
             warning = check_problem_files([problem_path], s.ruleset.harness.version)["warning"]
@@ -338,7 +326,7 @@ class Evaluator(WorkerRequests):
         """Build ``candidate`` now, with no verdict (a pairing session at launch: its first save then builds
         only what the save changed). Never raises; None when the candidate cannot be loaded."""
         try:
-            cand = candidate if isinstance(candidate, Candidate) else load_candidate(_path_of(candidate).resolve())
+            cand = candidate if isinstance(candidate, Candidate) else load_candidate(path_of(candidate).resolve())
             return build_candidate(cand, build_dir=Path(self.settings.build_dir) if self.settings.build_dir else None,
                                    timeout_s=self.settings.build_timeout_s, env=self._cache_env(),
                                    standby=self._standby, confine=self.settings.confine)
@@ -367,7 +355,7 @@ class Evaluator(WorkerRequests):
         Measured once per session: the same problem bytes and timing settings again return the first answer
         (``fresh`` measures again), and kept on this machine for the next session's card (baselines/machine_cache.py).
         A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
-        path = Path(load_problem(_path_of(problem)).path).resolve()
+        path = Path(load_problem(path_of(problem)).path).resolve()
         key = request_key(path, settings or self.settings)
         if key in self._baselines and not fresh and not forget:
             return self._baselines[key]
