@@ -85,6 +85,7 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
     rc, text = sh([sys.executable, "-m", "kernelpilot", "eval", str(problem / "problem.py"), str(cand), "--json", *mode],
                   repo, logs / f"eval_{problem.name}.json.log")
     (cand / "model_new.py").unlink()
+    from kernelpilot.landing import approve as approve_candidate
     from kernelpilot.workspace import Workspace
 
     ws = Workspace.open(repo, f"apply-{problem.name}", candidate_dir=f"{rel}/candidate", problem=f"{rel}/problem.py")
@@ -94,7 +95,7 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
     except ValueError:
         verdict = None  # no verdict: the approval below is refused and says why
     ws.checkpoint("c1", "hand-written Triton kernel", verdict)
-    commit = ws.approve("c1", confirmed="built" if device == "cpu" else "")  # on the CPU only its build was checked
+    commit = approve_candidate(ws, "c1", confirmed="built" if device == "cpu" else "")  # on the CPU: its build only
     # the approved candidate, drop-in beside it, passes the policy again (as a later session's eval sees it)
     again, _ = sh([sys.executable, "-m", "kernelpilot", "eval", str(problem / "problem.py"), str(cand), "--json",
                    "--mode", "build"], repo, logs / f"eval_{problem.name}_approved.json.log")
