@@ -272,3 +272,20 @@ def test_under_torch_compile_the_deferred_head_breaks_the_graph_once_and_runs_th
         _same_step(plain, compiled, lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1)))
     assert swapped.lm_head.forward.kernelpilot_stats["kernel"] == 3
     assert sum(counters["graph_break"].values()) == 1 and sum(counters["recompiles"].values()) == 0
+
+
+@pytest.mark.parametrize("scale, ok", [("1.0", True), ("1.01", False)])
+def test_a_large_head_is_checked_on_its_first_tokens_against_the_chains_formula(in_forward, tmp_path: Path,
+                                                                                 monkeypatch, scale: str,
+                                                                                 ok: bool) -> None:
+    from kernelpilot.dropin import gradcheck
+    from kernelpilot.dropin.registration import write_registration
+
+    problem, _ = in_forward
+    directory = with_candidate(problem, tmp_path, scale=scale)
+    write_registration(directory / "candidate", candidate_id="c1", check=False)
+    monkeypatch.setattr(gradcheck, "HEAD_LOGITS_BYTES", 8 * VOCAB * 8)  # the float64 logits of 8 tokens
+    result = gradcheck.check(directory / "candidate" / "dropin.py")
+    assert result["ok"] is ok and "on the first 8 of 16 tokens" in result["summary"], result
+    if not ok:
+        assert "parameter p_lm_head_weight" in result["summary"]
