@@ -110,3 +110,35 @@ def test_written_report(store: Store) -> None:
     assert json.loads((store.run_dir / "report.json").read_text())["views"]["sample0"]["overall"]["problems"] == 6
     png = (store.run_dir / "speedup.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and "![speedup vs torch.compile](speedup.png)" in text
+
+
+def test_where_the_slot_time_went_and_the_queue_over_time(tmp_path: Path) -> None:
+    """Three jobs on one slot, taken in turn: the first ready at 0 s and taken at once (10 s held), the second and
+    the third ready at 2 s and 4 s, taken at 10 s and 20 s (10 s held each); stored when the slot let them go."""
+    s = Store(tmp_path / "run")
+    s.set_meta(rules="kernelpilot", mode="benchmark", source="fixture")
+    plan = [_job("a", 1), _job("b", 1), _job("c", 1)]
+    s.plan(plan)
+    s.begin(["kernelpilot", "suite"])
+    phases = [{"verify": 3.0, "timing": 4.0, "worker_busy": 8.0, "suite_slot": 10.0, "suite_queue": 0.0},
+              {"verify": 2.0, "timing": 5.0, "prepare": 1.0, "worker_busy": 9.0, "suite_slot": 10.0,
+               "suite_queue": 8.0},
+              {"verify": 2.0, "timing": 6.0, "worker_busy": 10.0, "suite_slot": 10.0, "suite_queue": 16.0}]
+    for i, (job, ph) in enumerate(zip(plan, phases)):
+        s.add(job, _v("ok", 1.0, 1.0, window=[0.0, 1.0], phases=ph), gpu="gpu0")
+        s._db.execute("UPDATE verdicts SET created_at = ? WHERE job_key = ?", (1000.0 + 10 * (i + 1), job.key))
+    report, text = write_report(s.run_dir)
+    s.close()
+    use = report["throughput"]["slot_seconds"]["gpu0"]
+    assert use["verify"] == 7.0 and use["timing"] == 15.0 and use["prepare"] == 1.0
+    assert use["worker, other"] == pytest.approx(4.0)  # 8 - 7, 9 - 8, 10 - 8
+    assert use["slot held, worker idle"] == pytest.approx(3.0)  # 10 - 8, 10 - 9, 10 - 10
+    assert sum(use.values()) == pytest.approx(30.0)
+    # ready 0/2/4, taken 0/10/20: over 0..20 s in 12 slices; b waits 2..10, c waits 4..20
+    depth = report["throughput"]["queue_depth"]
+    assert len(depth) == 12 and depth[0]["from_s"] == 0.0
+    assert max(d["max"] for d in depth) == 2.0 and depth[-1]["max"] == 1.0
+    width = 20 / 12
+    assert sum(d["mean"] * width for d in depth) == pytest.approx(8.0 + 16.0, abs=0.01)  # the waits add up
+    assert "Where gpu0's slot time went (30.0 s held):" in text and "| timing | 15.0 | 50.0% |" in text
+    assert "queue depth" in text

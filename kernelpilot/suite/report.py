@@ -12,6 +12,7 @@ from kernelpilot.rules import get_rules
 from kernelpilot.suite import metrics as m
 from kernelpilot.suite import rescore
 from kernelpilot.suite.rescore_render import claims_lines, render_rescore
+from kernelpilot.suite.slot_use import queue_depth, slot_lines, slot_seconds
 from kernelpilot.suite.store import Store
 
 
@@ -43,7 +44,8 @@ def build_report(store: Store, *, checkout: Path | None = None, claims: Path | N
         "engine": m.engine_health(rows),
         "slowest": m.slowest(rows),
         "suspicious": m.suspicious(rows),
-        "throughput": m.throughput(store.sessions(), rows),
+        "throughput": {**m.throughput(store.sessions(), rows), "slot_seconds": slot_seconds(rows),
+                       "queue_depth": queue_depth(rows)},
         # the versions of kernelpilot's code (git tree of kernelpilot/, +dirty) that judged the verdicts, with counts
         "commits": store.code_versions(),
     }
@@ -208,6 +210,7 @@ def render_markdown(report: dict[str, Any], plot: str | None) -> str:
             out.append(f"| {name} | {g['requests']} | {g['busy_s']:.1f} | {g['held_s']:.1f} | "
                        f"{_pct(g['busy_share'])} | {_pct(g['busy_of_wall'])} |")
         out.append("")
+    out += slot_lines(t.get("slot_seconds") or {}, t.get("queue_depth") or [])
     if report["slowest"]:
         out += ["## Slowest evaluations", ""]
         out += [f"- {d['job']}: {d['status']}, {d['seconds']:.1f} s" for d in report["slowest"]] + [""]

@@ -60,6 +60,7 @@ class Row:
     flags: int
     warnings: int
     verdict: dict[str, Any] | None
+    created_at: float | None = None  # when it was stored: just after its GPU slot let it go
 
 
 class Store:
@@ -173,10 +174,10 @@ class Store:
         with self._lock:
             cur = self._db.execute(
                 "SELECT job_key, problem, level, sample, candidate, status, speedup_vs_eager, speedup_vs_compile,"
-                " candidate_ms, seconds, gpu, flags, warnings, verdict FROM verdicts ORDER BY id")
+                " candidate_ms, seconds, gpu, flags, warnings, verdict, created_at FROM verdicts ORDER BY id")
             out = []
             for r in cur:
-                out.append(Row(*r[:13], verdict=json.loads(r[13]) if r[13] else None))
+                out.append(Row(*r[:13], verdict=json.loads(r[13]) if r[13] else None, created_at=r[14]))
             return out
 
     # ---- sessions --------------------------------------------------------------------------------
