@@ -25,7 +25,9 @@ from kernelpilot.evaluation.client.failures import (
     WorkerTimeout,
     describe_exit,
 )
+from kernelpilot.evaluation.sandbox import confine
 from kernelpilot.evaluation.supersede import CancelToken
+from kernelpilot.redact import redact
 
 LOG_TAIL_LINES = 80  # a native crash: its frames (native_trace.py), then the Python stack
 
@@ -71,9 +73,7 @@ class WorkerClient:
         """(command prefix, env, preexec_fn, description) from confine.py, or plain fallbacks."""
         if not self.confine:
             return [], env, None, ["unconfined (confinement turned off)"]
-        try:
-            from kernelpilot.evaluation.sandbox import confine
-
+        try:  # a sandbox this machine cannot make (no Landlock, no namespaces) runs unconfined, and says so
             self._sb = confine.WorkerSandbox(
                 writable=[self.workdir, *self.writable],
                 readable=[Path(_package_root()), *self.readable, *confine.compiler_read_paths(env)],
@@ -86,7 +86,7 @@ class WorkerClient:
                 merged[key] = env[key]
             self._marker = merged.get(getattr(confine, "MARKER_ENV", ""), None)
             return list(self._sb.command_prefix()), merged, self._sb.preexec(), list(self._sb.description())
-        except Exception as exc:  # confinement part missing or failing: run, and say so in the verdict
+        except (confine.ConfinementError, OSError, RuntimeError, ValueError) as exc:  # said in the verdict
             return [], env, None, [f"unconfined (sandbox unavailable: {type(exc).__name__}: {exc})"]
 
     def covers(self, readable: list[Path], writable: list[Path] = ()) -> bool:  # type: ignore[assignment]
@@ -102,14 +102,7 @@ class WorkerClient:
                 and all(inside(p, write_roots) for p in writable))
 
     def _env(self) -> dict[str, str]:
-        try:
-            from kernelpilot.evaluation.sandbox.confine import scrubbed_env
-
-            env = scrubbed_env()
-        except Exception:
-            from kernelpilot.redact import is_secret_name
-
-            env = {k: v for k, v in os.environ.items() if not is_secret_name(k)}
+        env = confine.scrubbed_env()
         env.update(self.extra_env)
         env["KERNELPILOT_EVAL_DEVICE"] = self.device
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
@@ -198,10 +191,8 @@ class WorkerClient:
 
     def _kill(self, proc: subprocess.Popen[bytes]) -> None:
         try:
-            from kernelpilot.evaluation.sandbox.confine import kill_process_group
-
-            kill_process_group(proc, marker=self._marker)
-        except Exception:
+            confine.kill_process_group(proc, marker=self._marker)
+        except OSError:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -221,14 +212,7 @@ class WorkerClient:
         except OSError:
             return ""
         text = data.decode("utf-8", errors="replace")
-        tail = "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
-        try:
-            from kernelpilot.redact import redact
-
-            tail = redact(tail)
-        except Exception:
-            pass
-        return tail
+        return redact("\n".join(text.splitlines()[-LOG_TAIL_LINES:]))  # never a secret in a verdict's log
 
     def _kill_and_stop(self) -> str:
         proc = self.proc
