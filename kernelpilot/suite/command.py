@@ -22,6 +22,7 @@ from kernelpilot.suite import discovery
 from kernelpilot.suite.agent_mode import run_agent_suite
 from kernelpilot.suite.baseline_store import BaselineStore
 from kernelpilot.suite.claims import parse_claims
+from kernelpilot.suite import cores
 from kernelpilot.suite.pool import LocalPool, default_build_workers, job_roots
 from kernelpilot.suite.progress import Progress
 from kernelpilot.suite.ray_pool import RayPool
@@ -93,6 +94,9 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
     paths = [Path(j.problem.path) for j in jobs] + [Path(j.candidate) for j in jobs if j.candidate is not None]
     paths.append(run_dir)
     slots = gpus or [None]
+    split = cores.split(cores.available(), len(slots), getattr(args, "worker_cores", None))
+    split.apply()  # before the baseline service starts its threads: they and the builds stay off the workers' cores
+    print(f"cores: {split.note}", flush=True)
     services = None
     if mode == "benchmark" and settings.device == "cuda" and (getattr(args, "baselines", None) or "shared") == "shared":
         from kernelpilot.evaluation.baselines.service import BaselineService
@@ -102,6 +106,7 @@ def _make_pool(args: argparse.Namespace, settings: Any, run_dir: Path, mode: str
         services = [BaselineService(settings, run_dir / "work" / f"baselines-gpu{g if g is not None else i}", gpu=g,
                                     processes=workers, cache=store) for i, g in enumerate(slots)]
     return LocalPool(settings, slots, run_dir / "work", build_workers=args.build_workers,
+                     core_split=split,
                      roots=job_roots(paths), warm=mode != "build", baselines=services)
 
 

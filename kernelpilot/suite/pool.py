@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.suite import cores
 from kernelpilot.verdict import Verdict
 
 
@@ -138,19 +139,25 @@ class LocalPool:
 
     def __init__(self, settings: Any, gpus: list[int | None], workdir: Path, build_workers: int | None = None,
                  roots: list[Path] = (), warm: bool = True,  # type: ignore[assignment]
-                 baselines: list[Any] | None = None) -> None:
+                 baselines: list[Any] | None = None, core_split: cores.CoreSplit | None = None) -> None:
         """``roots``: directories holding every problem and candidate of the run, opened to each slot's
         worker from its start (its confinement is fixed then: a new directory would cost a restart).
         ``warm``: start each slot's worker now, while the first candidates build (not for build-only runs).
         ``baselines``: one BaselineService per slot (same order as ``gpus``): a benchmark job is then
         requested its problem's baselines when it is submitted, reaches its GPU once they are measured,
-        and its slot compiles nothing (the service measured eager and torch.compile once per problem)."""
+        and its slot compiles nothing (the service measured eager and torch.compile once per problem).
+        ``core_split``: the cores each slot's worker keeps to itself, the pool's threads (builds) taking the rest
+        (suite/cores.py), already applied by the caller; None: the default split, applied here. Undone at close."""
         from kernelpilot.evaluation import Evaluator
 
         if not gpus:
             raise ValueError("a pool needs at least one GPU slot")
         self.settings = settings
         self.workdir = Path(workdir)
+        if core_split is None:  # this thread's later threads (builds, slots) inherit it; each worker starts on its own
+            core_split = cores.split(cores.available(), len(gpus))
+            core_split.apply()
+        self.cores = core_split
         self._builders = ThreadPoolExecutor(max_workers=build_workers or default_build_workers(),
                                             thread_name_prefix="kp-build")
         self._quick = ThreadPoolExecutor(max_workers=QUICK_LANE, thread_name_prefix="kp-quick")
@@ -165,7 +172,8 @@ class LocalPool:
         self._threads: list[threading.Thread] = []
         for index, gpu in enumerate(gpus):
             name = f"gpu{gpu if gpu is not None else index}"
-            evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu, spare_worker=True)
+            evaluator = Evaluator(settings, workdir=self.workdir / name, keep_warm=True, gpu=gpu, spare_worker=True,
+                                  worker_env=self.cores.worker_env(index))
             evaluator.allow(list(roots))
             self.evaluators.append(evaluator)
             stats = SlotStats(name)
@@ -213,6 +221,7 @@ class LocalPool:
             ev.close()
         for svc in self.baselines:  # after the slots: nothing waits for a baseline any more
             svc.close()
+        self.cores.restore()
 
     # ---- stages ----------------------------------------------------------------------------------
     def _builder(self) -> Any:

@@ -32,6 +32,18 @@ from kernelpilot.redact import redact
 LOG_TAIL_LINES = 80  # a native crash: its frames (native_trace.py), then the Python stack
 
 
+WORKER_CPUS = "KERNELPILOT_WORKER_CPUS"  # the cores a worker is started on (kernelpilot.suite.cores)
+
+
+def _on_cores(cores: list[int], then: Callable[[], None] | None) -> Callable[[], None]:
+    def preexec() -> None:
+        os.sched_setaffinity(0, cores)
+        if then is not None:
+            then()
+
+    return preexec
+
+
 def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
@@ -126,6 +138,10 @@ class WorkerClient:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "tmp").mkdir(exist_ok=True)
         prefix, env, preexec, self.confinement = self._sandbox(self._env())
+        new_session = preexec is None
+        cores = self.extra_env.get(WORKER_CPUS, "")
+        if cores:  # before the interpreter starts: every thread and child of the worker stays on them
+            preexec = _on_cores(sorted({int(c) for c in cores.split(",")}), preexec)
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         cancel_r, cancel_w = os.pipe()
@@ -138,7 +154,7 @@ class WorkerClient:
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          pass_fds=(req_r, resp_w, cancel_r), env=env, cwd=str(self.workdir),
-                                         start_new_session=preexec is None, preexec_fn=preexec)
+                                         start_new_session=new_session, preexec_fn=preexec)
         except BaseException:
             os.close(cancel_w)
             raise
