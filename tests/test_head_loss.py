@@ -289,3 +289,32 @@ def test_a_large_head_is_checked_on_its_first_tokens_against_the_chains_formula(
     assert result["ok"] is ok and "on the first 8 of 16 tokens" in result["summary"], result
     if not ok:
         assert "parameter p_lm_head_weight" in result["summary"]
+
+
+def test_apply_compile_compiles_the_scripts_cross_entropy_and_the_deferred_head_still_runs_the_kernel(
+        in_script, tmp_path: Path) -> None:
+    """`apply --compile`'s baseline covers a loss computed in the script (F.cross_entropy compiled while a run is
+    measured), and a swap's deferred logits still reach the drop-in through it."""
+    import torch
+    import torch.nn.functional as F
+    from torch._dynamo.utils import counters
+
+    from kernelpilot.dropin.apply_run import CompiledLoss
+
+    problem, _ = in_script
+    plain, swapped, dropin, candidate = _pair(tmp_path, problem, "compiled_loss")
+    dropin.install(swapped)
+    original = F.cross_entropy
+    torch._dynamo.reset()
+    counters.clear()
+    patch = CompiledLoss("default")
+    try:
+        assert F.cross_entropy is not original
+        ids = torch.randint(0, VOCAB, (2, 8))
+        loss_of = lambda m: F.cross_entropy(m(ids)["logits"].view(-1, VOCAB), ids.view(-1))  # noqa: E731
+        _same_step(plain, swapped, loss_of)
+        assert counters["stats"]["unique_graphs"] >= 1  # the plain model's loss went through torch.compile
+        assert swapped.lm_head.forward.kernelpilot_stats["kernel"] == 1  # the deferred logits took the drop-in
+    finally:
+        patch.remove()
+    assert F.cross_entropy is original

@@ -83,7 +83,8 @@ def _floor(result: RunResult) -> float:
 
 
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")  # the compiles a user tuning a step would try
-COMPILED = "the model's forward (model.forward); a loss computed in the script after it runs eagerly"
+COMPILED = ("the model's forward (model.forward) and F.cross_entropy (nn.CrossEntropyLoss too), so a loss the script "
+            "computes after the forward is compiled as well; any other loss computed in the script runs eagerly")
 
 
 @dataclass

@@ -15,6 +15,7 @@ peak device memory of the measured steps, the loss at every step, and Dynamo's g
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
@@ -121,6 +122,7 @@ class _RunHooks:
         self.handles.append(model.register_forward_hook(lambda m, i, o: self._first_output(o)))
         if self.compile_root:
             model.forward = torch.compile(model.forward, mode=self.compile_mode)
+            self.handles.append(CompiledLoss(self.compile_mode))
 
     def _first_output(self, output: Any) -> None:
         self.losses.on_output(output)
@@ -191,6 +193,36 @@ class _RunHooks:
                     stats[k] = stats.get(k, 0) + v
             out[str(path)] = stats
         return out
+
+
+class CompiledLoss:
+    """``torch.nn.functional.cross_entropy`` (``nn.CrossEntropyLoss`` calls it) compiled in the run's mode while
+    installed: a loss the script computes after the model's forward is part of the compiled baseline, as it is
+    of a head+loss drop-in. Deferred logits (dropin_swap.py) and calls inside a compiled region take the original
+    function: the former dispatch to the drop-in, the latter are traced with the region. ``remove`` restores it."""
+
+    def __init__(self, mode: str) -> None:
+        import torch
+        import torch.nn.functional as F
+
+        self.original = F.cross_entropy
+        compiled = torch.compile(self.original, mode=mode)
+
+        # its name and module are the original's: F.cross_entropy hands the global it finds (this wrapper) to a
+        # tensor subclass's __torch_function__, and the deferred logits know the function by those
+        @functools.wraps(self.original)
+        def cross_entropy(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else kwargs.get("input")
+            if torch.compiler.is_compiling() or type(first) is not torch.Tensor:
+                return self.original(*args, **kwargs)
+            return compiled(*args, **kwargs)
+
+        F.cross_entropy = cross_entropy
+
+    def remove(self) -> None:
+        import torch.nn.functional as F
+
+        F.cross_entropy = self.original
 
 
 def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,

@@ -283,7 +283,8 @@ def _deferred_type() -> Any:
                 return me._again(me.shape, torch.float32)
             if me is not None and name == "to" and len(args) == 2 and isinstance(args[1], torch.dtype):
                 return me._again(me.shape, args[1])
-            if func is F.cross_entropy and me is not None:
+            # by name: F.cross_entropy may be wrapped (apply --compile compiles it), the function given here is not
+            if me is not None and getattr(func, "__module__", "") == F.__name__ and name == "cross_entropy":
                 fused = me._cross_entropy(*args[1:], **kwargs)
                 if fused is not None:
                     return fused
