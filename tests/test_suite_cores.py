@@ -13,9 +13,11 @@ from kernelpilot.suite import cores
 
 
 def test_the_split_gives_each_slot_its_cores_and_the_builds_the_rest() -> None:
-    split = cores.split(list(range(16)), 1)
-    assert split.workers == [[14, 15]] and split.build == list(range(14))
-    assert split.worker_env(0) == {cores.ENV: "14,15"} and "builds on 14 others" in split.note
+    split = cores.split(list(range(16)), 1)  # a quarter of 16 cores for the one slot's worker
+    assert split.workers == [[12, 13, 14, 15]] and split.build == list(range(12))
+    assert split.worker_env(0) == {cores.ENV: "12,13,14,15"} and "builds on 12 others" in split.note
+    assert cores.split(list(range(8)), 1).workers == [[6, 7]]  # at least two
+    assert [len(w) for w in cores.split(list(range(128)), 8).workers] == [4] * 8
     two = cores.split(list(range(16)), 2, per_slot=3)
     assert two.workers == [[10, 11, 12], [13, 14, 15]] and two.build == list(range(10))
     # too few cores for a split: everything shared, and the note says why

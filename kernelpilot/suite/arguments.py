@@ -118,7 +118,8 @@ def add_suite_parser(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     s.add_argument("--gpus", type=_gpus, metavar="I,J", help="local GPUs to use (default: every visible one)")
     s.add_argument("--build-workers", type=positive_int, metavar="N", help="parallel builds (default: one per core)")
     s.add_argument("--worker-cores", type=int, metavar="N", help="CPU cores each GPU slot's worker keeps to itself, "
-                   "the builds taking the rest (default: 2 on a machine of 8 cores or more, else 0: shared)")
+                   "the builds taking the rest (default: a quarter of the cores shared among the slots, at least 2 "
+                   "each, on a machine of 8 cores or more; else 0: shared)")
     s.add_argument("--baselines", choices=("shared", "interleaved"),
                    help="benchmark mode: shared (default) compiles and measures eager and torch.compile once per "
                         "problem and GPU off the GPU slot (warming Inductor's caches; sharing the problem's analysis "

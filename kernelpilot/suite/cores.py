@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass, field
 
 ENV = "KERNELPILOT_WORKER_CPUS"  # "4,5": the cores a worker process is started on (WorkerClient.launch)
-PER_SLOT = 2  # the worker's thread and one for what it starts (the input draws, the comparison's host side)
+PER_SLOT = 2  # at the least: the worker's thread and one for what it starts (input draws, the host side)
+SHARE = 4  # by default the workers take a quarter of the cores (16 cores, one GPU: 4), the builds the rest
 MIN_CORES = 8  # fewer than this and the builds need every core: no split, and the run says so
 MIN_BUILD = 2  # cores left for the builds at the least
 
@@ -46,10 +47,11 @@ def available() -> list[int]:
 
 
 def split(cores: list[int], slots: int, per_slot: int | None = None) -> CoreSplit:
-    """``per_slot`` None: PER_SLOT where the machine has MIN_CORES and leaves MIN_BUILD for the builds; 0: no
-    split. The workers take the last cores (the first ones take the system's interrupts more often)."""
+    """``per_slot`` None: a quarter of the cores shared among the slots (at least PER_SLOT each) where the machine
+    has MIN_CORES; 0: no split. The workers take the last cores (the first take the system's interrupts more)."""
     cores = sorted(cores)
-    want = per_slot if per_slot is not None else (PER_SLOT if len(cores) >= MIN_CORES else 0)
+    want = per_slot if per_slot is not None else (
+        max(PER_SLOT, len(cores) // (SHARE * max(1, slots))) if len(cores) >= MIN_CORES else 0)
     if want <= 0:
         why = "turned off" if per_slot == 0 else f"{len(cores)} cores (a split needs {MIN_CORES})"
         return CoreSplit(cores, note=f"builds and workers share every core ({why})")
