@@ -48,3 +48,15 @@ def _slow_modules_first(items: list[pytest.Item]) -> None:
     instead of one worker finishing a long module alone."""
     slow = {item.path for item in items if "slow" in item.keywords}
     items.sort(key=lambda item: item.path not in slow)  # a stable sort
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What is alive once the tests are collected (torch, textual, pytest's own items: hundreds of thousands of
+    objects) lives until the end: ``gc.freeze`` takes it out of every later collection. The engine's worker,
+    run in-process by many tests, collects garbage after each verdict (worker/main.py ``tidy``); with this heap
+    each collection took 0.19 s here, against 0.09 s in a worker process of its own. What a test creates is
+    collected as before."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
