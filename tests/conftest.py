@@ -50,12 +50,15 @@ def _slow_modules_first(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow)  # a stable sort
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What is alive once the tests are collected (torch, textual, pytest's own items: hundreds of thousands of
-    objects) lives until the end: ``gc.freeze`` takes it out of every later collection. The engine's worker,
-    run in-process by many tests, collects garbage after each verdict (worker/main.py ``tidy``); with this heap
-    each collection took 0.19 s here, against 0.09 s in a worker process of its own. What a test creates is
-    collected as before."""
+@pytest.fixture(scope="module", autouse=True)
+def _earlier_objects_frozen() -> None:
+    """Before each module, what is still alive (torch, textual, pytest's items, modules earlier tests imported:
+    a million objects late in a run) leaves the garbage collector's generations (``gc.freeze``).
+
+    Many tests run the engine's Worker in the pytest process; it collects garbage after each verdict
+    (worker/main.py ``tidy``, ``memory.release``), and each collection scanned that whole heap: 0.2 s and
+    more a call, 12 of the 20 s of tests/test_reference_cache.py. The garbage is collected first, so only
+    live objects are frozen; whatever a module's tests create is collected as before."""
     import gc
 
     gc.collect()
