@@ -310,8 +310,15 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
         assert not refused.ok and not outside.exists()
     finally:
         standby.close()
-    build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext3", arch="sm_90", timeout_s=600)
-    assert outside.exists()  # the same file without confinement: what the sandbox stopped
+    # the same file without confinement: what the sandbox stopped. Its build runs in the folder of the confined
+    # build above (less that build's record, which would answer without running anything): the file runs in
+    # full, and its load_inline finds the extension built there instead of compiling it a second time
+    from kernelpilot.evaluation.build.load_inline import INLINE_RECORD
+
+    (tmp_path / "ext" / INLINE_RECORD).unlink()
+    control = build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600)
+    assert outside.exists()
+    assert control.ok, control.diagnostics
 
 
 def test_a_build_that_cannot_be_confined_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ module; each test edits that copy, builds, and restores it.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,20 +54,31 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     candidate = load_candidate(root / "vector_scale_kp")
     build_dir = root / "objects"
     cold = build_candidate(candidate, build_dir=build_dir, arch="sm_90", env=PARTS)
+    # the cold build's state, to put back after each test: its sources (bytes and mtimes) and build directory
+    shutil.copytree(build_dir, root / "objects-after-cold-build", symlinks=True)
     return Built(candidate, build_dir, cold)
 
 
 @pytest.fixture
 def pristine(built: Built) -> Iterator[Built]:
-    originals = {p: p.read_text() for p in built.candidate.path.iterdir() if p.is_file()}
+    """The candidate and its build directory as the cold build left them, put back afterwards.
+
+    A test whose edit took a full build (host code, build options) would otherwise leave a rebuild of the
+    restored sources to the next test: the files go back with their mtimes, and the build directory is the
+    cold build's copy, so ninja and the full build's record see the state they were made from."""
+    originals = {p: (p.read_bytes(), p.stat()) for p in built.candidate.path.iterdir() if p.is_file()}
     yield built
     for p in built.candidate.path.iterdir():
         if p.is_file() and p not in originals:
             p.unlink()
-    for p, text in originals.items():
-        p.write_text(text)
+    for p, (data, st) in originals.items():
+        p.write_bytes(data)
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    shutil.rmtree(built.build_dir)
+    shutil.copytree(built.build_dir.parent / "objects-after-cold-build", built.build_dir, symlinks=True)
     report = built.build()  # back to the full build's state (its own kernels: nothing compiled)
     assert report.ok, report.log_tail
+    assert report.rebuilt == [], report.command
 
 
 def _errors(report: BuildReport) -> list[str]:
