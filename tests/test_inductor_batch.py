@@ -147,9 +147,10 @@ def test_convert_all_writes_the_solutions_layout_and_one_failure_stops_nothing(t
     (rec / "failed.json").write_text(json.dumps({"error": "InductorError: LoweringException: boom", "torch": "2.11"}))
     out = tmp_path / "c0"
     t0 = time.monotonic()
-    # a hang costs two timeouts (its pool's, then its own alone): 20 s is several times a good conversion's
-    # start and work (a spawned process importing torch: 4 s on an idle 2-core machine)
-    rows = {r["problem"]: r for r in convert_all(items, rec, out, workers=2, timeout=20, report=lambda r: None)}
+    # a hang costs two timeouts (its pool's, then its own alone): 30 s is several times a good conversion's
+    # start and work (a spawned process importing torch: 4 s on an idle 2-core machine, more beside xdist's other
+    # worker)
+    rows = {r["problem"]: r for r in convert_all(items, rec, out, workers=2, timeout=30, report=lambda r: None)}
     assert time.monotonic() - t0 < 240
     assert rows["good_a"]["outcome"] == rows["good_b"]["outcome"] == "converted"
     assert rows["good_a"]["candidate"] == str(out / "good_a") and (out / "good_a" / "model_new.py").is_file()
