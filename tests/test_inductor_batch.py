@@ -158,7 +158,7 @@ def test_convert_all_writes_the_solutions_layout_and_one_failure_stops_nothing(t
     assert rows["missing"]["outcome"] == "not_recorded"
     assert rows["failed"]["outcome"] == "failed" and "LoweringException: boom" in rows["failed"]["reason"]
     assert rows["crash"]["outcome"] == "failed" and "died" in rows["crash"]["reason"]
-    assert rows["hang"]["outcome"] == "failed" and "did not finish within 20 s" in rows["hang"]["reason"]
+    assert rows["hang"]["outcome"] == "failed" and "did not finish within 30 s" in rows["hang"]["reason"]
     index = json.loads((out / INDEX).read_text())
     assert [r["problem"] for r in index] == [i.key for i in items]
 
