@@ -90,6 +90,18 @@ def _output_class(name: str) -> Any:
     return found
 
 
+def _targets(model: Any, paths: list[str], cls: str) -> list[tuple[str, Any]]:
+    """The modules at ``paths``, each checked to be of the class the kernel was extracted from."""
+    out = []
+    for path in paths:
+        module = model.get_submodule(path) if path else model
+        if type(module).__name__ != cls:
+            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {cls} the kernel was extracted "
+                             "from.")
+        out.append((path, module))
+    return out
+
+
 def _resolve(model: Any, module: Any, local: str) -> Any:
     if local.startswith("model:"):
         owner, name = model, local[len("model:"):]
@@ -136,11 +148,7 @@ def install(model: Any, op: Any, origin: dict[str, Any], params: list[str], prob
         loader.loader.exec_module(holder)
         holder_forward = holder.forward
     swapped = []
-    for path in paths or origin.get("paths") or [origin["path"]]:
-        module = model.get_submodule(path) if path else model
-        if type(module).__name__ != spec["class"]:
-            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was "
-                             "extracted from.")
+    for path, module in _targets(model, paths or origin.get("paths") or [origin["path"]], spec["class"]):
         own = [_resolve(model, module, origin["params"][a]) for a in params]
         holder_params = SimpleNamespace(**{a: _resolve(model, module, n) for a, n in spec.get("params", {}).items()},
                                         **{a: module.get_submodule(rel) for a, rel in spec.get("modules", {}).items()})
@@ -199,13 +207,9 @@ def _defer_head(model: Any, op: Any, origin: dict[str, Any], params: list[str], 
     import torch
 
     spec = origin["holder"]
+    weights = [_resolve(model, model, origin["params"][a]) for a in params]  # named under the root
     swapped = []
-    for path in paths or origin.get("paths") or [spec["path"]]:
-        module = model.get_submodule(path) if path else model
-        if type(module).__name__ != spec["class"]:
-            raise ValueError(f"model.{path} is a {type(module).__name__}, not the {spec['class']} the kernel was "
-                             "extracted from.")
-        weights = [_resolve(model, model, origin["params"][a]) for a in params]
+    for path, module in _targets(model, paths or origin.get("paths") or [spec["path"]], spec["class"]):
         original = module.forward
         stats = {"kernel": 0, "original": 0, "compiled_kernel": 0, "compiled_original": 0}
 

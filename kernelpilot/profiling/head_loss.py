@@ -120,10 +120,8 @@ def _chain(trace: Trace, loss: OpRecord, ops: list[OpRecord], consumers: dict[in
     logits = next(v for v in head.outputs if v is not None)
     hidden = next(v for v in chain.inputs if v not in trace.params)
     labels = loss.tensor_inputs()[1].vid
-    spec = next(r.spec for r in head.tensor_inputs() if r.vid in trace.params or trace.alias.get(r.vid) in trace.params)
-    classes = max(spec.shape)
-    if head.name in ("aten::mm", "aten::addmm"):  # the weight is read transposed: (H, V)
-        classes = spec.shape[-1]
+    softmax = next(o for o in ops if o.name == "aten::_log_softmax")
+    classes = softmax.tensor_inputs()[0].spec.shape[softmax.args[1]]  # the logits' size along the softmax's dim
     made = {v for o in ops for v in o.outputs if v is not None}
     readers = []
     for vid in made:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-ENV = "KERNELPILOT_WORKER_CPUS"  # "4,5": the cores a worker process is started on (WorkerClient.launch)
+from kernelpilot.evaluation.client.process import WORKER_CPUS as ENV  # "4,5": read by WorkerClient.launch
+
 PER_SLOT = 2  # at the least: the worker's thread and one for what it starts (input draws, the host side)
 SHARE = 4  # by default the workers take a quarter of the cores (16 cores, one GPU: 4), the builds the rest
 MIN_CORES = 8  # fewer than this and the builds need every core: no split, and the run says so
@@ -63,7 +64,3 @@ def split(cores: list[int], slots: int, per_slot: int | None = None) -> CoreSpli
     build = cores[:len(cores) - want * slots]
     named = "; ".join(",".join(map(str, w)) for w in workers)
     return CoreSplit(build, workers, f"each GPU slot's worker on cores {named}, builds on {len(build)} others")
-
-
-def parse(value: str) -> list[int]:
-    return sorted({int(c) for c in value.split(",") if c.strip()})
