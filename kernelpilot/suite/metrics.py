@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kernelpilot.suite.slot_use import held_slot
 from kernelpilot.suite.store import Row
 from kernelpilot.verdict import Verdict
 
@@ -245,16 +246,14 @@ def throughput(sessions: list[dict[str, Any]], rows: list[Row]) -> dict[str, Any
     evaluated = sum(1 for r in rows if r.status not in ("missing", "not_started"))
     gpus: dict[str, dict[str, Any]] = {}
     for r in rows:
-        phases = (r.verdict or {}).get("phases") or {}
-        window = (r.verdict or {}).get("worker_window") or []
-        if r.gpu is None or (len(window) != 2 and "suite_slot" not in phases):
+        found = held_slot(r)
+        if found is None:
             continue  # never reached a GPU slot (rejected, build error)
-        g = gpus.setdefault(r.gpu, {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
+        _, busy, held = found
+        g = gpus.setdefault(str(r.gpu), {"requests": 0, "busy_s": 0.0, "held_s": 0.0})
         g["requests"] += 1
-        # a request killed by the watchdog has no window, but its time until the kill (worker_busy) counts
-        busy = float(phases.get("worker_busy", window[1] - window[0] if len(window) == 2 else 0.0))
         g["busy_s"] += busy
-        g["held_s"] += float(phases.get("suite_slot", busy))
+        g["held_s"] += held
     for g in gpus.values():
         g["busy_share"] = g["busy_s"] / g["held_s"] if g["held_s"] > 0 else None
         g["busy_of_wall"] = g["busy_s"] / wall if wall > 0 else None

@@ -19,8 +19,9 @@ IDLE = "slot held, worker idle"  # the client's side: sending, the SASS check, s
 BUCKETS = 12  # queue depth is shown over this many equal slices of the run
 
 
-def _held(row: Row) -> tuple[dict[str, float], float, float] | None:
-    """(phases, busy, held) of a verdict that held a slot, else None."""
+def held_slot(row: Row) -> tuple[dict[str, float], float, float] | None:
+    """(phases, busy, held) of a verdict that held a slot, else None. A request killed by the watchdog has no
+    window, but its time until the kill (``worker_busy``) counts."""
     verdict = row.verdict or {}
     phases = verdict.get("phases") or {}
     window = verdict.get("worker_window") or []
@@ -35,7 +36,7 @@ def slot_seconds(rows: list[Row]) -> dict[str, dict[str, float]]:
     the time the slot was held with the worker idle); they add up to the seconds held."""
     out: dict[str, dict[str, float]] = {}
     for row in rows:
-        found = _held(row)
+        found = held_slot(row)
         if found is None:
             continue
         phases, busy, held = found
