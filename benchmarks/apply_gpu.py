@@ -106,8 +106,11 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
 PHASES = ("prepare", "approve", "eager", "compile", "opaque", "write")
 
 
+EXTRACTIONS = ("module", "chain", "add_norm", "head_loss")
+
+
 def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str, batch: int | None,
-            llama32: bool = False) -> None:
+            llama32: bool = False, only: tuple[str, ...] = EXTRACTIONS) -> None:
     worktrees = Path(os.environ["KERNELPILOT_DATA_DIR"]) / "worktrees"
     for old in (repo, worktrees if repo.parent in worktrees.parents else None):  # a repeated prepare starts over
         if old is not None and old.exists():
@@ -124,22 +127,26 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     module_args = ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30"]
     fusion_args = ["hotspots", "--group", "fusion", "--steps", "4", "--top", "10"]  # on the GPU each one shown is compiled
     extract_args = fusion_args[:-1] + ["3"]  # the table is saved once; an extraction searches every row anyway
-    _, modules = sh(kp + module_args + ["train.py"], repo, logs / "hotspots_module.txt")
-    _, fusion = sh(kp + fusion_args + ["train.py"], repo, logs / "hotspots_fusion.txt")
-    # rows by name: rankings move between runs, and --extract TEXT searches every row, not only those shown
-    summary.update(norm_row=row_number(modules, "RMSNorm)"), chain_row=row_number(fusion, ": silu -> mul"))
     problems = repo / "problems"
-    rcs = summary["extract_rc"] = {}
-    rcs["module"], _ = sh(kp + module_args + ["--extract", "RMSNorm)", "--weights", "--out", "problems", "train.py"], repo,
-                          logs / "extract_module.txt")
-    rcs["chain"], _ = sh(kp + extract_args + ["--extract", ": silu -> mul", "--out", "problems", "train.py"], repo,
-                         logs / "extract_chain.txt")
-    # the largest chain: the residual add and RMSNorm after attention (held by the decoder layer)
-    rcs["add_norm"], _ = sh(kp + extract_args + ["--extract", ": add -> _to_copy -> pow -> mean", "--out", "problems",
-                                                "train.py"], repo, logs / "extract_add_norm.txt")
-    # the head and its loss (issue 52): the last linear layer, the upcast and the cross-entropy of the script
-    rcs["head_loss"], _ = sh(kp + extract_args + ["--extract", "head+loss", "--out", "problems", "train.py"], repo,
-                             logs / "extract_head_loss.txt")
+    rcs: dict[str, int] = {}
+    summary["extract_rc"] = rcs
+    if only == EXTRACTIONS:  # the tables themselves (each extraction below traces the model again)
+        _, modules = sh(kp + module_args + ["train.py"], repo, logs / "hotspots_module.txt")
+        _, fusion = sh(kp + fusion_args + ["train.py"], repo, logs / "hotspots_fusion.txt")
+        # rows by name: rankings move between runs, and --extract TEXT searches every row, not only those shown
+        summary.update(norm_row=row_number(modules, "RMSNorm)"), chain_row=row_number(fusion, ": silu -> mul"))
+    if "module" in only:
+        rcs["module"], _ = sh(kp + module_args + ["--extract", "RMSNorm)", "--weights", "--out", "problems", "train.py"],
+                              repo, logs / "extract_module.txt")
+    if "chain" in only:
+        rcs["chain"], _ = sh(kp + extract_args + ["--extract", ": silu -> mul", "--out", "problems", "train.py"], repo,
+                             logs / "extract_chain.txt")
+    if "add_norm" in only:  # the largest chain: the residual add and RMSNorm after attention (held by the decoder layer)
+        rcs["add_norm"], _ = sh(kp + extract_args + ["--extract", ": add -> _to_copy -> pow -> mean", "--out",
+                                                    "problems", "train.py"], repo, logs / "extract_add_norm.txt")
+    if "head_loss" in only:  # the head and its loss (issue 52): the last linear layer, the upcast and the cross-entropy
+        rcs["head_loss"], _ = sh(kp + extract_args + ["--extract", "head+loss", "--out", "problems", "train.py"], repo,
+                                 logs / "extract_head_loss.txt")
     extracted = sorted(p for p in problems.iterdir() if p.is_dir()) if problems.is_dir() else []
     summary["extracted"] = [p.name for p in extracted]
     if extracted:
@@ -203,6 +210,9 @@ def main() -> int:
                         "tokens the H200's eager step is partly host-bound (benchmarks/apply-2026-12-03), 16 keeps it busy")
     parser.add_argument("--llama32", action="store_true", help="Llama-3.2-1B's shapes (16 layers, hidden 2048, "
                         "vocabulary 128256) at 16 x 1024 tokens a step: issue 52's evidence")
+    parser.add_argument("--only", default=",".join(EXTRACTIONS),
+                        help="the extractions of the prepare phase, comma-separated (default all: module, chain, "
+                             "add_norm, head_loss); with fewer, the hotspot tables are not saved on their own")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
                         "candidates run under TRITON_INTERPRET=1")
     args = parser.parse_args()
@@ -223,7 +233,10 @@ def main() -> int:
     for phase in args.phase or PHASES:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
-            prepare(repo, logs, summary, args.small, args.device, args.batch, args.llama32)
+            only = tuple(x for x in EXTRACTIONS if x in args.only.split(","))
+            if set(args.only.split(",")) - set(EXTRACTIONS):
+                parser.error(f"--only takes {', '.join(EXTRACTIONS)}")
+            prepare(repo, logs, summary, args.small, args.device, args.batch, args.llama32, only)
         elif phase == "approve":
             approve_all(repo, logs, summary, args.device)
         elif phase == "eager":
