@@ -213,6 +213,8 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(EXTRACTIONS),
                         help="the extractions of the prepare phase, comma-separated (default all: module, chain, "
                              "add_norm, head_loss); with fewer, the hotspot tables are not saved on their own")
+    parser.add_argument("--compile-modes", help="passed to `apply --compile` (default: apply's own, default and "
+                        "max-autotune-no-cudagraphs)")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
                         "candidates run under TRITON_INTERPRET=1")
     args = parser.parse_args()
@@ -244,7 +246,8 @@ def main() -> int:
                                         "train.py"], repo, logs / "apply_eager.txt")
             keep_measures(summary, "eager", logs / "apply_eager.json")
         elif phase == "compile":
-            runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", "--summary",
+            modes = ["--compile-modes", args.compile_modes] if args.compile_modes else []
+            runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", *modes, "--summary",
                                              str(logs / "apply_compile.json"), "train.py"], repo,
                                     logs / "apply_compile.txt")
             keep_measures(summary, "compile", logs / "apply_compile.json")
