@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -154,6 +155,16 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
         git(repo, "commit", "-q", "-m", "extracted problems")
 
 
+def head_loss_source(problem: Path) -> str:
+    """HEAD_LOSS with the head's weight made as the problem makes it (its name and its seeded draw): the engine seeds
+    both models alike and the candidate's weight must equal the reference's, as in KernelBench."""
+    found = re.search(r"^\s*self\.(p_\w+) = (nn\.Parameter\(.*\))\s*$", problem.read_text(), re.M)
+    if found is None:
+        raise ValueError(f"{problem}: no `self.p_... = nn.Parameter(...)` line for the head's weight")
+    name, made = found.groups()
+    return HEAD_LOSS.replace("nn.Parameter(torch.empty(0))", made).replace("p_lm_head_weight", name)
+
+
 def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str) -> None:
     """The hand-written candidate of each extracted problem: evaluated, approved (drop-in written)."""
     problems = repo / "problems"
@@ -163,7 +174,7 @@ def approve_all(repo: Path, logs: Path, summary: dict[str, object], device: str)
         origin = json.loads((problem / "origin.json").read_text())
         n = origin["shapes"][0][0][-1]
         if origin.get("role") == "head+loss":
-            source = HEAD_LOSS
+            source = head_loss_source(problem / "problem.py")
         elif origin["kind"] == "module" or str(origin.get("chain", "")).startswith("add -> _to_copy -> pow"):
             (attr,) = origin["params"]
             template = RMSNORM if origin["kind"] == "module" else ADD_RMSNORM
