@@ -122,7 +122,10 @@ def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, dev
     git(repo, "config", "user.name", "kernelpilot evidence")
     git(repo, "config", "user.email", "evidence@localhost")
     git(repo, "config", "commit.gpgsign", "false")
-    git(repo, "add", "train.py")
+    # the head+loss candidate computes its matmuls with cuBLAS and counts its labels with torch, as Liger's does:
+    # allowed here by name, and every verdict lists them as torch-op-allowed
+    (repo / "kernelpilot.toml").write_text('allowed_libraries = ["cublas", "mm", "ne", "sum", "add"]\n')
+    git(repo, "add", "train.py", "kernelpilot.toml")
     git(repo, "commit", "-q", "-m", "training script")
     kp = [sys.executable, "-m", "kernelpilot"]
     module_args = ["hotspots", "--group", "module", "--steps", "4", "--depth", "4", "--top", "30"]
