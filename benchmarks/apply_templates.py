@@ -344,11 +344,13 @@ def train_source(small: bool = False, device: str = "cuda", batch: int | None = 
 
 HEAD_LOSS = '''"""Chunked fused linear + cross-entropy (the head and its loss): the loss of hidden states x0 (B, T, H) through
 the head's weight (V, H) against labels x1 (N,), mean over the labels that are not -100, and the gradients of x0
-and the weight, CHUNK rows of logits at a time. Per chunk the logits are one fp32 matmul; one Triton program per
-row reads its row once for the max and the sum, writes the row's loss, and overwrites the row in place with its
-gradient (softmax - one-hot, zero for an ignored row). The forward computes the gradients too (for a gradient
-of 1) and keeps them until ModelNew.backward, which scales them: the full logits are never held, and the head's
-matmul runs three times a step, as unfused."""
+and the weight, CHUNK rows of logits at a time. Per chunk the logits are one matmul in the model's dtype (bf16: the
+model rounds its logits there too); one Triton program per row reads its row twice (the max and the sum online,
+then the gradient) and overwrites it in place with its gradient for a loss gradient of 1: (softmax - one-hot) / the
+count of kept labels, in fp32, rounded once to bf16 as autograd rounds it. The forward computes the gradients too
+and keeps them until ModelNew.backward, which scales them by the loss's gradient: the full logits are never held,
+the weight's gradient is accumulated over chunks in fp32 and rounded once, and the head's matmul runs three times a
+step, as unfused."""
 import torch
 import torch.nn as nn
 import triton
@@ -359,7 +361,7 @@ IGNORE = -100
 
 
 @triton.jit
-def _row_loss_grad(logits, labels, loss, stride, V, IGNORE_INDEX: tl.constexpr, BLOCK: tl.constexpr):
+def _row_loss_grad(logits, labels, loss, inv_count, stride, V, IGNORE_INDEX: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     base = logits + row.to(tl.int64) * stride
     label = tl.load(labels + row)
@@ -367,46 +369,56 @@ def _row_loss_grad(logits, labels, loss, stride, V, IGNORE_INDEX: tl.constexpr, 
     s = 0.0
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(base + cols, mask=cols < V, other=-float("inf"))
+        x = tl.load(base + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
         new = tl.maximum(m, tl.max(x, 0))
         s = s * tl.exp(m - new) + tl.sum(tl.exp(x - new), 0)
         m = new
     lse = m + tl.log(s)
     keep = label != IGNORE_INDEX  # a constexpr argument: a compiled kernel reads no plain global
-    picked = tl.load(base + tl.where(keep, label, 0))
+    picked = tl.load(base + tl.where(keep, label, 0)).to(tl.float32)  # before the row is overwritten
     tl.store(loss + row, tl.where(keep, lse - picked, 0.0))
+    scale = tl.load(inv_count)
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(base + cols, mask=cols < V, other=0.0)
-        g = tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)
-        tl.store(base + cols, tl.where(keep, g, 0.0), mask=cols < V)
+        x = tl.load(base + cols, mask=cols < V, other=0.0).to(tl.float32)
+        g = (tl.exp(x - lse) - tl.where(cols == label, 1.0, 0.0)) * scale
+        tl.store(base + cols, tl.where(keep, g, 0.0).to(logits.dtype.element_ty, fp_downcast_rounding="rtne"),
+                 mask=cols < V)  # round to nearest even, as torch rounds the fp32 gradient
 
 
 def _key(x):
     return (x.data_ptr(), x._version, tuple(x.shape))
 
 
+def _mm_fp32(a, b):
+    """a @ b accumulated and returned in fp32 (on CUDA one bf16 GEMM with an fp32 output)."""
+    if a.is_cuda:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    return a.float() @ b.float()
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.p_lm_head_weight = nn.Parameter(torch.empty(0))
-        self._kept = None  # (x0, gradient of x0, gradient of the weight) for a gradient of 1
+        self._kept = None  # (x0's key, gradient of x0, gradient of the weight in fp32) for a loss gradient of 1
 
     def forward(self, x0, x1):
-        weight = self.p_lm_head_weight
-        h = x0.reshape(-1, x0.shape[-1])
+        weight = self.p_lm_head_weight.detach()  # the gradients are computed here, not recorded by autograd
+        h = x0.detach().reshape(-1, x0.shape[-1])
         count = (x1 != IGNORE).sum()
+        inv_count = 1.0 / count.float()  # on the device: no synchronisation
         losses = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
         gh = torch.empty_like(h)
         gw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         for start in range(0, h.shape[0], CHUNK):
             rows = slice(start, start + CHUNK)
-            logits = (h[rows] @ weight.t()).float()
+            logits = h[rows] @ weight.t()
             n, vocab = logits.shape
-            _row_loss_grad[(n,)](logits, x1[rows], losses[rows], logits.stride(0), vocab, IGNORE, BLOCK=4096)
-            grad = logits.to(h.dtype)
-            gh[rows] = grad @ weight
-            gw += (grad.t() @ h[rows]).float()
+            _row_loss_grad[(n,)](logits, x1[rows], losses[rows], inv_count, logits.stride(0), vocab, IGNORE,
+                                 BLOCK=4096)
+            torch.mm(logits, weight, out=gh[rows])  # the rows' gradient, rounded as autograd's backward rounds it
+            gw += _mm_fp32(logits.t(), h[rows])
         self._kept = (_key(x0), gh, gw)
         return losses.sum() / count  # float32: the script upcasts the logits before its cross-entropy
 
@@ -415,7 +427,7 @@ class ModelNew(nn.Module):
         if kept != _key(x0):
             raise RuntimeError("backward of another call than the last forward")
         self._kept = None
-        scale = grads[0].float() / (x1 != IGNORE).sum()
-        return ((gh.float() * scale).to(x0.dtype).view_as(x0), None), {
-            "p_lm_head_weight": (gw * scale).to(self.p_lm_head_weight.dtype)}
+        g = grads[0]  # 1 for loss.backward(): both products below are then exact
+        return ((gh * g.to(gh.dtype)).view_as(x0), None), {
+            "p_lm_head_weight": (gw * g.float()).to(self.p_lm_head_weight.dtype)}
 '''
