@@ -63,6 +63,10 @@ def test_superseded_is_a_status_of_its_own() -> None:
 
 def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
     with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
+        # The stop at an announcement is what this test is about, not the kill after the grace period (the next
+        # test): one call of slow_add takes 0.4 s on an idle 2-core machine and more than the 1 s default grace
+        # under CI's load, where the cancel landing early in a call had the worker killed and replaced.
+        ev.cancel_grace_s = 30.0
         assert not ev.cancel()  # nothing in flight
         first = ev.evaluate(PROBLEM, CPU / "good.py", "test")
         assert first.correctness is not None and first.correctness.passed, first.summary
@@ -77,7 +81,8 @@ def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
         assert cancelled.status == "superseded", cancelled.summary
         assert cancelled.summary.startswith("superseded") and "not a failure" in cancelled.summary
         assert cancelled.error == "" and not cancelled.attempts and not cancelled.flaky
-        assert waited < min(3.0, whole.seconds / 2), (waited, whole.seconds)
+        assert not any("did not stop within" in f for f in cancelled.flags), cancelled.flags
+        assert waited < whole.seconds / 2, (waited, whole.seconds)  # stopped at the next call, not at the end
         assert ev._client.proc.pid == pid and ev._client.starts == starts  # the same warm worker
         after = ev.evaluate(PROBLEM, CPU / "good.py", "test")
         assert after.status == first.status and "worker_start" not in after.phases, after.phases
