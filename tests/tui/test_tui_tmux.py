@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -71,7 +72,11 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
     editor.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {marker}\n'
                       'for f in "$@"; do case "$f" in *.cu) echo "// edited in the editor" >> "$f";; esac; done\n')
     editor.chmod(0o755)
-    data = tmp_path / "data"
+    # A short data folder: the card wraps the path of the file to edit over its lines, and pytest's folder for this
+    # test is 60 to 80 characters deep (the run's number, xdist's worker), so the card's height at 80x24 depended on
+    # it. A full run under load once read the card without its "ctrl+o opens it" line: the wait below now asks for
+    # that line too.
+    data = Path(tempfile.mkdtemp(prefix="kp-tmux-")) / "data"
     env = {"KERNELPILOT_DATA_DIR": str(data), "TERM": "xterm-256color", "EDITOR": str(editor),
            "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", str(tmp_path))}
     if os.environ.get("PYTHONPATH"):  # the checkout under test, when it is not the installed one
@@ -90,7 +95,7 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         first_paint_s = time.monotonic() - started
         # the card is drawn before the session exists; the file to edit is named once the worktree is made
         worktrees = str(data / "worktrees")
-        screen = wait_screen(session, lambda s: "moves " in s and "(the session's copy" in s
+        screen = wait_screen(session, lambda s: "moves " in s and "(the session's copy" in s and "$EDITOR" in s
                              and card_path(s).startswith(worktrees), 90, "the problem card")
         assert "input     65536 float32 (256.00 KiB)" in screen and "vector_scale  vector_scale.py" in screen, screen
         named = card_path(screen)  # the absolute path of the worktree's copy, wrapped over card lines
@@ -132,3 +137,4 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         print(f"first paint after {first_paint_s:.2f} s (including interpreter start)\n{first}\n{card}")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        shutil.rmtree(data.parent, ignore_errors=True)
