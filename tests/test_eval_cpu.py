@@ -77,9 +77,10 @@ def _candidate_dir(tmp_path: Path, kernel: str) -> Path:
     d.mkdir()
     (d / "kernel.cu").write_text(kernel, encoding="utf-8")
     (d / "binding.cpp").write_text(
-        '#include <torch/extension.h>\n'
+        '#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty_like.h>\n#include <cuda_runtime.h>\n'
+        '#include <torch/csrc/utils/pybind.h>\n'  # the torch headers it uses: torch/extension.h takes 2-3x longer
         'extern "C" void launch_scale(const float* x, float* y, int n, cudaStream_t s);\n'
-        'torch::Tensor scale(torch::Tensor x) { auto y = torch::empty_like(x);\n'
+        'at::Tensor scale(at::Tensor x) { auto y = at::empty_like(x);\n'
         '  launch_scale(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), nullptr); return y; }\n'
         'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }\n', encoding="utf-8")
     (d / "model_new.py").write_text(
