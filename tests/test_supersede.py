@@ -82,7 +82,7 @@ def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
         assert cancelled.summary.startswith("superseded") and "not a failure" in cancelled.summary
         assert cancelled.error == "" and not cancelled.attempts and not cancelled.flaky
         assert not any("did not stop within" in f for f in cancelled.flags), cancelled.flags
-        assert waited < whole.seconds / 2, (waited, whole.seconds)  # stopped at the next call, not at the end
+        assert waited < min(3.0, whole.seconds / 2), (waited, whole.seconds)  # stopped at the next call
         assert ev._client.proc.pid == pid and ev._client.starts == starts  # the same warm worker
         after = ev.evaluate(PROBLEM, CPU / "good.py", "test")
         assert after.status == first.status and "worker_start" not in after.phases, after.phases
