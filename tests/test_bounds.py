@@ -9,8 +9,10 @@ what is read back, and what a changed byte means, is checked exactly.
 from __future__ import annotations
 
 import struct
+from unittest import mock
 
 import pytest
+import torch
 
 from kernelpilot.evaluation.correctness import bounds
 
@@ -30,29 +32,57 @@ def _segment(address: int, blocks: list[tuple[int, int | None]], pool: tuple[int
 
 
 class Memory:
-    """Device memory for one segment with every band filled, as the GPU half fills and reads it."""
+    """Device memory for one segment, filled and read back by bounds.py's own GPU half (``fill``,
+    ``read_changes``), with a CPU tensor over the bytearray standing for the segment's alias."""
 
     def __init__(self, seg: dict) -> None:
         self.seg, self.base = seg, seg["address"]
         self.data = bytearray(b"\x11" * seg["total_size"])
         self.runs = bounds.spare_runs([seg])
         self.bands = bounds.guard_bands(self.runs)
-        for band in self.bands:
-            word = struct.pack("<i", band.canary)
-            for a in range(band.start, band.end, 4):
-                self.data[a - self.base:a - self.base + 4] = word
+        with mock.patch.object(bounds, "_alias", self._alias):
+            bounds.fill(self.bands, [seg], "cpu")
+
+    def _alias(self, ptr: int, nbytes: int, device: str) -> torch.Tensor:
+        assert device == "cpu" and self.base <= ptr and ptr + nbytes <= self.base + len(self.data)
+        return torch.frombuffer(self.data, dtype=torch.int32, offset=ptr - self.base, count=nbytes // 4)
 
     def write(self, start: int, payload: bytes) -> None:
         self.data[start - self.base:start - self.base + len(payload)] = payload
 
     def overruns(self, made: list[tuple[int, int]]) -> list[bounds.Overrun]:
-        found = []
-        for lo, hi, expected in bounds.to_read(self.bands, made, [self.seg]):
-            words = struct.unpack(f"<{(hi - lo) // 4}i", bytes(self.data[lo - self.base:hi - self.base]))
-            bad = [i for i, w in enumerate(words) if w != expected]
-            if bad:
-                found.append(bounds.overrun(lo + 4 * bad[0], lo + 4 * bad[-1] + 3, self.runs, made))
-        return found
+        with mock.patch.object(bounds, "_alias", self._alias):
+            changes = bounds.read_changes(bounds.to_read(self.bands, made, [self.seg]), [self.seg], "cpu")
+        return [bounds.overrun(first, last, self.runs, made) for first, last in changes]
+
+
+def test_every_band_holds_its_canary_after_the_fill() -> None:
+    seg = _segment(BASE, [(1024, 1000), (4096, None), (512, 512), (2048, None)])
+    mem = Memory(seg)
+    assert len(mem.bands) == 3
+    for band in mem.bands:
+        words = struct.unpack(f"<{(band.end - band.start) // 4}i", bytes(mem.data[band.start - BASE:band.end - BASE]))
+        assert set(words) == {band.canary}
+    assert bytes(mem.data[0:1000]) == b"\x11" * 1000  # the tensor itself is untouched
+
+
+def test_pieces_are_cut_at_segment_boundaries_and_changes_found_per_piece() -> None:
+    spans = [(BASE, BASE + 4096), (BASE + 4096, BASE + 8192), (BASE + 16384, BASE + 20480)]
+    pieces = bounds.split_at([(BASE + 4000, BASE + 4200, 7), (BASE + 9000, BASE + 9100, 8),
+                              (BASE + 16384, BASE + 16400, 9)], spans)
+    assert pieces == [(BASE + 4000, BASE + 4096, 7), (BASE + 4096, BASE + 4200, 7), (BASE + 16384, BASE + 16400, 9)]
+    host = torch.tensor([7] * 24 + [7] * 26 + [9] * 4, dtype=torch.int32)
+    assert bounds.changed(host, pieces) == []
+    host[2], host[5], host[30], host[53] = 0, 0, 0, 0
+    assert bounds.changed(host, pieces) == [(BASE + 4008, BASE + 4023), (BASE + 4096 + 24, BASE + 4096 + 27),
+                                            (BASE + 16384 + 12, BASE + 16384 + 15)]
+
+
+def test_a_range_outside_every_segment_is_refused_not_read() -> None:
+    seg = _segment(BASE, [(512, 512), (4096, None)])
+    views = bounds._Segments(bounds._spans([seg]), "cpu")
+    with pytest.raises(ValueError, match="not inside one of the allocator's segments"):
+        views(BASE + 4096, BASE + 4608 + 4)
 
 
 def test_runs_are_free_blocks_and_the_tails_past_what_a_tensor_asked_for() -> None:

@@ -15,6 +15,10 @@ seconds a run (it gates approval). The first call of each shape set is guarded i
    allocation the call made, less what the call allocated, are read back. A changed byte is a write past the
    end of the tensor before it.
 
+Bands are filled and read through one alias per allocator segment (a band is a slice of it), and everything
+read back is gathered on the device and copied to the host at once: one synchronisation per guarded call,
+however many bands (up to ``MAX_BANDS``).
+
 Not seen: reads out of bounds, writes that land in another live tensor, and writes past a segment's end (an
 output that fills a segment of its own; the verify phase's poisoning leaves a free block four times the largest
 input, so outputs are carved from it). Segments of CUDA-graph pools are
@@ -213,6 +217,38 @@ def overrun(first_bad: int, last_bad: int, runs: list[Run], made: list[tuple[int
     return Overrun(first_bad - end, last_bad - end, owner_bytes, made_in_call)
 
 
+def split_at(ranges: list[tuple[int, int, int]], spans: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """``ranges`` (start, end, value) cut where they cross from one span (a segment: sorted, disjoint) into the
+    next, so that each piece lies in one segment; what lies in no span is dropped."""
+    starts = [a for a, _ in spans]
+    out: list[tuple[int, int, int]] = []
+    for lo, hi, value in ranges:
+        for a, b in spans[max(bisect.bisect_right(starts, lo) - 1, 0):bisect.bisect_left(starts, hi)]:
+            if min(hi, b) > max(lo, a):
+                out.append((max(lo, a), min(hi, b), value))
+    return out
+
+
+def changed(host: torch.Tensor, pieces: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(first, last) changed byte addresses of each piece whose int32 words in ``host`` (the pieces read back one
+    after the other, on the CPU) are not its value."""
+    import torch
+
+    lengths = torch.tensor([(hi - lo) // 4 for lo, hi, _ in pieces], dtype=torch.int64)
+    expected = torch.repeat_interleave(torch.tensor([v for _, _, v in pieces], dtype=torch.int32), lengths)
+    bad = (host != expected).nonzero().flatten().tolist()
+    if not bad:
+        return []
+    offsets = [0] + torch.cumsum(lengths, 0).tolist()
+    found: dict[int, tuple[int, int]] = {}
+    for index in bad:
+        k = bisect.bisect_right(offsets, index) - 1
+        lo = pieces[k][0]
+        first = found.get(k, (lo + 4 * (index - offsets[k]), 0))[0]
+        found[k] = (first, lo + 4 * (index - offsets[k]) + 3)
+    return [found[k] for k in sorted(found)]
+
+
 # ---- on the GPU -----------------------------------------------------------------------------------
 class _Memory:
     """Raw device memory as an int32 array (``__cuda_array_interface__``), for a tensor that aliases it."""
@@ -228,12 +264,58 @@ def _alias(ptr: int, nbytes: int, device: str) -> torch.Tensor:
     return torch.as_tensor(_Memory(ptr, nbytes), device=device)
 
 
+def _spans(segments: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    return sorted((int(s["address"]), int(s["address"]) + int(s.get("total_size", 0))) for s in segments
+                  if int(s.get("total_size", 0)) > 0)
+
+
+class _Segments:
+    """One int32 alias per segment of the allocator, made on first use: a band or a range read back is a slice of
+    it (a view costs far less than an alias of its own)."""
+
+    def __init__(self, spans: list[tuple[int, int]], device: str) -> None:
+        self.spans, self.device = spans, device
+        self.starts = [a for a, _ in spans]
+        self.aliases: dict[int, torch.Tensor] = {}
+
+    def __call__(self, lo: int, hi: int) -> torch.Tensor:
+        i = bisect.bisect_right(self.starts, lo) - 1
+        a, b = self.spans[i] if i >= 0 else (0, 0)
+        if not a <= lo < hi <= b:
+            raise ValueError(f"bytes {lo:#x}-{hi:#x} are not inside one of the allocator's segments")
+        if i not in self.aliases:
+            self.aliases[i] = _alias(a, b - a, self.device)
+        return self.aliases[i][(lo - a) // 4:(hi - a) // 4]
+
+
+def fill(bands: list[Band], segments: list[dict[str, Any]], device: str) -> None:
+    """Each band filled with its canary, through the aliases of the segments that hold them."""
+    views = _Segments(_spans(segments), device)
+    for band in bands:
+        views(band.start, band.end).fill_(band.canary)
+
+
+def read_changes(ranges: list[tuple[int, int, int]], segments: list[dict[str, Any]],
+                 device: str) -> list[tuple[int, int]]:
+    """(first, last) changed byte addresses per piece of ``ranges`` (start, end, expected int32): every piece
+    gathered on the device and copied back at once (one synchronisation, however many bands)."""
+    import torch
+
+    spans = _spans(segments)
+    pieces = split_at(ranges, spans)
+    if not pieces:
+        return []
+    views = _Segments(spans, device)
+    host = torch.cat([views(lo, hi) for lo, hi, _ in pieces]).cpu()
+    return changed(host, pieces)
+
+
 class BoundsCheckError(RuntimeError):
     """The guard could not be set or read (the allocator's snapshot or history): the trial fails closed."""
 
 
 def guarded(call: Callable[[], Any], device: str) -> tuple[Any, list[Overrun], str]:
-    """Run ``call`` with guard bands around every tensor's end: its result, the overruns seen, and why the
+    """Run ``call`` with guard bands past every tensor's end: its result, the overruns seen, and why the
     bands could not be read back ("" when they were).
 
     Whatever ``call`` raises passes through; a failure to set the bands raises BoundsCheckError before
@@ -243,10 +325,10 @@ def guarded(call: Callable[[], Any], device: str) -> tuple[Any, list[Overrun], s
     history = torch.cuda.memory._record_memory_history
     try:
         torch.cuda.synchronize()
-        runs = spare_runs(torch.cuda.memory_snapshot())
+        segments = torch.cuda.memory_snapshot()
+        runs = spare_runs(segments)
         bands = guard_bands(runs)
-        for band in bands:
-            _alias(band.start, band.end - band.start, device).fill_(band.canary)
+        fill(bands, segments, device)
         torch.cuda.synchronize()
         history(enabled="all", context=None, stacks="python", max_entries=1 << 20, clear_history=True)
     except Exception as exc:  # noqa: BLE001 - any failure to set the guard fails the trial closed
@@ -269,10 +351,6 @@ def _read_back(runs: list[Run], bands: list[Band], snap: dict[str, Any], device:
     traces = snap.get("device_traces", [])
     trace = traces[index if index is not None else torch.cuda.current_device()] if traces else []
     made = allocations(trace)
-    found: list[Overrun] = []
-    for lo, hi, expected in to_read(bands, _merge(made + new_segments(trace)), snap.get("segments", [])):
-        host = _alias(lo, hi - lo, device).cpu()
-        bad = (host != expected).nonzero()
-        if bad.numel():
-            found.append(overrun(lo + 4 * int(bad[0, 0]), lo + 4 * int(bad[-1, 0]) + 3, runs, made))
-    return found
+    segments = snap.get("segments", [])
+    ranges = to_read(bands, _merge(made + new_segments(trace)), segments)
+    return [overrun(first, last, runs, made) for first, last in read_changes(ranges, segments, device)]
