@@ -381,3 +381,37 @@ def test_a_waiting_builder_takes_the_build_and_a_dead_one_is_replaced(tmp_path: 
         assert [d.line for d in again.diagnostics if d.severity == "error"][:1] == [line]
     finally:
         standby.close()
+
+
+def test_a_confined_single_file_build_may_fill_the_caches_the_worker_fills(tmp_path: Path) -> None:
+    """A candidate whose forward fills Inductor's cache (a torch.compile there) is probed on the meta device at build
+    time, confined: the build may write the caches its environment names, as the worker may, even before they
+    exist (a fresh machine). Before, the probe stopped on a PermissionError and the compile moved to the worker."""
+    from kernelpilot.evaluation.sandbox.confine import detect
+
+    if not detect().landlock_abi:
+        pytest.skip("no Landlock on this machine")
+    problem = tmp_path / "problem.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return x * 2\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    candidate = tmp_path / "solutions" / "model_new.py"
+    candidate.parent.mkdir()
+    candidate.write_text("import os\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n\n"
+                         "class ModelNew(nn.Module):\n"
+                         "    def __init__(self):\n        super().__init__()\n"
+                         "        if os.environ.get('KP_TEST_NEVER_SET'):  # a compile call: the file has a build\n"
+                         "            load_inline(name='never', cpp_sources='', functions=[])\n\n"
+                         "    def forward(self, x):\n"
+                         "        cache = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+                         "        os.makedirs(os.path.join(cache, 'fxgraph'), exist_ok=True)  # as Inductor does\n"
+                         "        open(os.path.join(cache, 'fxgraph', 'entry'), 'w').write('compiled')\n"
+                         "        return x * 2\n")
+    caches = tmp_path / "user-cache"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
+           "TRITON_CACHE_DIR": str(caches / "triton")}
+    report = build_candidate(load_candidate(candidate), build_dir=tmp_path / "ext", timeout_s=300, env=env,
+                             problem=problem, confine=True)
+    assert report.ok, report.diagnostics
+    assert '"forward_probe": "ran"' in report.log_tail, report.log_tail[-600:]
+    assert (caches / "inductor" / "fxgraph" / "entry").read_text() == "compiled"

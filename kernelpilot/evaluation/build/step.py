@@ -46,7 +46,7 @@ from kernelpilot.evaluation.build.single_file import SINGLE_FILE_BUILDER
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.build.triton_ahead import build_triton
 from kernelpilot.evaluation.candidate import Candidate
-from kernelpilot.evaluation.sandbox.build_step import confine_build, unconfined_note
+from kernelpilot.evaluation.sandbox.build_step import caches_of, confine_build, unconfined_note
 from kernelpilot.evaluation.sandbox.confine import scrubbed_env
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.extension import (
@@ -179,7 +179,8 @@ def build_candidate(
     unconfined = ""  # why the candidate's code runs unconfined here, when it does
     if confine and candidate.kind == "single_file":  # its code runs here: confined as the worker is
         reads = [candidate.root, *([Path(problem).resolve().parent] if problem else [])]
-        unconfined = confine_build(run_env, directory, reads)
+        # the caches its code fills (a torch.compile in __init__ or the forward writes Inductor's): as the worker
+        unconfined = confine_build(run_env, directory, reads, caches_of(run_env))
     start = time.monotonic()
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.evaluation.sandbox.build_step import caches_of
+
 
 class WorkerOwner:
     """Worker management for Evaluator (its attributes are set in Evaluator.__init__)."""
@@ -91,8 +93,7 @@ class WorkerOwner:
         from kernelpilot.evaluation.client.process import WorkerClient
 
         env = self._cache_env()
-        writable = [Path(env[k]) for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR")
-                    if env.get(k)]
+        writable = caches_of(env)
         writable.append(Path(env.get("KERNELPILOT_BUILD_DIR") or Path(env["TRITON_CACHE_DIR"]).parent / "builds"))
         writable += [p for p in self._writable if p not in writable]
         writable.append(Path(env["KERNELPILOT_CEILINGS_DIR"]))

@@ -30,6 +30,16 @@ def unconfined_note(why: str) -> str:
     return f"build step unconfined ({why}): the candidate's code ran in it without the worker's confinement"
 
 
+# the caches a candidate's code fills as it runs (Inductor's, Triton's, the CuTe DSL's), where the engine's
+# environment points them: the worker may write them, and so may the build step that runs the same code first
+WORKER_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR")
+
+
+def caches_of(run_env: Mapping[str, str]) -> list[Path]:
+    """The folders of ``WORKER_CACHES`` that ``run_env`` names."""
+    return [Path(run_env[k]) for k in WORKER_CACHES if run_env.get(k)]
+
+
 def confine_build(run_env: dict[str, str], build_dir: Path, reads: Sequence[Path], writes: Sequence[Path] = ()) -> str:
     """Put the sandbox spec for a build in ``run_env`` (and its private HOME and TMPDIR, inside
     ``build_dir``); ``writes``: more folders it may write (Triton's cache). Returns "" when the build will
