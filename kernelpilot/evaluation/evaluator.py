@@ -54,6 +54,7 @@ from kernelpilot.evaluation.static.declarations import (
     within_compile_flag,
 )
 from kernelpilot.evaluation.static.policy import check_candidate
+from kernelpilot.evaluation.static.training import forward_only_flag
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.kb_files import check as check_problem_files
 from kernelpilot import toolchain_probe
@@ -302,7 +303,7 @@ class Evaluator(WorkerRequests):
         if response is None:
             return run.done(v.status)
         merged = merge_response(v, response)
-        v.flags += within_compile_flag(declared, v.performance)
+        v.flags += within_compile_flag(declared, v.performance) + forward_only_flag(run.model_file, v.performance)
         if run.sass_check is not None and merged.status == "runtime_error" and self._device_builds \
                 and any(m in str(merged.error) for m in REPLACEMENT_FAILURES):
             # the edited kernels did not load or launch in place of the full build's: not the candidate's doing

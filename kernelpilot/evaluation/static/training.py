@@ -1,0 +1,39 @@
+"""A candidate written for training: its ``ModelNew`` defines ``backward`` (the drop-in protocol,
+docs/model-to-faster-model.md), so its forward may do part of the backward's work.
+
+A chunked head+loss computes the gradients of the hidden states and the weight in its forward, chunk by chunk,
+and keeps them for ``backward``: three matmuls where the reference's forward has one. The verdict times forwards
+only, so such a candidate reads slower there than it is in a training step (2026-12-06, H100, a Llama-3.2-1B
+head: 0.48x eager, 0.23x torch.compile, while the step was faster). The verdict says so beside its times;
+``kernelpilot apply`` measures the step. Worker-free: a source scan.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from kernelpilot.verdict import Performance
+
+FORWARD_ONLY = ("ModelNew defines backward (a training drop-in): these times are its forward against the reference's "
+                "forward, and a forward that also computes the gradients reads slower here than it is in a training "
+                "step; `kernelpilot apply SCRIPT` measures the step")
+
+
+def defines_backward(model_file: Path) -> bool:
+    """Whether ``model_file``'s ``ModelNew`` class has a ``backward`` method."""
+    try:
+        tree = ast.parse(model_file.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.ClassDef) and node.name == "ModelNew"
+               and any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "backward"
+                       for item in node.body)
+               for node in tree.body)
+
+
+def forward_only_flag(model_file: Path | None, performance: Performance | None) -> list[str]:
+    """The flag for a timed verdict of a training drop-in; none otherwise."""
+    if performance is None or performance.candidate is None or model_file is None:
+        return []
+    return [FORWARD_ONLY] if defines_backward(model_file) else []
