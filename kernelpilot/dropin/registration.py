@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kernelpilot.dropin.template import CUSTOM_OP, TEMPLATE, TRITON_OP
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.evaluation.static.training import modelnew_has_backward
 from kernelpilot.extracted import DROPIN_FILE, ORIGIN_FILE, SWAP_FILE, problem_dir_of  # noqa: F401  (re-exported)
 
 
@@ -63,10 +64,7 @@ def _forward_shape(problem: Path) -> tuple[list[str], int]:
 def _has_own_backward(model_file: Path) -> bool:
     """Whether the candidate's ``ModelNew`` defines ``backward(self, grads, *inputs)``: the drop-in then uses it
     (checked against float64 like any backward) instead of recomputing the reference under torch.func.vjp."""
-    for node in ast.walk(ast.parse(model_file.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            return any(isinstance(item, ast.FunctionDef) and item.name == "backward" for item in node.body)
-    return False
+    return modelnew_has_backward(ast.parse(model_file.read_text()))
 
 
 def op_name(problem_dir: Path) -> str:

@@ -20,16 +20,20 @@ FORWARD_ONLY = ("ModelNew defines backward (a training drop-in): these times are
                 "step; `kernelpilot apply SCRIPT` measures the step")
 
 
+def modelnew_has_backward(tree: ast.AST) -> bool:
+    """Whether a parsed candidate's ``ModelNew`` class has a ``backward`` method (wherever the class stands)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return any(isinstance(item, ast.FunctionDef) and item.name == "backward" for item in node.body)
+    return False
+
+
 def defines_backward(model_file: Path) -> bool:
-    """Whether ``model_file``'s ``ModelNew`` class has a ``backward`` method."""
+    """Whether ``model_file``'s ``ModelNew`` has a ``backward``; False for a file that cannot be read or parsed."""
     try:
-        tree = ast.parse(model_file.read_text(errors="replace"))
+        return modelnew_has_backward(ast.parse(model_file.read_text(errors="replace")))
     except (OSError, SyntaxError, ValueError):
         return False
-    return any(isinstance(node, ast.ClassDef) and node.name == "ModelNew"
-               and any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "backward"
-                       for item in node.body)
-               for node in tree.body)
 
 
 def forward_only_flag(model_file: Path | None, performance: Performance | None) -> list[str]:
