@@ -148,7 +148,7 @@ def chain_problem(trace: Trace, chain: Chain, *, script: str, head: HeadLoss | N
     elif holder_call is not None:
         try:
             holder_source, holder_origin = _holder_source(trace, holder_call, chain, program,
-                                                          absent=_made(chain) - set(program.outputs) if head else set())
+                                                          absent=chain.made() - set(program.outputs) if head else set())
             origin["holder"] = holder_origin
         except KernelpilotError as exc:  # the chain is still a problem to pair on; only its swap is impossible
             origin["holder_error"] = str(exc)
@@ -172,10 +172,6 @@ def _aliases(call: ModuleCall) -> list[list[int]]:
     for i, (_, ref) in enumerate(call.inputs):
         groups.setdefault(ref.vid, []).append(i)
     return [g for g in groups.values() if len(g) > 1]
-
-
-def _made(chain: Chain) -> set[int]:
-    return {v for o in chain.ops for v in o.outputs if v is not None}
 
 
 def _objects(call: ModuleCall) -> str:

@@ -82,6 +82,10 @@ class Chain:
     def compute_ops(self) -> list[OpRecord]:
         return [o for o in self.ops if op_kind(o) != "view"]
 
+    def made(self) -> set[int]:
+        """The values the chain's calls make."""
+        return {v for o in self.ops for v in o.outputs if v is not None}
+
     def key(self) -> str:
         parts = []
         for op in self.ops:

@@ -122,9 +122,8 @@ def _chain(trace: Trace, loss: OpRecord, ops: list[OpRecord], consumers: dict[in
     labels = loss.tensor_inputs()[1].vid
     softmax = next(o for o in ops if o.name == "aten::_log_softmax")
     classes = softmax.tensor_inputs()[0].spec.shape[softmax.args[1]]  # the logits' size along the softmax's dim
-    made = {v for o in ops for v in o.outputs if v is not None}
     readers = []
-    for vid in made:
+    for vid in chain.made():
         if vid == value:
             continue
         for i in consumers.get(vid, []):
