@@ -257,10 +257,10 @@ def _deferred_type() -> Any:
             return f"DeferredLogits(shape={tuple(self.shape)}, dtype={self.dtype})"
 
         def _again(self, shape: Any, dtype: Any) -> Any:
-            return Deferred(*self._kp[:1], self._kp[1], tuple(shape), *self._kp[2:], dtype=dtype)
+            return Deferred(*self._kp[:2], tuple(shape), *self._kp[2:], dtype=dtype)
 
         def made(self) -> Any:
-            hidden, weights, head, args, kwargs, op, origin, stats = self._kp
+            _, _, head, args, kwargs, _, _, stats = self._kp
             stats["original"] += 1
             return head(*args, **kwargs).reshape(self.shape).to(self.dtype)
 
