@@ -51,6 +51,7 @@ DONE: list[dict[str, Any]] = []
 def record(v: Any, wall: float, what: str) -> dict[str, Any]:
     rec = {"what": what, "status": v.status, "wall_s": round(wall, 3),
            "build_s": v.build.seconds if v.build else None, "phases": dict(v.phases),
+           "rebuilt": list(v.build.rebuilt) if v.build else [], "cache": v.build.cache if v.build else "",
            "findings": sorted({f.rule for f in v.findings}), "flags": list(v.flags)[:4],
            "error": (v.error or "")[:400], "summary": (v.summary or "")[:200],
            "in_bounds": v.correctness.in_bounds if v.correctness else None,
@@ -59,7 +60,9 @@ def record(v: Any, wall: float, what: str) -> dict[str, Any]:
     if v.performance is not None:
         rec["speedup_vs_eager"] = getattr(v.performance, "speedup_vs_eager", None)
         rec["candidate_ms"] = getattr(v.performance, "candidate_ms", None)
+    compiled = ", ".join(rec["rebuilt"]) or ("nothing (cache hit)" if rec["cache"] == "hit" else "-")
     print(f"{what:<34} {v.status:<14} {rec['wall_s']:>7} s  warm-up {rec['phases'].get('build_warmup', '-')} s  "
+          f"compiled {compiled}  "
           f"{','.join(rec['findings'])} {rec['error'][:120]} {'; '.join(rec['trial_messages'])[:160]}", flush=True)
     DONE.append(rec)
     for path in SAVE:

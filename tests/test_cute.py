@@ -295,6 +295,29 @@ def test_ptxas_figures_of_a_cute_compile_reach_the_build_section() -> None:
     merge_response(v, {"verdict": {"status": "ok", "build_kernels": [k]}})
     assert [(b.kernel, b.registers, b.spill_stores_bytes) for b in v.build.kernels] == [
         ("kernel_cutlass_k_tensorptrf32__0", 255, 8)]
+    assert v.build.rebuilt == [] and v.build.cache == ""  # no word of the compiles: nothing said of them
+
+
+def test_the_build_section_says_which_cute_functions_compiled_and_when_the_cache_served_all() -> None:
+    from kernelpilot.evaluation.assembly import merge_response
+    from kernelpilot.evaluation.render import render_text
+    from kernelpilot.verdict import BuildReport, Verdict
+
+    def merged(compiles: list[dict[str, object]]) -> Verdict:
+        v = Verdict(status="ok", problem="p", candidate="c", mode="test", build=BuildReport(ok=True, seconds=0.1))
+        merge_response(v, {"verdict": {"status": "ok", "build_compiles": compiles}})
+        return v
+
+    edited = merged([{"function": "rmsnorm_host", "how": "compiled", "seconds": 2.1},
+                     {"function": "row_config", "how": "loaded"}, {"function": "rmsnorm_host", "how": "compiled"}])
+    assert edited.build.rebuilt == ["cute.compile rmsnorm_host"] and edited.build.cache == ""
+    assert "rebuilt cute.compile rmsnorm_host" in render_text(edited)
+    uncached = merged([{"function": "f", "how": "uncached"}, {"function": "g", "how": "loaded"}])
+    assert uncached.build.rebuilt == ["cute.compile f"] and uncached.build.cache == ""
+    again = merged([{"function": "rmsnorm_host", "how": "loaded"}, {"function": "row_config", "how": "loaded"}])
+    assert again.build.rebuilt == [] and again.build.cache == "hit"
+    assert "nothing compiled (cache hit)" in render_text(again)
+    assert merged([]).build.cache == ""  # no compile at all is not a hit
 
 
 @pytest.mark.cute
@@ -316,7 +339,8 @@ def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tm
         x = torch.empty(4096)
         cute.compile(m.scale_add_host, *(from_dlpack(x, assumed_align=16) for _ in range(3)), cutlass.Float32(0.5),
                      CUstream(0))
-        print(json.dumps([cute_hook.stats, cute_hook.take_kernels()]))
+        taken = cute_hook.take()
+        print(json.dumps([cute_hook.stats, taken.get("build_kernels", []), taken["build_compiles"]]))
     ''')
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}
@@ -328,8 +352,10 @@ def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tm
                               timeout=240)
         assert done.returncode == 0, done.stderr[-2000:]
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    (first_stats, first), (second_stats, second) = runs
+    (first_stats, first, first_compiles), (second_stats, second, second_compiles) = runs
     assert first_stats["compiled"] == 1 and second_stats["loaded"] == 1
+    assert [(c["function"], c["how"]) for c in first_compiles] == [("scale_add_host", "compiled")]
+    assert [(c["function"], c["how"]) for c in second_compiles] == [("scale_add_host", "loaded")]
     assert len(first) == 1 and first[0]["registers"] and first[0]["spill_stores_bytes"] == 0
     assert second == first  # the figures come back with the cached function
 

@@ -16,7 +16,7 @@ from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.render import summary_line
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.verdict import KernelBenchScore, KernelResources, Verdict
+from kernelpilot.verdict import BuildReport, KernelBenchScore, KernelResources, Verdict
 
 
 @dataclass
@@ -101,6 +101,8 @@ def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
         for k in part["build_kernels"]:
             if isinstance(k, dict) and (k.get("kernel"), k.get("arch")) not in have:
                 v.build.kernels.append(KernelResources(**{f: k.get(f) for f in _KERNEL_FIELDS if f in k}))
+    if v.build is not None and isinstance(part.get("build_compiles"), list):  # CuTe: each cute.compile, how served
+        _cute_compiles(v.build, [c for c in part["build_compiles"] if isinstance(c, dict)])
     for extra in ("build_warmup", "build_in_worker"):  # Triton's warm-up, load_inline in __init__/forward
         if v.build is not None and extra in v.phases:
             v.build.seconds = round(v.build.seconds + v.phases[extra], 3)
@@ -113,3 +115,12 @@ def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
         v.phases["prepare"] = float(response["prepare_s"])
     v.error = merged.error
     return merged
+
+
+def _cute_compiles(build: BuildReport, compiles: list[dict[str, Any]]) -> None:
+    """The CuTe functions compiled in the worker this time go in ``rebuilt``; when every ``cute.compile`` was
+    loaded from kernelpilot's compile cache, ``cache`` is "hit": a re-run with nothing changed compiles nothing."""
+    compiled = [f"cute.compile {c.get('function')}" for c in compiles if c.get("how") != "loaded"]
+    build.rebuilt += [name for name in dict.fromkeys(compiled) if name not in build.rebuilt]
+    if compiles and not compiled:
+        build.cache = "hit"

@@ -93,7 +93,8 @@ def render_text(v: Verdict) -> str:
     if v.build:
         b = v.build
         lines.append(f"build: {'ok' if b.ok else 'FAILED'} in {b.seconds:.1f} s"
-                     + (f", rebuilt {', '.join(b.rebuilt)}" if b.rebuilt else ""))
+                     + (f", rebuilt {', '.join(b.rebuilt)}" if b.rebuilt else "")
+                     + (", nothing compiled (cache hit)" if b.cache == "hit" else ""))
         for d in b.diagnostics[:12]:
             loc = f"{d.file}:{d.line}: " if d.file else ""
             lines.append(f"  {d.severity}: {loc}{d.message}")

@@ -44,6 +44,7 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _SIMPLE = (int, float, bool, str, bytes, type(None))
 stats = {"compiled": 0, "loaded": 0, "uncached": 0}
 kernels: list[dict[str, Any]] = []  # ptxas's figures of each kernel compiled or loaded since the last take_kernels()
+compiles: list[dict[str, Any]] = []  # each cute.compile since the last take(): its function and how it was served
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _warmup = [False]  # the worker's build_warmup phase runs: its seconds are build time already
 
@@ -112,6 +113,19 @@ def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arc
     for item in (name, *parts, arch, versions):
         digest.update(b"\0" + str(item).encode())
     return digest.hexdigest()[:32]
+
+
+def take() -> dict[str, Any]:
+    """What one evaluation's CuTe compiles give its verdict (assembly.py): ``build_kernels``, ptxas's figures per
+    kernel, and ``build_compiles``, each ``cute.compile`` call with ``how`` it was served (``compiled``,
+    ``loaded`` from the cache, or ``uncached``: compiled with no key). Empty when the candidate compiled nothing."""
+    out: dict[str, Any] = {}
+    if found := take_kernels():
+        out["build_kernels"] = found
+    if compiles:
+        out["build_compiles"] = list(compiles)
+        compiles.clear()
+    return out
 
 
 def take_kernels() -> list[dict[str, Any]]:
@@ -202,6 +216,10 @@ def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]
         shutil.rmtree(directory / f"tmp-{os.getpid()}", ignore_errors=True)
 
 
+def _name(func: Any) -> str:
+    return str(getattr(func, "__name__", type(func).__name__))
+
+
 def _arch() -> str:
     if os.environ.get("CUTE_DSL_ARCH"):
         return os.environ["CUTE_DSL_ARCH"]
@@ -234,10 +252,11 @@ class _CachedCompile:
                           candidate_dir=self.candidate_dir) if self.use_cache else None
         if key is not None and (hit := _load(self.cache, key)) is not None:
             stats["loaded"] += 1
+            compiles.append({"function": _name(func), "how": "loaded"})
             with contextlib.suppress(OSError, ValueError):
                 kernels.extend(json.loads((self.cache / f"kp_{key}.json").read_text()))
             return hit
-        what = f"cute.compile {getattr(func, '__name__', type(func).__name__)}"
+        what = f"cute.compile {_name(func)}"
         began = time.monotonic()
         asked = with_remarks(kwargs)
         tee = _Tee(sys.stderr)
@@ -248,6 +267,8 @@ class _CachedCompile:
         found = figures(tee.getvalue()) if asked is not None else []
         kernels.extend(found)
         stats["compiled" if key is not None else "uncached"] += 1
+        compiles.append({"function": _name(func), "how": "compiled" if key is not None else "uncached",
+                         "seconds": round(time.monotonic() - began, 3)})
         if key is not None:
             _store(self.cache, key, compiled, found)
         return compiled

@@ -213,10 +213,9 @@ def _run_with_watch(job: _Job, sample: Inputs, compiled: Forward | None, threads
     out: dict[str, Any] = {"status": "ok", "findings": [], "flags": [], "error": ""}
     rules = get_rules(s.rules)
     findings: list[Finding] = []
-    cute_hook.take_kernels()  # an earlier request's figures are not this candidate's
+    cute_hook.take()  # an earlier request's compiles are not this candidate's
     cand = _load(job, sample, rules, findings)
-    if built := cute_hook.take_kernels():  # the CuTe kernels compiled (or loaded) for it: ptxas's figures
-        out["build_kernels"] = built
+    out.update(cute_hook.take())  # its CuTe compiles: ptxas's figures per kernel, each compile and how it was served
     corr = _verify(job, cand, sample, findings)
     corr.notes += notes
     corr.weights = cand.weights
