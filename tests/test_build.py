@@ -289,6 +289,7 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
                              confine=True)
     assert report.ok, report.diagnostics
     assert not any("unconfined" in d.message for d in report.diagnostics), report.diagnostics
+    assert not any(d.message.startswith("no extension was compiled") for d in report.diagnostics)  # it compiled
     hostile = tmp_path / "solutions2" / "model_new_inline.py"
     hostile.parent.mkdir()
     hostile.write_text(f"open({str(outside)!r}, 'w').write('x')\n" + source)
@@ -415,3 +416,30 @@ def test_a_confined_single_file_build_may_fill_the_caches_the_worker_fills(tmp_p
     assert report.ok, report.diagnostics
     assert '"forward_probe": "ran"' in report.log_tail, report.log_tail[-600:]
     assert (caches / "inductor" / "fxgraph" / "entry").read_text() == "compiled"
+
+
+def test_a_file_whose_compile_calls_never_ran_in_the_build_says_nothing_was_compiled(tmp_path: Path) -> None:
+    """CUDA-L1's programs often compile under ``if torch.cuda.is_available():``: on a machine without a GPU that
+    build ran none of it, and its report read as an ordinary success."""
+    problem = tmp_path / "problem.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return x * 2\n\n\n"
+                       "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    gated = tmp_path / "gated" / "model_new.py"
+    gated.parent.mkdir()
+    gated.write_text("import os\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+                     "\nlib = None\nif os.environ.get('KP_TEST_NEVER_SET'):  # as torch.cuda.is_available() on a CPU\n"
+                     "    lib = load_inline(name='gated', cpp_sources='', functions=[])\n\n\n"
+                     "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    report = build_candidate(load_candidate(gated), build_dir=tmp_path / "ext", timeout_s=300, problem=problem)
+    assert report.ok, report.diagnostics
+    [warning] = [d for d in report.diagnostics if d.severity == "warning"]
+    assert warning.message.startswith("no extension was compiled") and "(line 8)" in warning.message
+    assert (warning.file, warning.line) == ("model_new.py", 8)
+
+    plain = tmp_path / "plain" / "model_new.py"  # no compile call: nothing to say
+    plain.parent.mkdir()
+    plain.write_text("import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                     "        return x * 2\n")
+    report = build_candidate(load_candidate(plain), build_dir=tmp_path / "ext-plain", timeout_s=300, problem=problem)
+    assert report.ok and not [d for d in report.diagnostics if d.severity == "warning"], report.diagnostics

@@ -113,13 +113,13 @@ def test_compiles_in_init_and_forward_are_build_time_not_hangs(tmp_path: Path, m
 
 
 def test_an_arch_list_without_this_gpu_is_said() -> None:
-    from kernelpilot.evaluation.build.step import ARCH_LIST_TOOL, _arch_list_diagnostic
+    from kernelpilot.evaluation.build.builder_notes import ARCH_LIST_TOOL, arch_list_diagnostic
 
-    ours = _arch_list_diagnostic("8.0;9.0", "sm_90")
+    ours = arch_list_diagnostic("8.0;9.0", "sm_90")
     assert ours.tool == ARCH_LIST_TOOL and "does not include" not in ours.message
-    other = _arch_list_diagnostic("7.5 8.0+PTX", "sm_90")
+    other = arch_list_diagnostic("7.5 8.0+PTX", "sm_90")
     assert "does not include this GPU's architecture (9.0)" in other.message
-    assert "does not include" not in _arch_list_diagnostic("9.0a", "sm_90a").message
+    assert "does not include" not in arch_list_diagnostic("9.0a", "sm_90a").message
 
 
 def test_a_compile_inside_a_call_pauses_its_deadline() -> None:

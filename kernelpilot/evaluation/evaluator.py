@@ -26,11 +26,11 @@ from kernelpilot.evaluation.assembly import Evaluation, merge_response
 from kernelpilot.evaluation.baselines.identity import request_key
 from kernelpilot.evaluation.baselines.machine_cache import record
 from kernelpilot.evaluation.baselines.values import Baselines
+from kernelpilot.evaluation.build.builder_notes import ARCH_LIST_TOOL
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck, sass_wait
 from kernelpilot.evaluation.build.load_inline import WorkerNames, inline_names
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.build.step import (
-    ARCH_LIST_TOOL,
     build_candidate,
     build_env,
     standby_env,

@@ -100,8 +100,9 @@ try:
                 seen.seek(0)
                 os.write(1, seen.read())
                 seen.close()
+            name = str(kwargs.get("name") or (args[0] if args else "?"))
+            result.setdefault("extensions", []).append(name)  # built or loaded here, at import or in the probe
             if probing[0]:
-                name = str(kwargs.get("name") or (args[0] if args else "?"))
                 result.setdefault("probe_compiled", []).append(name)
                 return _Unrunnable(name)
             return built

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from kernelpilot.evaluation.build import diagnostics as diag
 from kernelpilot.evaluation.build import pch
+from kernelpilot.evaluation.build.builder_notes import builder_notes, nothing_compiled
 from kernelpilot.evaluation.build.cute_build import build_cute
 from kernelpilot.evaluation.build.device_only import (
     after_full_build,
@@ -46,7 +47,7 @@ from kernelpilot.evaluation.build.single_file import SINGLE_FILE_BUILDER
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.build.triton_ahead import build_triton
 from kernelpilot.evaluation.candidate import Candidate
-from kernelpilot.evaluation.sandbox.build_step import caches_of, confine_build, unconfined_note
+from kernelpilot.evaluation.sandbox.build_step import caches_of, confine_build
 from kernelpilot.evaluation.sandbox.confine import scrubbed_env
 from kernelpilot.evaluation.supersede import CancelToken
 from kernelpilot.extension import (
@@ -206,7 +207,9 @@ def build_candidate(
         report.ok = returncode == 0 and bool(result.get("ok"))
         if not report.ok and not any(d.severity == "error" for d in report.diagnostics):
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
-    report.diagnostics += _builder_notes(result, report.arch, unconfined)
+    report.diagnostics += builder_notes(result, report.arch, unconfined)
+    if candidate.kind == "single_file" and report.ok and fast is None and not result.get("extensions"):
+        report.diagnostics += nothing_compiled(candidate)
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
@@ -240,41 +243,6 @@ def _read_output(report: BuildReport, output: str, result: dict, candidate: Cand
         _map_inline_locations(report.diagnostics, candidate, directory)
     report.kernels = _kernel_resources(output, directory, candidate)
     report.log_tail = diag.tail(output)
-
-
-def _builder_notes(result: dict, arch: str, unconfined: str) -> list[Diagnostic]:
-    """Notes from the builder's result line: the candidate's own arch list, confinement, the ModelNew probe."""
-    notes = []
-    if "arch_list" in result:
-        notes.append(_arch_list_diagnostic(str(result["arch_list"]), arch))
-    unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
-    if unconfined:
-        notes.append(Diagnostic(severity="note", tool="build", message=unconfined_note(unconfined)))
-    if result.get("model_built") is False:
-        notes.append(Diagnostic(severity="note", tool="build", message=(
-            "ModelNew(...) could not be built in the build step (" + str(result.get("model_note", "")) + "); a "
-            "load_inline it calls after that point compiles in the worker, counted as build time")))
-    if result.get("probe_compiled"):
-        notes.append(Diagnostic(severity="note", tool="build", message=(
-            "compiled in the build step by building ModelNew and calling it on the meta device: "
-            + ", ".join(dict.fromkeys(str(n) for n in result["probe_compiled"])))))
-    return notes
-
-
-ARCH_LIST_TOOL = "arch-list"  # the diagnostic the evaluator turns into the finding of that name
-
-
-def _arch_list_diagnostic(arch_list: str, target: str) -> Diagnostic:
-    """The candidate set TORCH_CUDA_ARCH_LIST itself: a warning, which says whether this GPU is in it."""
-    digits = target.removeprefix("sm_").rstrip("a")
-    wanted = f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() and len(digits) >= 2 else target
-    listed = [a.strip() for a in arch_list.replace(";", " ").split()]
-    covered = any(a.split("+")[0].rstrip("a") == wanted for a in listed)
-    message = f"the candidate sets TORCH_CUDA_ARCH_LIST={arch_list!r} for its own build"
-    if not covered:
-        message += (f"; it does not include this GPU's architecture ({wanted}): its kernels run only if PTX was "
-                    "embedded (+PTX) and JIT-compiled at load, or not at all")
-    return Diagnostic(severity="warning", tool=ARCH_LIST_TOOL, message=message)
 
 
 def pch_summary(output: str) -> str:
