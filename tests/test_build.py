@@ -427,8 +427,9 @@ def test_a_file_whose_compile_calls_never_ran_in_the_build_says_nothing_was_comp
                        "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
     gated = tmp_path / "gated" / "model_new.py"
     gated.parent.mkdir()
-    gated.write_text("import os\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
-                     "\nlib = None\nif os.environ.get('KP_TEST_NEVER_SET'):  # as torch.cuda.is_available() on a CPU\n"
+    gated.write_text("import os\nimport torch\nimport torch.nn as nn\n"
+                     "from torch.utils.cpp_extension import load_inline\n\nlib = None\n"
+                     "if os.environ.get('KP_TEST_NEVER_SET'):  # as torch.cuda.is_available() on a CPU\n"
                      "    lib = load_inline(name='gated', cpp_sources='', functions=[])\n\n\n"
                      "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
     report = build_candidate(load_candidate(gated), build_dir=tmp_path / "ext", timeout_s=300, problem=problem)
@@ -443,3 +444,20 @@ def test_a_file_whose_compile_calls_never_ran_in_the_build_says_nothing_was_comp
                      "        return x * 2\n")
     report = build_candidate(load_candidate(plain), build_dir=tmp_path / "ext-plain", timeout_s=300, problem=problem)
     assert report.ok and not [d for d in report.diagnostics if d.severity == "warning"], report.diagnostics
+
+
+def test_the_warning_goes_once_the_worker_compiled_what_the_build_step_did_not_run() -> None:
+    from kernelpilot.evaluation.assembly import merge_response
+    from kernelpilot.evaluation.build.builder_notes import NOTHING_COMPILED
+    from kernelpilot.verdict import Diagnostic, Verdict
+
+    def merged(phases: dict[str, float]) -> list[str]:
+        warning = Diagnostic(severity="warning", tool="build", message=f"{NOTHING_COMPILED}: ...")
+        note = Diagnostic(severity="note", tool="build", message="compiled in the build step by ...")
+        v = Verdict(status="ok", problem="p", candidate="c", mode="test",
+                    build=BuildReport(ok=True, seconds=3.4, diagnostics=[warning, note]))
+        merge_response(v, {"verdict": {"status": "ok", "phases": phases}})
+        return [d.message for d in v.build.diagnostics]
+
+    assert merged({"verify": 0.5}) == [f"{NOTHING_COMPILED}: ...", "compiled in the build step by ..."]
+    assert merged({"verify": 0.5, "build_in_worker": 21.0}) == ["compiled in the build step by ..."]

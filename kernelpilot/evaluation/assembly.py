@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.evaluation.baselines.values import Baselines
+from kernelpilot.evaluation.build.builder_notes import NOTHING_COMPILED
 from kernelpilot.evaluation.build.device_only import SassCheck
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.render import summary_line
@@ -103,6 +104,8 @@ def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
                 v.build.kernels.append(KernelResources(**{f: k.get(f) for f in _KERNEL_FIELDS if f in k}))
     if v.build is not None and isinstance(part.get("build_compiles"), list):  # CuTe: each cute.compile, how served
         _cute_compiles(v.build, [c for c in part["build_compiles"] if isinstance(c, dict)])
+    if v.build is not None and "build_in_worker" in v.phases:  # the worker compiled what the build step did not run
+        v.build.diagnostics = [d for d in v.build.diagnostics if not d.message.startswith(NOTHING_COMPILED)]
     for extra in ("build_warmup", "build_in_worker"):  # Triton's warm-up, load_inline in __init__/forward
         if v.build is not None and extra in v.phases:
             v.build.seconds = round(v.build.seconds + v.phases[extra], 3)

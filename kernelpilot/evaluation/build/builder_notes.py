@@ -12,9 +12,12 @@ from kernelpilot.evaluation.static.compile_calls import compile_calls
 from kernelpilot.verdict import Diagnostic
 
 
-def builder_notes(result: dict, arch: str, unconfined: str) -> list[Diagnostic]:
-    """Notes from the builder's result line: the candidate's own arch list, confinement, the ModelNew probe."""
+def builder_notes(result: dict, arch: str, unconfined: str, built: Candidate | None = None) -> list[Diagnostic]:
+    """Notes from the builder's result line: the candidate's own arch list, confinement, the ModelNew probe, and
+    (``built``: the candidate, when its build succeeded) a single file whose compile calls never ran."""
     notes = []
+    if built is not None and built.kind == "single_file" and "extensions" not in result and "directory" in result:
+        notes += nothing_compiled(built)
     if "arch_list" in result:
         notes.append(arch_list_diagnostic(str(result["arch_list"]), arch))
     unconfined = unconfined or str(result.get("unconfined") or "")  # the builder could not apply the spec
@@ -31,6 +34,9 @@ def builder_notes(result: dict, arch: str, unconfined: str) -> list[Diagnostic]:
     return notes
 
 
+NOTHING_COMPILED = "no extension was compiled"  # the warning's first words (assembly.py drops it once the worker has)
+
+
 def nothing_compiled(candidate: Candidate) -> list[Diagnostic]:
     """A warning when the file calls ``load_inline`` / ``load`` and none of those calls ran in the build step
     (behind ``if torch.cuda.is_available():`` on a machine without a GPU, or where the meta-device probe did not
@@ -43,7 +49,7 @@ def nothing_compiled(candidate: Candidate) -> list[Diagnostic]:
         return []
     lines = ", ".join(str(call.lineno) for call, _ in calls[:4])
     return [Diagnostic(severity="warning", tool="build", file=candidate.path.name, line=calls[0][0].lineno, message=(
-        f"no extension was compiled: the file's load_inline/load call(s) (line {lines}) did not run in the build "
+        f"{NOTHING_COMPILED}: the file's load_inline/load call(s) (line {lines}) did not run in the build "
         "step, which imports the file, builds ModelNew and calls it on the meta device; a call behind a condition "
         "(torch.cuda.is_available() on a machine without a GPU) or out of that probe's reach compiles only where "
         "it runs, in the worker (counted as build time), and none of the file's C++/CUDA was checked here"))]

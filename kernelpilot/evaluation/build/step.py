@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kernelpilot.evaluation.build import diagnostics as diag
 from kernelpilot.evaluation.build import pch
-from kernelpilot.evaluation.build.builder_notes import builder_notes, nothing_compiled
+from kernelpilot.evaluation.build.builder_notes import builder_notes
 from kernelpilot.evaluation.build.cute_build import build_cute
 from kernelpilot.evaluation.build.device_only import (
     after_full_build,
@@ -207,9 +207,7 @@ def build_candidate(
         report.ok = returncode == 0 and bool(result.get("ok"))
         if not report.ok and not any(d.severity == "error" for d in report.diagnostics):
             report.diagnostics.append(_result_diagnostic(result, returncode, candidate))
-    report.diagnostics += builder_notes(result, report.arch, unconfined)
-    if candidate.kind == "single_file" and report.ok and fast is None and not result.get("extensions"):
-        report.diagnostics += nothing_compiled(candidate)
+    report.diagnostics += builder_notes(result, report.arch, unconfined, candidate if report.ok else None)
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
