@@ -180,8 +180,7 @@ def build_candidate(
     unconfined = ""  # why the candidate's code runs unconfined here, when it does
     if confine and candidate.kind == "single_file":  # its code runs here: confined as the worker is
         reads = [candidate.root, *([Path(problem).resolve().parent] if problem else [])]
-        # the caches its code fills (a torch.compile in __init__ or the forward writes Inductor's): as the worker
-        unconfined = confine_build(run_env, directory, reads, caches_of(run_env))
+        unconfined = confine_build(run_env, directory, reads, caches_of(run_env))  # it may fill the worker's caches
     start = time.monotonic()
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
