@@ -73,6 +73,12 @@ def pristine(built: Built) -> Iterator[Built]:
             path.write_bytes(content)
 
 
+# y = 2x, a problem for single files whose build is what is tested
+DOUBLE = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+          "    def forward(self, x):\n        return x * 2\n\n\n"
+          "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
+
+
 def _errors(report: BuildReport) -> list[str]:
     return [f"{d.tool} {d.file}:{d.line}: {d.message}" for d in report.diagnostics if d.severity == "error"]
 
@@ -393,9 +399,7 @@ def test_a_confined_single_file_build_may_fill_the_caches_the_worker_fills(tmp_p
     if not detect().landlock_abi:
         pytest.skip("no Landlock on this machine")
     problem = tmp_path / "problem.py"
-    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                       "    def forward(self, x):\n        return x * 2\n\n\n"
-                       "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    problem.write_text(DOUBLE)
     candidate = tmp_path / "solutions" / "model_new.py"
     candidate.parent.mkdir()
     candidate.write_text("import os\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n\n"
@@ -422,9 +426,7 @@ def test_a_file_whose_compile_calls_never_ran_in_the_build_says_nothing_was_comp
     """CUDA-L1's programs often compile under ``if torch.cuda.is_available():``: on a machine without a GPU that
     build ran none of it, and its report read as an ordinary success."""
     problem = tmp_path / "problem.py"
-    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-                       "    def forward(self, x):\n        return x * 2\n\n\n"
-                       "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
+    problem.write_text(DOUBLE)
     gated = tmp_path / "gated" / "model_new.py"
     gated.parent.mkdir()
     gated.write_text("import os\nimport torch\nimport torch.nn as nn\n"
