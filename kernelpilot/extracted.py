@@ -5,10 +5,14 @@ candidate, and the static policy must tell that generated code from the candidat
     <problem dir>/problem.py, origin.json          (where it came from in the script)
     <problem dir>/candidate/                       (the candidate, as any problem's)
     <problem dir>/candidate/dropin.py, dropin_swap.py, _build/   (written by approval: kernelpilot's code)
+
+A candidate whose ``ModelNew`` defines ``backward`` is a training drop-in: approval registers its own backward,
+and its verdict says that its times are forwards only.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 ORIGIN_FILE = "origin.json"
@@ -29,3 +33,11 @@ def generated_files(candidate_dir: Path) -> frozenset[str]:
     leaves them unchecked and not importable by the candidate, so an approved candidate can be evaluated
     again (a later session, ``kernelpilot eval``) instead of being refused for this file's imports."""
     return frozenset({DROPIN_FILE, SWAP_FILE, BUILD_DIR}) if problem_dir_of(candidate_dir) is not None else frozenset()
+
+
+def modelnew_has_backward(tree: ast.AST) -> bool:
+    """Whether a parsed candidate's ``ModelNew`` class has a ``backward`` method (wherever the class stands)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            return any(isinstance(item, ast.FunctionDef) and item.name == "backward" for item in node.body)
+    return False

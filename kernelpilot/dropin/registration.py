@@ -24,8 +24,13 @@ from pathlib import Path
 
 from kernelpilot.dropin.template import CUSTOM_OP, TEMPLATE, TRITON_OP
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.evaluation.static.training import modelnew_has_backward
-from kernelpilot.extracted import DROPIN_FILE, ORIGIN_FILE, SWAP_FILE, problem_dir_of  # noqa: F401  (re-exported)
+from kernelpilot.extracted import (  # noqa: F401  (the file names re-exported)
+    DROPIN_FILE,
+    ORIGIN_FILE,
+    SWAP_FILE,
+    modelnew_has_backward,
+    problem_dir_of,
+)
 
 
 @dataclass

@@ -13,19 +13,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from kernelpilot.extracted import modelnew_has_backward
 from kernelpilot.verdict import Performance
 
 FORWARD_ONLY = ("ModelNew defines backward (a training drop-in): these times are its forward against the reference's "
                 "forward, and a forward that also computes the gradients reads slower here than it is in a training "
                 "step; `kernelpilot apply SCRIPT` measures the step")
-
-
-def modelnew_has_backward(tree: ast.AST) -> bool:
-    """Whether a parsed candidate's ``ModelNew`` class has a ``backward`` method (wherever the class stands)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            return any(isinstance(item, ast.FunctionDef) and item.name == "backward" for item in node.body)
-    return False
 
 
 def defines_backward(model_file: Path) -> bool:
