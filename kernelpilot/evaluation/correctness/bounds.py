@@ -16,8 +16,8 @@ seconds a run (it gates approval). The first call of each shape set is guarded i
    end of the tensor before it.
 
 Bands are filled and read through one alias per allocator segment (a band is a slice of it), and everything
-read back is gathered on the device and copied to the host at once: one synchronisation per guarded call,
-however many bands (up to ``MAX_BANDS``).
+read back is copied into one pinned host buffer without a device allocation (which would land on the bands):
+one synchronisation per guarded call, however many bands (up to ``MAX_BANDS``).
 
 Not seen: reads out of bounds, writes that land in another live tensor, and writes past a segment's end (an
 output that fills a segment of its own; the verify phase's poisoning leaves a free block four times the largest
@@ -300,7 +300,7 @@ def fill(bands: list[Band], segments: list[dict[str, Any]], device: str) -> None
 def read_changes(ranges: list[tuple[int, int, int]], segments: list[dict[str, Any]],
                  device: str) -> list[tuple[int, int]]:
     """(first, last) changed byte addresses per piece of ``ranges`` (start, end, expected int32): every piece
-    gathered on the device and copied back at once (one synchronisation, however many bands)."""
+    copied into one pinned host buffer and synchronised once, however many bands."""
     import torch
 
     spans = _spans(segments)
@@ -308,7 +308,17 @@ def read_changes(ranges: list[tuple[int, int, int]], segments: list[dict[str, An
     if not pieces:
         return []
     views = _Segments(spans, device)
-    host = torch.cat([views(lo, hi) for lo, hi, _ in pieces]).cpu()
+    # Copied straight into (pinned) host memory, never gathered on the device: a device buffer would be carved from
+    # the free blocks that hold the bands, and the gather would overwrite the bytes it reads (2026-12-06, H100:
+    # every honest candidate was judged to write 256 KiB out of bounds).
+    host = torch.empty(sum(hi - lo for lo, hi, _ in pieces) // 4, dtype=torch.int32,
+                       pin_memory=device != "cpu" and torch.cuda.is_available())
+    at = 0
+    for lo, hi, _ in pieces:
+        host[at:at + (hi - lo) // 4].copy_(views(lo, hi), non_blocking=True)
+        at += (hi - lo) // 4
+    if device != "cpu":
+        torch.cuda.synchronize(device)
     return changed(host, pieces)
 
 
