@@ -56,14 +56,16 @@ def record(v: Any, wall: float, what: str) -> dict[str, Any]:
            "error": (v.error or "")[:400], "summary": (v.summary or "")[:200],
            "in_bounds": v.correctness.in_bounds if v.correctness else None,
            "trial_messages": sorted({t.message for t in v.correctness.trials if t.message})[:3] if v.correctness else [],
-           "kernelbench": v.kernelbench.status if v.kernelbench else None}
+           "kernelbench": v.kernelbench.status if v.kernelbench else None,
+           "cache_notes": [d.message for d in (v.build.diagnostics if v.build else []) if d.tool == "cute"]}
     if v.performance is not None:
         rec["speedup_vs_eager"] = getattr(v.performance, "speedup_vs_eager", None)
         rec["candidate_ms"] = getattr(v.performance, "candidate_ms", None)
     compiled = ", ".join(rec["rebuilt"]) or ("nothing (cache hit)" if rec["cache"] == "hit" else "-")
     print(f"{what:<34} {v.status:<14} {rec['wall_s']:>7} s  warm-up {rec['phases'].get('build_warmup', '-')} s  "
           f"compiled {compiled}  "
-          f"{','.join(rec['findings'])} {rec['error'][:120]} {'; '.join(rec['trial_messages'])[:160]}", flush=True)
+          f"{','.join(rec['findings'])} {rec['error'][:120]} {'; '.join(rec['trial_messages'])[:160]}"
+          f"{' | ' + '; '.join(rec['cache_notes'])[:300] if rec['cache_notes'] else ''}", flush=True)
     DONE.append(rec)
     for path in SAVE:
         path.write_text(json.dumps(DONE, indent=1))
@@ -104,6 +106,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--kb-example", type=Path, default=None)
     ap.add_argument("--edits", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="stop after the cold run, the re-run and the edits")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     SAVE.append(args.out / "cute-edits.json")
@@ -132,6 +135,8 @@ def main() -> int:
                                               f"/ {1 + n}.0", 1))
             run(problem, candidate, "test", f"warm kernel edit {n}")
         model.write_text(original)
+        if args.quick:
+            return 0
         helper = candidate / "row_config.py"
         helper.write_text(helper.read_text() + "\n# edited\n")
         run(problem, candidate, "test", "helper edit (row_config.py)")

@@ -318,6 +318,30 @@ def test_the_build_section_says_which_cute_functions_compiled_and_when_the_cache
     assert again.build.rebuilt == [] and again.build.cache == "hit"
     assert "nothing compiled (cache hit)" in render_text(again)
     assert merged([]).build.cache == ""  # no compile at all is not a hit
+    full = "not stored in the cache (OSError: full)"
+    unkept = merged([{"function": "rmsnorm_host", "how": "compiled", "note": full}] * 2)
+    warned = [d for d in unkept.build.diagnostics if d.severity == "warning"]
+    assert [d.message for d in warned] == ["CuTe compile cache, rmsnorm_host: not stored in the cache (OSError: full)"]
+    assert "not stored in the cache (OSError: full)" in render_text(unkept)
+    assert not again.build.diagnostics  # a cache that served has nothing to say
+
+
+def test_an_argument_the_key_cannot_describe_is_named_as_why_nothing_was_cached(tmp_path: Path) -> None:
+    from kernelpilot.evaluation.worker import cute_hook
+
+    (tmp_path / "model_new.py").write_text("def host(*args):\n    pass\n")
+    namespace: dict[str, object] = {}
+    exec(compile((tmp_path / "model_new.py").read_text(), str(tmp_path / "model_new.py"), "exec"), namespace)
+    host = namespace["host"]
+
+    class Config:  # an object of the candidate's own: its fields could change the compiled code unseen
+        pass
+
+    args = (4096, Config())
+    assert cute_hook.compile_key(host, args, {}, arch="sm_90a", versions="v", candidate_dir=str(tmp_path)) is None
+    why = cute_hook.uncached_reason(host, args, {}, str(tmp_path))
+    assert why.startswith("not cached: argument 1 (") and "Config" in why
+    assert "argument cfg=" in cute_hook.uncached_reason(host, (4096,), {"cfg": Config()}, str(tmp_path))
 
 
 @pytest.mark.cute
@@ -358,6 +382,14 @@ def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tm
     assert [(c["function"], c["how"]) for c in second_compiles] == [("scale_add_host", "loaded")]
     assert len(first) == 1 and first[0]["registers"] and first[0]["spill_stores_bytes"] == 0
     assert second == first  # the figures come back with the cached function
+    assert first_compiles[0]["key"] == second_compiles[0]["key"] and "note" not in first_compiles[0]
+
+    (tmp_path / "a-file").write_text("")  # a cache folder that cannot be made: the compile says why nothing was kept
+    done = subprocess.run([sys.executable, "-c", code, str(cand)], capture_output=True, text=True, timeout=240,
+                          env={**env, "CUTE_DSL_CACHE_DIR": str(tmp_path / "a-file")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    unkept = json.loads(done.stdout.strip().splitlines()[-1])[2]
+    assert unkept[0]["how"] == "compiled" and unkept[0]["note"].startswith("not stored in the cache (")
 
 
 @pytest.mark.cute

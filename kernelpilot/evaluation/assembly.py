@@ -17,7 +17,7 @@ from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.evaluation.render import summary_line
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.supersede import CancelToken
-from kernelpilot.verdict import BuildReport, KernelBenchScore, KernelResources, Verdict
+from kernelpilot.verdict import BuildReport, Diagnostic, KernelBenchScore, KernelResources, Verdict
 
 
 @dataclass
@@ -122,8 +122,12 @@ def merge_response(v: Verdict, response: dict[str, Any]) -> Verdict:
 
 def _cute_compiles(build: BuildReport, compiles: list[dict[str, Any]]) -> None:
     """The CuTe functions compiled in the worker this time go in ``rebuilt``; when every ``cute.compile`` was
-    loaded from kernelpilot's compile cache, ``cache`` is "hit": a re-run with nothing changed compiles nothing."""
+    loaded from kernelpilot's compile cache, ``cache`` is "hit": a re-run with nothing changed compiles nothing. Why
+    the cache could not serve or keep a function (its ``note``) is a warning of the build section."""
     compiled = [f"cute.compile {c.get('function')}" for c in compiles if c.get("how") != "loaded"]
     build.rebuilt += [name for name in dict.fromkeys(compiled) if name not in build.rebuilt]
     if compiles and not compiled:
         build.cache = "hit"
+    notes = dict.fromkeys(f"CuTe compile cache, {c.get('function')}: {c['note']}" for c in compiles if c.get("note"))
+    have = {d.message for d in build.diagnostics}
+    build.diagnostics += [Diagnostic("warning", n, tool="cute") for n in notes if n not in have]

@@ -13,7 +13,9 @@ compiled function is kept here: exported with the DSL's ``export_to_c`` and load
 - the compile options, the target arch and the installed DSL's distributions and versions.
 
 An argument the key cannot describe (an object of the candidate's own) compiles without the cache, as does
-every compile when ``KERNELPILOT_CUTE_CACHE=0``. A cached function that does not load is compiled again.
+every compile when ``KERNELPILOT_CUTE_CACHE=0``. A cached function that does not load is compiled again. Each
+compile's record (``compiles``) says how it was served and, when the cache could not be used, why (``note``):
+the verdict's build section shows it as a warning, so a cache that never serves is seen, not silently slow.
 
 Each compile asks the DSL for ptxas's remarks (``remarks{ptx}``: the figures ``ptxas -v`` prints, which the DSL
 writes to stderr), so registers, shared memory, stack frame and spills per kernel come from the compiled code.
@@ -189,19 +191,25 @@ class _Tee(io.StringIO):
         return super().write(text)
 
 
-def _load(directory: Path, key: str) -> Any:
+def _failure(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+
+
+def _load(directory: Path, key: str) -> tuple[Any, str]:
+    """The cached function of ``key`` (None when there is none) and why an entry that is there did not load."""
     import cutlass.cute as cute
 
     obj = directory / f"kp_{key}.o"
     if not obj.is_file():
-        return None
+        return None, ""
     try:
-        return getattr(cute.runtime.load_module(str(obj)), f"kp_{key}")
-    except Exception:  # a cache entry that does not load (partial write, another DSL build): compiled again
-        return None
+        return getattr(cute.runtime.load_module(str(obj)), f"kp_{key}"), ""
+    except Exception as exc:  # a cache entry that does not load (partial write, another DSL build): compiled again
+        return None, f"not loaded from the cache ({_failure(exc)})"
 
 
-def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]) -> None:
+def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]) -> str:
+    """Keep a compiled function for later workers; "" when it was kept, else why not (it compiles again)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f"tmp-{os.getpid()}"
@@ -210,10 +218,27 @@ def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]
         os.replace(tmp / f"kp_{key}.o", directory / f"kp_{key}.o")
         (tmp / "figures.json").write_text(json.dumps(found))
         os.replace(tmp / "figures.json", directory / f"kp_{key}.json")
-    except Exception:
-        pass  # not cached: the next worker compiles it again
+        return ""
+    except Exception as exc:
+        return f"not stored in the cache ({_failure(exc)})"
     finally:
         shutil.rmtree(directory / f"tmp-{os.getpid()}", ignore_errors=True)
+
+
+def uncached_reason(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], candidate_dir: str) -> str:
+    """Why ``compile_key`` gave no key: the first argument it cannot describe, or the sources it cannot read."""
+    target = getattr(getattr(func, "__func__", func), "__wrapped__", getattr(func, "__func__", func))
+    if getattr(func, "__self__", None) is not None:
+        args = (func.__self__, *args)
+    for i, a in enumerate(args):
+        if _describe(a) is None:
+            return f"not cached: argument {i} ({type(a).__module__}.{type(a).__qualname__}) is not in the key"
+    for k, v in sorted(kwargs.items()):
+        if _describe(v) is None:
+            return f"not cached: argument {k}= ({type(v).__module__}.{type(v).__qualname__}) is not in the key"
+    if _sources(candidate_dir, target) is None:
+        return "not cached: the candidate's sources could not be read"
+    return "not cached"
 
 
 def _name(func: Any) -> str:
@@ -250,12 +275,15 @@ class _CachedCompile:
     def __call__(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         key = compile_key(func, args, kwargs, arch=_arch(), versions=self.versions,
                           candidate_dir=self.candidate_dir) if self.use_cache else None
-        if key is not None and (hit := _load(self.cache, key)) is not None:
-            stats["loaded"] += 1
-            compiles.append({"function": _name(func), "how": "loaded"})
-            with contextlib.suppress(OSError, ValueError):
-                kernels.extend(json.loads((self.cache / f"kp_{key}.json").read_text()))
-            return hit
+        note = "" if key is not None or not self.use_cache else uncached_reason(func, args, kwargs, self.candidate_dir)
+        if key is not None:
+            hit, note = _load(self.cache, key)
+            if hit is not None:
+                stats["loaded"] += 1
+                compiles.append({"function": _name(func), "how": "loaded", "key": key})
+                with contextlib.suppress(OSError, ValueError):
+                    kernels.extend(json.loads((self.cache / f"kp_{key}.json").read_text()))
+                return hit
         what = f"cute.compile {_name(func)}"
         began = time.monotonic()
         asked = with_remarks(kwargs)
@@ -267,9 +295,10 @@ class _CachedCompile:
         found = figures(tee.getvalue()) if asked is not None else []
         kernels.extend(found)
         stats["compiled" if key is not None else "uncached"] += 1
-        compiles.append({"function": _name(func), "how": "compiled" if key is not None else "uncached"})
         if key is not None:
-            _store(self.cache, key, compiled, found)
+            note = "; ".join(n for n in (note, _store(self.cache, key, compiled, found)) if n)
+        record = {"function": _name(func), "how": "compiled" if key is not None else "uncached", "key": key or ""}
+        compiles.append({**record, "note": note} if note else record)
         return compiled
 
 
