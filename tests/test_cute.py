@@ -326,6 +326,33 @@ def test_the_build_section_says_which_cute_functions_compiled_and_when_the_cache
     assert not again.build.diagnostics  # a cache that served has nothing to say
 
 
+def test_the_key_is_the_same_for_each_import_the_worker_makes_of_one_candidate(tmp_path: Path) -> None:
+    """The worker imports every evaluation's candidate under a new module name (kp_candidate_<n>_<path hash>): a
+    re-run with nothing changed, or the same files in another folder, must find the function compiled before."""
+    import importlib.util
+
+    from kernelpilot.evaluation.worker import cute_hook
+
+    def imported(folder: Path, name: str):  # as worker/main.py's import_candidate does
+        spec = importlib.util.spec_from_file_location(name, folder / "model_new.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.host
+
+    keys = []
+    for folder, name in ((tmp_path / "a", "kp_candidate_1_aaaaaaaa"), (tmp_path / "a", "kp_candidate_2_aaaaaaaa"),
+                         (tmp_path / "b", "kp_candidate_3_bbbbbbbb")):
+        folder.mkdir(exist_ok=True)
+        (folder / "model_new.py").write_text("def host(x, n):\n    return x\n")
+        keys.append(cute_hook.compile_key(imported(folder, name), (1.5, 64), {}, arch="sm_90a", versions="v",
+                                          candidate_dir=str(folder)))
+    assert keys[0] is not None and keys[0] == keys[1] == keys[2]
+    (tmp_path / "b" / "model_new.py").write_text("def host(x, n):\n    return x  # edited\n")
+    edited = imported(tmp_path / "b", "kp_candidate_4_bbbbbbbb")
+    assert cute_hook.compile_key(edited, (1.5, 64), {}, arch="sm_90a", versions="v",
+                                 candidate_dir=str(tmp_path / "b")) != keys[0]
+
+
 def test_an_argument_the_key_cannot_describe_is_named_as_why_nothing_was_cached(tmp_path: Path) -> None:
     from kernelpilot.evaluation.worker import cute_hook
 

@@ -6,8 +6,9 @@ limit with its call's deadline paused (watchdog.compiling), and its seconds coun
 compiled function is kept here: exported with the DSL's ``export_to_c`` and loaded back with
 ``cute.runtime.load_module`` from ``$CUTE_DSL_CACHE_DIR/kernelpilot``, under a key (``compile_key``) made of
 
-- the source of every .py file of the candidate (the function's file and the helpers beside it it may import)
-  and the function's qualified name;
+- the source of every .py file of the candidate (the function's file and the helpers beside it it may import),
+  the function's file name and qualified name (not its module's name, which the worker makes new for each
+  evaluation);
 - each argument's type: a tensor's element type, layout with its static and dynamic modes, memory space,
   assumed alignment and stride width; a scalar's type and value; a stream's type only;
 - the compile options, the target arch and the installed DSL's distributions and versions.
@@ -111,7 +112,12 @@ def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arc
         return None
     parts = [*described, *sorted(kwargs)]
     digest = hashlib.sha256(sources)
-    name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+    # the function by its file's name, not its module's: the worker imports each evaluation's candidate under a
+    # module name of its own (kp_candidate_<n>_<path>), so a module name would make every re-run a new key
+    # (2026-12-06, H100: a warm worker compiled every re-run of the CuTe example again)
+    code = getattr(target, "__code__", None)
+    where = Path(code.co_filename).name if code is not None else getattr(target, "__module__", "")
+    name = f"{where}:{getattr(target, '__qualname__', '')}"
     for item in (name, *parts, arch, versions):
         digest.update(b"\0" + str(item).encode())
     return digest.hexdigest()[:32]
