@@ -1,7 +1,8 @@
 """CuTe-DSL candidates on a GPU (issue 53), in one Evaluator with a warm worker as the pairing UI keeps it:
 examples/rmsnorm_cute copied to a scratch folder, then
 
-1. cold: test verdict with an empty CuTe cache (the compile is build time: phases build_warmup);
+1. the first run in a new worker: test verdict, with the CuTe cache as the caller left it (cute_gpu.sh empties
+   it first, so the compile is build time: phases build_warmup);
 2. re-run, nothing changed: nothing compiles (loaded from kernelpilot's cache);
 3. warm kernel edits (a constant of the kernel changed, correct each time): test verdicts, their wall time;
 4. a helper edit (row_config.py): recompiles; 5. a breaking kernel edit: must be `incorrect`;
@@ -57,7 +58,8 @@ def record(v: Any, wall: float, what: str) -> dict[str, Any]:
            "in_bounds": v.correctness.in_bounds if v.correctness else None,
            "trial_messages": sorted({t.message for t in v.correctness.trials if t.message})[:3] if v.correctness else [],
            "kernelbench": v.kernelbench.status if v.kernelbench else None,
-           "cache_notes": [d.message for d in (v.build.diagnostics if v.build else []) if d.tool == "cute"]}
+           "cache_notes": [d.message for d in (v.build.diagnostics if v.build else [])
+                           if d.tool == "cute" and d.severity == "warning"]}
     if v.performance is not None:
         rec["speedup_vs_eager"] = getattr(v.performance, "speedup_vs_eager", None)
         rec["candidate_ms"] = getattr(v.performance, "candidate_ms", None)
@@ -127,7 +129,7 @@ def main() -> int:
             t0 = time.monotonic()
             rows.append(record(ev.evaluate(p, c, mode), time.monotonic() - t0, what))
 
-        run(problem, candidate, "test", "cold (empty CuTe cache)")
+        run(problem, candidate, "test", "first run, a new worker")
         run(problem, candidate, "test", "re-run, nothing changed")
         for n in range(1, args.edits + 1):  # a real kernel edit: the epsilon's literal spelled differently
             model.write_text(original.replace("inv = cute.math.rsqrt(total / cutlass.Float32(n) + eps",
