@@ -95,8 +95,11 @@ def test_manual_mode_in_a_real_terminal(tmp_path: Path) -> None:
         first_paint_s = time.monotonic() - started
         # the card is drawn before the session exists; the file to edit is named once the worktree is made
         worktrees = str(data / "worktrees")
+        # the card's first lines are asked for too: a full run under load once read the card in a frame where it
+        # was still as tall as before its last change (blank lines at its foot), its first lines scrolled away
         screen = wait_screen(session, lambda s: "moves " in s and "(the session's copy" in s and "$EDITOR" in s
-                             and card_path(s).startswith(worktrees), 90, "the problem card")
+                             and card_path(s).startswith(worktrees) and "input     65536" in s
+                             and "vector_scale  vector_scale.py" in s, 90, "the problem card")
         assert "input     65536 float32 (256.00 KiB)" in screen and "vector_scale  vector_scale.py" in screen, screen
         named = card_path(screen)  # the absolute path of the worktree's copy, wrapped over card lines
         assert named.startswith(str(data / "worktrees")) and named.endswith("/kernels/vector_scale/kernel.cu"), named
