@@ -1,8 +1,8 @@
 #!/bin/bash
 # Writes out of bounds on the GPU (issue 53: KernelBench's CuTe example was judged ok), one device call:
 #   OUT=DIR [LIMIT_S=560] bash benchmarks/bounds_gpu.sh
-# (after a call that ran `bash .carry/01/stash.sh` with .carry/01 carried; this one carries .carry/02 and .whl
-# and starts with `bash .carry/02/stash.sh`, so the CuTe DSL's wheels are in /tmp/kp-stash/files).
+# (after the calls that ran `bash .carry/01/stash.sh` and `.carry/02/stash.sh`; this one carries .carry/03 and .whl
+# and starts with `bash .carry/03/stash.sh`, so the CuTe DSL's wheels are in /tmp/kp-stash/files).
 # 1. tests/gpu/test_bounds_gpu.py (the guard bands alone: honest calls, stores past the end, a cache emptied);
 # 2. tests/gpu/test_adversarial.py without the cases that break a worker on purpose (each case's verdict, the
 #    new out_of_bounds_write and its Triton twin among them; every ok verdict must say in_bounds=True);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Why a CuTe re-run compiles again (issue 53: "a re-run with nothing changed compiles nothing"), one device call
-# after a call that ran `bash .carry/01/stash.sh` (this one carries .carry/02 and .whl/dsl):
+# after the calls that ran `bash .carry/01/stash.sh` and `.carry/02/stash.sh` (this one carries .carry/03 and .whl):
 #   OUT=DIR bash benchmarks/cute_cache_gpu.sh
 # 1. the CuTe DSL installed as benchmarks/cute_gpu.sh does (CUTE_WHEELS=.whl/dsl);
 # 2. two fresh processes compile the example's kernel on GPU tensors through kernelpilot's hook: each prints its

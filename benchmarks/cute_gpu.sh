@@ -1,7 +1,7 @@
 #!/bin/bash
 # CuTe-DSL candidates on one GPU (issue 53), one device call (H100/H200, torch 2.11+cu130, no network):
 #   OUT=DIR [CUTE_WHEELS=DIR] [LIMIT_S=570] bash benchmarks/cute_gpu.sh
-# 1. installs the DSL from carried wheels (.whl/cute/ and /tmp/kp-stash/files/ of shared/gpu/split-carry.sh):
+# 1. installs the DSL from carried wheels (.whl/dsl/ and /tmp/kp-stash/files/ of shared/gpu/split-carry.sh):
 #    nvidia-cutlass-dsl 4.8.1, -libs-base, -libs-core, -libs-cu13 with --no-deps (cuda-bindings, protobuf and
 #    typing-extensions are on the machine; the meta package's cu12 libraries are not needed) into /tmp/cute-site;
 # 2. compiles examples/rmsnorm_cute and the starter on the CPU path's twin (tests/test_cute.py -m cute);
@@ -21,10 +21,10 @@ cd "$root"
 site=/tmp/cute-site
 find_wheel() {  # the first match of a wheel name pattern in the carried folders
   local d
-  for d in ${CUTE_WHEELS:-} .whl/cute /tmp/kp-stash/files; do
+  for d in ${CUTE_WHEELS:-} .whl/dsl .whl/cute /tmp/kp-stash/files; do
     ls "$d"/$1 2>/dev/null | head -1 && return 0
   done
-  echo "missing wheel $1 (carry .whl/cute and the .carry/ folders of shared/gpu/split-carry.sh)" >&2; return 1
+  echo "missing wheel $1 (carry .whl and the .carry/ folders of shared/gpu/split-carry.sh)" >&2; return 1
 }
 if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
   wheels=()

@@ -2,9 +2,9 @@
 # The RMSNorm sweep with our CuTe-DSL kernel in its own column beside our CUDA C++ kernel, Liger and QuACK
 # (issue 53), bf16 and fp32, N = 4K-256K, 1 GiB inputs, the copy ceiling measured on the same card:
 #   OUT=DIR bash benchmarks/sweep_cute_gpu.sh
-# Needs the DSL's wheels in /tmp/kp-stash/files (.carry/01 and .carry/02, shared/gpu/split-carry.sh) and the peers'
-# wheels (quack-kernels 0.6.5, liger-kernel, apache-tvm-ffi, torch-c-dlpack-ext, einops) in /tmp/kp-stash/peers
-# (carried as .whl/peers by an earlier call of the same warm machine). Back under $OUT: sweep.md, sweep.json,
+# Needs the DSL's libs-cu13 wheel in /tmp/kp-stash/files (.carry/01-03, shared/gpu/split-carry.sh), its small wheels
+# in .whl/dsl and the peers' wheels (quack-kernels 0.6.5, liger-kernel, apache-tvm-ffi, torch-c-dlpack-ext, einops)
+# in .whl/peers (benchmarks/cute_site.sh). Back under $OUT: sweep.md, sweep.json,
 # rows.jsonl, sweep.log.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
