@@ -56,7 +56,8 @@ def record(v: Any, wall: float, what: str) -> dict[str, Any]:
            "findings": sorted({f.rule for f in v.findings}), "flags": list(v.flags)[:4],
            "error": (v.error or "")[:400], "summary": (v.summary or "")[:200],
            "in_bounds": v.correctness.in_bounds if v.correctness else None,
-           "trial_messages": sorted({t.message for t in v.correctness.trials if t.message})[:3] if v.correctness else [],
+           "trial_messages": sorted({t.message for t in v.correctness.trials if t.message})[:3]
+           if v.correctness else [],
            "kernelbench": v.kernelbench.status if v.kernelbench else None,
            "cache_notes": [d.message for d in (v.build.diagnostics if v.build else [])
                            if d.tool == "cute" and d.severity == "warning"]}
