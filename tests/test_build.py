@@ -79,6 +79,16 @@ DOUBLE = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
           "def get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n")
 
 
+def _doubling(tmp_path: Path, folder: str, model_new: str) -> tuple[Path, Path]:
+    """The y = 2x problem in ``tmp_path`` and a single-file candidate for it, ``folder``/model_new.py."""
+    problem = tmp_path / "problem.py"
+    problem.write_text(DOUBLE)
+    candidate = tmp_path / folder / "model_new.py"
+    candidate.parent.mkdir()
+    candidate.write_text(model_new)
+    return problem, candidate
+
+
 def _errors(report: BuildReport) -> list[str]:
     return [f"{d.tool} {d.file}:{d.line}: {d.message}" for d in report.diagnostics if d.severity == "error"]
 
@@ -398,20 +408,17 @@ def test_a_confined_single_file_build_may_fill_the_caches_the_worker_fills(tmp_p
 
     if not detect().landlock_abi:
         pytest.skip("no Landlock on this machine")
-    problem = tmp_path / "problem.py"
-    problem.write_text(DOUBLE)
-    candidate = tmp_path / "solutions" / "model_new.py"
-    candidate.parent.mkdir()
-    candidate.write_text("import os\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n\n"
-                         "class ModelNew(nn.Module):\n"
-                         "    def __init__(self):\n        super().__init__()\n"
-                         "        if os.environ.get('KP_TEST_NEVER_SET'):  # a compile call: the file has a build\n"
-                         "            load_inline(name='never', cpp_sources='', functions=[])\n\n"
-                         "    def forward(self, x):\n"
-                         "        cache = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
-                         "        os.makedirs(os.path.join(cache, 'fxgraph'), exist_ok=True)  # as Inductor does\n"
-                         "        open(os.path.join(cache, 'fxgraph', 'entry'), 'w').write('compiled')\n"
-                         "        return x * 2\n")
+    problem, candidate = _doubling(tmp_path, "solutions", (
+        "import os\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        if os.environ.get('KP_TEST_NEVER_SET'):  # a compile call: the file has a build\n"
+        "            load_inline(name='never', cpp_sources='', functions=[])\n\n"
+        "    def forward(self, x):\n"
+        "        cache = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+        "        os.makedirs(os.path.join(cache, 'fxgraph'), exist_ok=True)  # as Inductor does\n"
+        "        open(os.path.join(cache, 'fxgraph', 'entry'), 'w').write('compiled')\n"
+        "        return x * 2\n"))
     caches = tmp_path / "user-cache"
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(caches / "inductor"),
            "TRITON_CACHE_DIR": str(caches / "triton")}
@@ -425,15 +432,12 @@ def test_a_confined_single_file_build_may_fill_the_caches_the_worker_fills(tmp_p
 def test_a_file_whose_compile_calls_never_ran_in_the_build_says_nothing_was_compiled(tmp_path: Path) -> None:
     """CUDA-L1's programs often compile under ``if torch.cuda.is_available():``: on a machine without a GPU that
     build ran none of it, and its report read as an ordinary success."""
-    problem = tmp_path / "problem.py"
-    problem.write_text(DOUBLE)
-    gated = tmp_path / "gated" / "model_new.py"
-    gated.parent.mkdir()
-    gated.write_text("import os\nimport torch\nimport torch.nn as nn\n"
-                     "from torch.utils.cpp_extension import load_inline\n\nlib = None\n"
-                     "if os.environ.get('KP_TEST_NEVER_SET'):  # as torch.cuda.is_available() on a CPU\n"
-                     "    lib = load_inline(name='gated', cpp_sources='', functions=[])\n\n\n"
-                     "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n")
+    problem, gated = _doubling(tmp_path, "gated", (
+        "import os\nimport torch\nimport torch.nn as nn\n"
+        "from torch.utils.cpp_extension import load_inline\n\nlib = None\n"
+        "if os.environ.get('KP_TEST_NEVER_SET'):  # as torch.cuda.is_available() on a CPU\n"
+        "    lib = load_inline(name='gated', cpp_sources='', functions=[])\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"))
     report = build_candidate(load_candidate(gated), build_dir=tmp_path / "ext", timeout_s=300, problem=problem)
     assert report.ok, report.diagnostics
     [warning] = [d for d in report.diagnostics if d.severity == "warning"]
