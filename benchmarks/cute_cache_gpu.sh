@@ -2,7 +2,7 @@
 # Why a CuTe re-run compiles again (issue 53: "a re-run with nothing changed compiles nothing"), one device call
 # after the calls that ran `bash .carry/01/stash.sh` and `.carry/02/stash.sh` (this one carries .carry/03 and .whl):
 #   OUT=DIR bash benchmarks/cute_cache_gpu.sh
-# 1. the CuTe DSL installed as benchmarks/cute_gpu.sh does (CUTE_WHEELS=.whl/dsl);
+# 1. the CuTe DSL installed by benchmarks/cute_site.sh;
 # 2. two fresh processes compile the example's kernel on GPU tensors through kernelpilot's hook: each prints its
 #    cache key's parts, how the compile was served and why the cache was not used (the record's note);
 # 3. two `kernelpilot eval` runs of examples/rmsnorm_cute (fresh processes): what compiled, the cache warnings;
@@ -12,12 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT}
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
-site=/tmp/cute-site
-if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" ${CUTE_WHEELS:-.whl/dsl}/*.whl \
-    /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_cu13-*.whl > "$OUT/cute-install.txt" 2>&1 || tail -3 "$OUT/cute-install.txt"
-fi
-export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site:$PYTHONPATH"
+. "$root/benchmarks/cute_site.sh" > "$OUT/cute-install.txt" 2>&1 || tail -3 "$OUT/cute-install.txt"
 cache=$HOME/.cache/kernelpilot/cute
 rm -rf "$cache"
 cat > /tmp/cute_key.py <<'PY'
