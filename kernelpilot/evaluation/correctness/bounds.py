@@ -231,23 +231,18 @@ def split_at(ranges: list[tuple[int, int, int]], spans: list[tuple[int, int]]) -
 
 def changed(host: torch.Tensor, pieces: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(first, last) changed byte addresses of each piece whose int32 words in ``host`` (the pieces read back one
-    after the other, on the CPU) are not its value. Vectorised: a 64 MB overrun is as cheap as one word."""
-    import torch
-
-    lengths = torch.tensor([(hi - lo) // 4 for lo, hi, _ in pieces], dtype=torch.int64)
-    expected = torch.repeat_interleave(torch.tensor([v for _, _, v in pieces], dtype=torch.int32), lengths)
-    bad = (host != expected).nonzero().flatten()
-    if not bad.numel():
-        return []
-    ends = torch.cumsum(lengths, 0)
-    piece = torch.searchsorted(ends, bad, right=True)  # the piece each changed word lies in
-    ids, counts = torch.unique_consecutive(piece, return_counts=True)
-    firsts = torch.cumsum(counts, 0) - counts
+    after the other, on the CPU) are not its value. A piece is compared with its value as it is (no array of
+    expected words is built) and searched only when something in it changed: one pass over what was read."""
     found = []
-    for k, first, count in zip(ids.tolist(), firsts.tolist(), counts.tolist(), strict=True):
-        begin = int(ends[k] - lengths[k])
-        lo = pieces[k][0]
-        found.append((lo + 4 * (int(bad[first]) - begin), lo + 4 * (int(bad[first + count - 1]) - begin) + 3))
+    at = 0
+    for lo, hi, value in pieces:
+        words = host[at:at + (hi - lo) // 4]
+        at += (hi - lo) // 4
+        differ = words != value
+        if not bool(differ.any()):
+            continue
+        bad = differ.nonzero().flatten()
+        found.append((lo + 4 * int(bad[0]), lo + 4 * int(bad[-1]) + 3))
     return found
 
 

@@ -111,13 +111,18 @@ def upcast(inputs: Inputs) -> Inputs:
 
 
 # ---- poisoning ----------------------------------------------------------------------------------
-def poison_allocator(nbytes: int, device: str) -> None:
-    """Leave every free block of the caching allocator NaN-filled, plus fresh NaN segments.
+SMALL_POOL_NAN = 64 * SMALL_POOL_BLOCK  # NaN kept free in the small pool: 32 segments of 2 MiB
 
-    After ``empty_cache`` the only free blocks left are fragments of segments that still hold live
-    tensors; the allocator snapshot names them, and allocating exactly their sizes (best fit) claims
-    them so they can be filled. Then a block of ``nbytes`` (large pool) and 64 x 1 MiB (small pool)
-    of NaN are allocated and freed, so new allocations land on NaN too.
+
+def poison_allocator(nbytes: int, device: str) -> None:
+    """Leave every free block of the caching allocator NaN-filled, with at least one free block of ``nbytes``
+    (large pool) and ``SMALL_POOL_NAN`` bytes (small pool) among them, so new allocations land on NaN.
+
+    Free blocks are claimed by allocating exactly their sizes (best fit: the smallest block first) and filled.
+    The NaN blocks of the last call are free blocks too: they are claimed and filled again, and fresh segments
+    are allocated only for what the free blocks lack. Nothing is given back to the driver (no ``empty_cache``,
+    whose cudaFree and the cudaMalloc after it took most of this function's time: 0.27 s of a softmax test
+    verdict's 1.0 s of verification, H100, 2026-12-06), unless the cached free memory has grown past a bound.
     """
     import torch
 
@@ -125,14 +130,20 @@ def poison_allocator(nbytes: int, device: str) -> None:
         return
     nan = float("nan")
     torch.cuda.synchronize()
-    torch.cuda.empty_cache()
+    if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > 3 * max(nbytes, SMALL_POOL_NAN) \
+            + 4 * SMALL_POOL_NAN:
+        torch.cuda.empty_cache()  # more cached than the poison needs (the reference's temporaries): released
     held = []
+    small_claimed = largest = 0  # NaN bytes claimed in the small pool; the largest large-pool block claimed
     for _ in range(4):
         try:
             free = [(seg.get("segment_type", "large"), int(b["size"])) for seg in torch.cuda.memory_snapshot()
                     for b in seg.get("blocks", []) if b.get("state") == "inactive"]
         except Exception:
             break
+        # a large-pool block of 1 MiB or less is handed to no request (those go to the small pool): left alone,
+        # where allocating its size would only take a small-pool block again on every pass
+        free = [(kind, size) for kind, size in free if kind == "small" or size > SMALL_POOL_BLOCK]
         if not free:
             break
         for kind, size in sorted(free, key=lambda f: f[1]):
@@ -141,12 +152,16 @@ def poison_allocator(nbytes: int, device: str) -> None:
                 block = torch.empty(chunk, dtype=torch.uint8, device=device)
                 block.view(torch.float32)[: chunk // 4].fill_(nan)
                 held.append(block)
+                if kind == "small":
+                    small_claimed += chunk
+                else:
+                    largest = max(largest, chunk)
                 size -= chunk
     free_now, _total = torch.cuda.mem_get_info()
     big = max(min(int(nbytes), int(free_now * 0.5)), 0)
-    if big >= SMALL_POOL_BLOCK * 2:
+    if big >= SMALL_POOL_BLOCK * 2 and largest < big:
         held.append(torch.full((big // 4,), nan, dtype=torch.float32, device=device))
-    for _ in range(64):  # 64 x 1 MiB: 32 fresh small-pool segments of 2 MiB, all NaN
+    for _ in range(max(0, SMALL_POOL_NAN - small_claimed) // SMALL_POOL_BLOCK):
         held.append(torch.full((SMALL_POOL_BLOCK // 4,), nan, dtype=torch.float32, device=device))
     torch.cuda.synchronize()
     del held
