@@ -61,6 +61,15 @@ def test_superseded_is_a_status_of_its_own() -> None:
     assert "superseded" in STATUSES
 
 
+def test_the_grace_before_a_kill_is_what_the_kill_would_cost_unless_set() -> None:
+    from kernelpilot.evaluation.client.requests import cancel_grace
+
+    assert cancel_grace(None, 7.2) == 7.2  # an H100 worker's start: a forward of 2 s is waited for, not killed
+    assert cancel_grace(None, 0.0) == 1.0 and cancel_grace(None, 0.3) == 1.0  # none measured yet, or a quick one
+    assert cancel_grace(None, 45.0) == 10.0  # a start slowed by a loaded machine does not hold a hung call long
+    assert cancel_grace(0.5, 7.2) == 0.5 and cancel_grace(30.0, 0.0) == 30.0  # set by the caller: as set
+
+
 def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
     with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
         # The stop at an announcement is what this test is about, not the kill after the grace period (the next
@@ -92,8 +101,12 @@ def test_a_cancel_mid_verify_keeps_the_worker_warm(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_call_that_never_returns_is_killed_and_replaced_not_a_crash(tmp_path: Path) -> None:
     with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
+        assert ev.cancel_grace_s is None and ev.last_worker_start_s == 0.0  # the default: the measured start
         ev.cancel_grace_s = 0.5
-        assert ev.evaluate(PROBLEM, CPU / "good.py", "test").correctness is not None
+        first = ev.evaluate(PROBLEM, CPU / "good.py", "test")
+        assert first.correctness is not None
+        started = first.phases["worker_start"]  # the worker's start, as its first verdict says
+        assert ev.last_worker_start_s > 0 and ev.last_worker_start_s == pytest.approx(started, abs=2e-3)
         starts = ev._client.starts
         timer = _cancel_after(ev, 1.5)
         t0 = time.monotonic()

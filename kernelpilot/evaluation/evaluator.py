@@ -112,7 +112,10 @@ class Evaluator(WorkerRequests):
         self._token: CancelToken | None = None  # of the evaluation in flight
         # measured this session: problem bytes + timing settings -> Baselines
         self._baselines: dict[str, Baselines] = {}
-        self.cancel_grace_s = 1.0  # a superseded worker request that has not stopped by then: the worker is killed
+        # a superseded worker request that has not stopped this long after the cancel: the worker is killed. None:
+        # what replacing it would cost (its measured start, 1-10 s; client/requests.py cancel_grace)
+        self.cancel_grace_s: float | None = None
+        self.last_worker_start_s = 0.0
         self._inline = WorkerNames()
         self._standby: Standby | None = None  # for evaluators that live for many builds
         if standby_builder:
@@ -162,7 +165,7 @@ class Evaluator(WorkerRequests):
     def cancel(self) -> bool:
         """From any thread: the evaluation in flight ends as ``superseded`` (a newer save replaces it): its
         build is killed, or its worker request stops at the worker's next announcement and the worker stays
-        warm (killed and replaced if it does not stop within ``cancel_grace_s``; not counted as a crash).
+        warm (killed and replaced if it does not stop within its grace, ``cancel_grace``; not counted as a crash).
         False when nothing was in flight."""
         token = self._token
         if token is None:

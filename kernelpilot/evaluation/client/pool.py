@@ -23,6 +23,7 @@ class WorkerOwner:
     workdir: Path
     keep_warm: bool
     spare_worker: bool
+    last_worker_start_s: float  # the last launched worker's start, launch -> ready (0.0 before one is measured)
     _client: Any
     _spare: Any
     _readable: list[Path]
@@ -87,6 +88,7 @@ class WorkerOwner:
                 up, launched = self._client.ready_at, self._client.launched_at  # by the worker's clock
                 for key, seconds in (("worker_start", up - launched), ("worker_wait", max(0.0, up - t0))):
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
+                self.last_worker_start_s = up - launched  # what replacing a worker costs (a cancel's grace)
         return self._client
 
     def _new_client(self, readable: list[Path], name: str) -> Any:
