@@ -67,8 +67,11 @@ def run_example(name: str, edits: int, work: Path, profiles: Path) -> dict[str, 
         t0 = time.monotonic()
         v = ev.evaluate(problem, candidate, mode)
         rec = record(v, time.monotonic() - t0, what)
+        if "worker_start" in v.phases:  # a worker started for this verdict: where its start went
+            rec["worker_start_steps"] = dict(getattr(ev, "last_worker_start_steps", {}))
         row["runs"].append(rec)
-        print(f"  {name} {what}: {rec['status']} {rec['wall_s']} s phases {rec['phases']}", flush=True)
+        print(f"  {name} {what}: {rec['status']} {rec['wall_s']} s phases {rec['phases']}"
+              f"{' start ' + str(rec['worker_start_steps']) if rec.get('worker_start_steps') else ''}", flush=True)
 
     def staged(ev: Any, what: str) -> None:
         t0 = time.monotonic()

@@ -61,6 +61,15 @@ def test_superseded_is_a_status_of_its_own() -> None:
     assert "superseded" in STATUSES
 
 
+def test_a_start_is_told_step_by_step_from_the_ready_message() -> None:
+    from kernelpilot.evaluation.protocol import start_steps
+
+    ready = {"ok": True, "main_at": 100.4, "start_steps": {"import_torch": 1.3, "cuda_init": 0.9, "bad": "x"}}
+    assert start_steps(ready, 100.0, 103.0) == {"launch_to_main": 0.4, "import_torch": 1.3, "cuda_init": 0.9}
+    assert start_steps({**ready, "main_at": 99.0}, 100.0, 103.0) == {"import_torch": 1.3, "cuda_init": 0.9}
+    assert start_steps({"ok": True, "ready_at": 3.0}, 1.0, 3.0) == {}  # a worker that timed nothing
+
+
 def test_the_grace_before_a_kill_is_what_the_kill_would_cost_unless_set() -> None:
     from kernelpilot.evaluation.client.requests import cancel_grace
 
@@ -107,6 +116,9 @@ def test_a_call_that_never_returns_is_killed_and_replaced_not_a_crash(tmp_path: 
         assert first.correctness is not None
         started = first.phases["worker_start"]  # the worker's start, as its first verdict says
         assert ev.last_worker_start_s > 0 and ev.last_worker_start_s == pytest.approx(started, abs=2e-3)
+        steps = ev.last_worker_start_steps  # and where it went, step by step, adding up to it
+        assert {"launch_to_main", "import_torch", "import_dynamo_profiler", "integrity_baseline"} <= steps.keys()
+        assert sum(steps.values()) == pytest.approx(started, abs=0.05), steps
         starts = ev._client.starts
         timer = _cancel_after(ev, 1.5)
         t0 = time.monotonic()

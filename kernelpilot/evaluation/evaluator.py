@@ -116,6 +116,7 @@ class Evaluator(WorkerRequests):
         # what replacing it would cost (its measured start, 1-10 s; client/requests.py cancel_grace)
         self.cancel_grace_s: float | None = None
         self.last_worker_start_s = 0.0
+        self.last_worker_start_steps: dict[str, float] = {}
         self._inline = WorkerNames()
         self._standby: Standby | None = None  # for evaluators that live for many builds
         if standby_builder:

@@ -6,7 +6,8 @@ the worker's fd 1 and 2 go to a log file whose tail ends up in the verdict when 
 
 Requests are ``{"op": ..., ...}``; responses are ``{"ok": bool, ...}``. Ops:
 
-- ``ready`` (sent once by the worker, unprompted): environment and confinement facts.
+- ``ready`` (sent once by the worker, unprompted): environment and confinement facts, when it was up and what its
+  start's seconds went to (``main_at``, ``start_steps``: worker/start_steps.py; read by ``start_steps`` below).
 - ``ping`` -> ``{"ok": true, "pid": ...}``.
 - ``prepare`` (load the problem, compile the baseline, while the candidate builds) ->
   ``{"op": "prepared", "ok": bool}``, which the caller skips.
@@ -97,3 +98,18 @@ def recv(fd: int, timeout: float | None = None) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ProtocolError("frame is not a JSON object")
     return message
+
+
+def start_steps(ready: dict[str, Any], launched_at: float, ready_at: float) -> dict[str, float]:
+    """The seconds of a worker's start, step by step: from its launch to its ``main()`` (the interpreter, the
+    confinement wrapper, the harness's imports), then the steps the worker timed itself (torch's import, CUDA's
+    start, the integrity baseline, the timer, the ceilings, the confinement); {} from a worker that timed none."""
+    steps = ready.get("start_steps")
+    if not isinstance(steps, dict):
+        return {}
+    out: dict[str, float] = {}
+    main_at = ready.get("main_at")
+    if isinstance(main_at, (int, float)) and launched_at <= main_at <= ready_at:
+        out["launch_to_main"] = round(float(main_at) - launched_at, 3)
+    out.update({str(k): float(v) for k, v in steps.items() if isinstance(v, (int, float))})
+    return out

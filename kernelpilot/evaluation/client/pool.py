@@ -24,6 +24,7 @@ class WorkerOwner:
     keep_warm: bool
     spare_worker: bool
     last_worker_start_s: float  # the last launched worker's start, launch -> ready (0.0 before one is measured)
+    last_worker_start_steps: dict[str, float]  # ... step by step (protocol.start_steps)
     _client: Any
     _spare: Any
     _readable: list[Path]
@@ -89,6 +90,7 @@ class WorkerOwner:
                 for key, seconds in (("worker_start", up - launched), ("worker_wait", max(0.0, up - t0))):
                     phases[key] = round(phases.get(key, 0.0) + seconds, 3)
                 self.last_worker_start_s = up - launched  # what replacing a worker costs (a cancel's grace)
+                self.last_worker_start_steps = dict(getattr(self._client, "start_steps", {}) or {})
         return self._client
 
     def _new_client(self, readable: list[Path], name: str) -> Any:

@@ -74,6 +74,7 @@ class WorkerClient:
         self.pending_ready = False  # launched, ready message not read yet
         self.launched_at = 0.0
         self.ready_at = 0.0
+        self.start_steps: dict[str, float] = {}  # the last start's steps (protocol.start_steps)
         self.served = 0  # requests sent to the current worker process
         self._unanswered_prepares = 0  # "prepare" requests whose answer has not been read yet
 
@@ -187,6 +188,8 @@ class WorkerClient:
             self.ready_at = min(max(float(ready.get("ready_at", now)), self.launched_at), now)
         except (TypeError, ValueError):
             self.ready_at = now
+        self.start_steps = protocol.start_steps(ready, self.launched_at, self.ready_at)
+
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

@@ -52,7 +52,7 @@ from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.timing.ceilings import Ceilings, gpu_identity
 from kernelpilot.evaluation.timing.ceilings import get as get_ceilings
 from kernelpilot.evaluation.timing.interleaved import Pristine
-from kernelpilot.evaluation.worker import compile_hook, global_state, memory, watchdog
+from kernelpilot.evaluation.worker import compile_hook, global_state, memory, start_steps, watchdog
 from kernelpilot.evaluation.worker import crash_frames as native_trace
 from kernelpilot.evaluation.worker.cuda_errors import CUDA_MARKERS
 from kernelpilot.evaluation.worker.pipeline import run_candidate
@@ -84,20 +84,9 @@ def _sandbox() -> list[str]:
 
 class Worker(ProblemCache):
     def __init__(self, device: str, confinement: list[str] | None = None) -> None:
-        import torch
-
+        self.start_steps = start_steps.StartSteps()  # what the start's seconds went to (in the ready message)
         self.device = device
-        if device.startswith("cuda"):
-            torch.cuda.init()
-            torch.empty(1, device=device).fill_(0)
-            torch.cuda.synchronize()
-        # import everything the harness uses first: some imports rebind torch functions (torch._dynamo
-        # wraps torch.manual_seed), and the integrity baseline must be the settled objects
-        import torch._dynamo  # noqa: F401
-        import torch.profiler  # noqa: F401
-        import torch.utils._python_dispatch  # noqa: F401
-        import torch.utils.flop_counter  # noqa: F401
-
+        start_steps.start_torch(device, self.start_steps)  # torch, CUDA and the harness's imports settled
         # the harness's own modules are imported at the top of this one, before any of this
         inline_build.install_import_once()  # before the integrity baseline: the harness's own, not a patch
         compile_hook.install()  # a load_inline in __init__ or forward: build time, its call's deadline paused
@@ -105,7 +94,9 @@ class Worker(ProblemCache):
 
         self.initial_state = global_state.Snapshot.take()  # torch's switches before any candidate
         self.identities = Identities()
+        self.start_steps.mark("integrity_baseline")
         self.pristine = Pristine.capture() if device.startswith("cuda") else None
+        self.start_steps.mark("timer_capture")
         self.ceilings: Ceilings | None = None
         self.ceilings_note = ""
         if device.startswith("cuda"):  # measured (first time on this GPU) before any candidate code is loaded
@@ -113,6 +104,7 @@ class Worker(ProblemCache):
                 self.ceilings = get_ceilings(device)
             except Exception as exc:
                 self.ceilings_note = f"ceilings unavailable ({type(exc).__name__}: {exc})"
+            self.start_steps.mark("ceilings")
         self.confinement = list(confinement or [])
         self.problems: dict[str, ProblemState] = {}
         self.count = 0
@@ -310,6 +302,7 @@ class Worker(ProblemCache):
 
 
 def main(argv: list[str] | None = None) -> int:
+    start_steps.MAIN_AT[0] = time.monotonic()
     parser = argparse.ArgumentParser(prog="python -m kernelpilot.evaluation.worker")
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
@@ -340,8 +333,11 @@ def _start(device: str, out_fd: int) -> Worker:
             "confined after CUDA start-up: CUDA's driver threads are not bound by the Landlock file rules"]
     sync = worker.pristine.synchronize if worker.pristine is not None else None
     watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(out_fd, frame), sync))
-    protocol.send(out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": worker.environment(),
-                           "ready_at": time.monotonic()})  # the system-wide clock the client reads too
+    environment = worker.environment()
+    worker.start_steps.mark("confine_and_announce")
+    protocol.send(out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": environment,
+                           "ready_at": time.monotonic(),  # the system-wide clock the client reads too
+                           "main_at": start_steps.MAIN_AT[0], "start_steps": worker.start_steps.steps})
     return worker
 
 
