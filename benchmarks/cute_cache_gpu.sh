@@ -31,7 +31,7 @@ args = (m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x
 print("parts", json.dumps([cute_hook._describe(a) for a in args]))
 for _ in range(2):  # the second compile in the same process: loaded from the entry the first one stored?
     cute.compile(m.rmsnorm_host, *args)
-print("compiles", json.dumps(cute_hook.take().get("build_compiles")), "stats", cute_hook.stats)
+print("compiles", json.dumps(cute_hook.take().get("build_compiles")))
 PY
 for n in 1 2; do
   CUTE_DSL_CACHE_DIR=/tmp/cute-key-cache timeout 120 python3 /tmp/cute_key.py examples/rmsnorm_cute/candidate \

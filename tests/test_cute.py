@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -172,7 +173,8 @@ vec, threads, cluster, reload = m.row_config(4096, 2)
 c = cute.compile(m.rmsnorm_host, m._tensor(x), cute.runtime.from_dlpack(w, assumed_align=16), m._tensor(x),
                  cutlass.Float32(1e-6), CUstream(0), vec, math.ceil(4096 // vec / (threads * cluster)), threads,
                  cluster, reload)
-print(cute_hook.stats["compiled"], cute_hook.stats["loaded"], list(c.kernel_info)[0])
+hows = [record["how"] for record in cute_hook.compiles]
+print(hows.count("compiled"), hows.count("loaded"), list(c.kernel_info)[0])
 '''
 
 
@@ -366,9 +368,10 @@ def test_an_argument_the_key_cannot_describe_is_named_as_why_nothing_was_cached(
 
     args = (4096, Config())
     assert cute_hook.compile_key(host, args, {}, arch="sm_90a", versions="v", candidate_dir=str(tmp_path)) is None
-    why = cute_hook.uncached_reason(host, args, {}, str(tmp_path))
-    assert why.startswith("not cached: argument 1 (") and "Config" in why
-    assert "argument cfg=" in cute_hook.uncached_reason(host, (4096,), {"cfg": Config()}, str(tmp_path))
+    keyed = partial(cute_hook.key_or_reason, arch="sm_90a", versions="v", candidate_dir=str(tmp_path))
+    key, why = keyed(host, args, {})
+    assert key is None and why.startswith("not cached: argument 1 (") and "Config" in why
+    assert "argument cfg=" in keyed(host, (4096,), {"cfg": Config()})[1]
 
 
 @pytest.mark.cute
@@ -391,7 +394,9 @@ def test_a_cute_compile_records_ptxas_figures_and_a_cache_hit_gives_them_back(tm
         cute.compile(m.scale_add_host, *(from_dlpack(x, assumed_align=16) for _ in range(3)), cutlass.Float32(0.5),
                      CUstream(0))
         taken = cute_hook.take()
-        print(json.dumps([cute_hook.stats, taken.get("build_kernels", []), taken["build_compiles"]]))
+        hows = [record["how"] for record in taken["build_compiles"]]
+        counts = {how: hows.count(how) for how in ("compiled", "loaded", "uncached")}
+        print(json.dumps([counts, taken.get("build_kernels", []), taken["build_compiles"]]))
     ''')
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": path}

@@ -45,7 +45,6 @@ from kernelpilot.evaluation.worker import compile_hook, watchdog
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _SIMPLE = (int, float, bool, str, bytes, type(None))
-stats = {"compiled": 0, "loaded": 0, "uncached": 0}
 kernels: list[dict[str, Any]] = []  # ptxas's figures of each kernel compiled or loaded since the last take_kernels()
 compiles: list[dict[str, Any]] = []  # each cute.compile since the last take(): its function and how it was served
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -102,14 +101,26 @@ def _sources(candidate_dir: str, func: Any) -> bytes | None:
 def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arch: str, versions: str,
                 candidate_dir: str) -> str | None:
     """The cache key of one ``cute.compile(func, *args, **kwargs)``, or None when it must not be cached."""
+    return key_or_reason(func, args, kwargs, arch=arch, versions=versions, candidate_dir=candidate_dir)[0]
+
+
+def key_or_reason(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arch: str, versions: str,
+                  candidate_dir: str) -> tuple[str | None, str]:
+    """(the cache key, "") of one ``cute.compile(func, *args, **kwargs)``, or (None, why it cannot be cached): the
+    first argument the key cannot describe, or the candidate's sources that could not be read."""
     target = getattr(func, "__func__", func)
     target = getattr(target, "__wrapped__", target)
     if getattr(func, "__self__", None) is not None:  # a bound method: its object is an argument too
         args = (func.__self__, *args)
-    described = [_describe(a) for a in args] + [_describe(v) for _, v in sorted(kwargs.items())]
+    described = []
+    for label, value in [(str(i), a) for i, a in enumerate(args)] + [(f"{k}=", v) for k, v in sorted(kwargs.items())]:
+        if (text := _describe(value)) is None:
+            kind = f"{type(value).__module__}.{type(value).__qualname__}"
+            return None, f"not cached: argument {label} ({kind}) is not in the key"
+        described.append(text)
     sources = _sources(candidate_dir, target)
-    if sources is None or None in described:
-        return None
+    if sources is None:
+        return None, "not cached: the candidate's sources could not be read"
     parts = [*described, *sorted(kwargs)]
     digest = hashlib.sha256(sources)
     # the function by its file's name, not its module's: the worker imports each evaluation's candidate under a
@@ -120,7 +131,7 @@ def compile_key(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, arc
     name = f"{where}:{getattr(target, '__qualname__', '')}"
     for item in (name, *parts, arch, versions):
         digest.update(b"\0" + str(item).encode())
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()[:32], ""
 
 
 def take() -> dict[str, Any]:
@@ -231,22 +242,6 @@ def _store(directory: Path, key: str, compiled: Any, found: list[dict[str, Any]]
         shutil.rmtree(directory / f"tmp-{os.getpid()}", ignore_errors=True)
 
 
-def uncached_reason(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], candidate_dir: str) -> str:
-    """Why ``compile_key`` gave no key: the first argument it cannot describe, or the sources it cannot read."""
-    target = getattr(getattr(func, "__func__", func), "__wrapped__", getattr(func, "__func__", func))
-    if getattr(func, "__self__", None) is not None:
-        args = (func.__self__, *args)
-    for i, a in enumerate(args):
-        if _describe(a) is None:
-            return f"not cached: argument {i} ({type(a).__module__}.{type(a).__qualname__}) is not in the key"
-    for k, v in sorted(kwargs.items()):
-        if _describe(v) is None:
-            return f"not cached: argument {k}= ({type(v).__module__}.{type(v).__qualname__}) is not in the key"
-    if _sources(candidate_dir, target) is None:
-        return "not cached: the candidate's sources could not be read"
-    return "not cached"
-
-
 def _name(func: Any) -> str:
     return str(getattr(func, "__name__", type(func).__name__))
 
@@ -279,13 +274,11 @@ class _CachedCompile:
         return getattr(self.real, name)
 
     def __call__(self, func: Any, *args: Any, **kwargs: Any) -> Any:
-        key = compile_key(func, args, kwargs, arch=_arch(), versions=self.versions,
-                          candidate_dir=self.candidate_dir) if self.use_cache else None
-        note = "" if key is not None or not self.use_cache else uncached_reason(func, args, kwargs, self.candidate_dir)
+        key, note = key_or_reason(func, args, kwargs, arch=_arch(), versions=self.versions,
+                                  candidate_dir=self.candidate_dir) if self.use_cache else (None, "")
         if key is not None:
             hit, note = _load(self.cache, key)
             if hit is not None:
-                stats["loaded"] += 1
                 compiles.append({"function": _name(func), "how": "loaded", "key": key})
                 with contextlib.suppress(OSError, ValueError):
                     kernels.extend(json.loads((self.cache / f"kp_{key}.json").read_text()))
@@ -300,7 +293,6 @@ class _CachedCompile:
             compile_hook.record(what, time.monotonic() - began)
         found = figures(tee.getvalue()) if asked is not None else []
         kernels.extend(found)
-        stats["compiled" if key is not None else "uncached"] += 1
         if key is not None:
             note = "; ".join(n for n in (note, _store(self.cache, key, compiled, found)) if n)
         record = {"function": _name(func), "how": "compiled" if key is not None else "uncached", "key": key or ""}
