@@ -19,13 +19,13 @@ for mod in ("torch", "torch._dynamo", "torch._inductor", "sympy"):
     pycs = len(list(cache.glob("*.pyc"))) if cache.is_dir() else 0
     print(f"{mod:16} {d}  .py {pys}  .pyc {pycs}  cache dir writable {os.access(cache if cache.is_dir() else d, os.W_OK)}")
 PY
-t() { local s=$(date +%s.%N); "$@" >/dev/null 2>&1; echo "$(echo "$(date +%s.%N) - $s" | bc)"; }
+t() { local s=$(date +%s%N); "$@" >/dev/null 2>&1; echo "$(( ($(date +%s%N) - s) / 1000000 ))"; }
 for run in 1 2; do
-  echo "run $run: import torch $(t $py -c 'import torch') s; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') s"
+  echo "run $run: import torch $(t $py -c 'import torch') ms; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
 done
 export PYTHONPYCACHEPREFIX=$out/pycache-probe; was=${PYTHONDONTWRITEBYTECODE-}; unset PYTHONDONTWRITEBYTECODE
 for run in 1 2; do
-  echo "prefix run $run: import torch $(t $py -c 'import torch') s; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') s"
+  echo "prefix run $run: import torch $(t $py -c 'import torch') ms; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
 done
 unset PYTHONPYCACHEPREFIX; [ -n "$was" ] && export PYTHONDONTWRITEBYTECODE=$was
 $py -X importtime -c 'import torch, torch._dynamo, torch.profiler' 2> $out/importtime.txt
