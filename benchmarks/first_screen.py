@@ -46,22 +46,19 @@ def since(t0: float, at: float | None) -> float | None:
 
 
 async def child(problem: Path, t0: float, seconds: float, timeout: float) -> dict[str, Any]:
+    from kernelpilot import cli
+
+    args = cli.build_parser().parse_args(["pair", str(problem)])
+    cli.prepare(args)  # as `kernelpilot PROBLEM` does before it imports the UI (it starts the cached lookup)
+
     from textual import events
     from textual.widgets import Input
 
     from kernelpilot.tui.app import KernelpilotApp
-    from kernelpilot.tui.launch import _config, build_startup
+    from kernelpilot.tui.launch import app_for, build_startup
     from kernelpilot.tui.problem_card import ProblemCard
 
-    try:  # the launcher's own app (with the card's early sources), where it has one
-        from kernelpilot.tui.launch import app_for  # type: ignore[attr-defined]
-    except ImportError:
-        app_for = None
-
-    args = argparse.Namespace(path=str(problem), model=None, replay=None, resume=None)
-    _config(args)
-    app: KernelpilotApp = app_for(args, partial(build_startup, args), None) if app_for else KernelpilotApp(
-        partial(build_startup, args))
+    app: KernelpilotApp = app_for(args, partial(build_startup, args), None)
     out: dict[str, Any] = {"python_imports_s": since(t0, time.time())}
     seen: dict[str, float] = {}
     gaps: list[float] = []
