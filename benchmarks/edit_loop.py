@@ -11,7 +11,8 @@ kernelpilot.toml, ``standby_builder=True``), on a copy of the example never buil
 - ``cold_test_s``: the first test-mode verdict (build from nothing; the worker starts beside it);
 - warm edits that change the compiled code, round robin: a kernel constant of the ``.cu`` (a ``#pragma
   unroll`` count, else a ``__device__`` constant), a line of an included header where the example has one,
-  and ``model_new.py`` (a module constant); ``warm_kernel_s``, ``warm_header_s`` and ``warm_model_s`` are each
+  and ``model_new.py`` (a module constant), each written ``--pause-s`` (1 s) after the last verdict, as a person
+  reads a verdict before saving again; ``warm_kernel_s``, ``warm_header_s`` and ``warm_model_s`` are each
   kind's median, never mixed (at least one of each kind, up to ``--edits`` of each while the example's share of
   ``--budget-s`` lasts);
 - ``session_baselines_s``: the session's eager and torch.compile baselines after the cold verdict, as the UI
@@ -209,7 +210,8 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
     problem, candidate = example / "problem.py", example / "candidate"
     config = load_config(example, overrides={"problem": str(problem)}, env={})
     settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
-    row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}, **machine()}
+    row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}, "pause_s": args.pause_s,
+                           **machine()}
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
         cold = timed(ev, problem, candidate, "test", "cold")
         row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]
@@ -225,6 +227,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
             if round_no and time.monotonic() - t_example > share_s * 0.6:
                 break  # at least one edit of each kind; more while the example's share lasts
             for kind, editor in eds.items():
+                time.sleep(args.pause_s)
                 what = editor.edit()
                 rec = timed(ev, problem, candidate, "test", what)
                 rec["kind"] = kind
@@ -233,6 +236,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
             editor.restore()
         before = starts(ev)
         editor = eds.get("kernel") or eds["model"]
+        time.sleep(args.pause_s)
         what = editor.edit()
         bench = staged(ev, problem, candidate, what)  # the pairing UI's way: one benchmark, its test staged
         editor.restore()
@@ -265,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="the whole run's time; examples share it")
     p.add_argument("--profile", action="store_true", help="nvcc --time on each example's .cu files")
     p.add_argument("--small", action="store_true", help="cut the problems' sizes (CPU smoke)")
+    p.add_argument("--pause-s", type=float, default=1.0,
+                   help="between a verdict and the next edit's write, as a person reads the verdict before saving "
+                        "again (default 1 s; the worker tidies up and a kernel edit's SASS check goes on meanwhile)")
     p.add_argument("--no-screen", action="store_true", help="skip the first-screen launches")
     p.add_argument("--screen-timeout", type=float, default=90.0)
     p.add_argument("--resume", action="store_true", help="keep the examples results.json already has")
