@@ -34,7 +34,8 @@ A)
   tail -6 /tmp/el.log | cut -c1-300
   ;;
 B)
-  budget=$(( $(left) - 200 ))
+  reserve=30; [ -n "${KB_PROBLEMS:-}" ] && reserve=200  # KernelBench's c0 run after the corpus needs 200 s
+  budget=$(( $(left) - reserve ))
   if [ -d .kb ] && [ "$budget" -gt 60 ]; then
     timeout $(( budget + 30 )) python3 benchmarks/rescore_gpu.py --kernelbench "$root/.kb" --out /tmp/rs-out \
       --work /tmp/rs-work --plan corpus-kernelpilot,corpus-kernelbench-v0.1,corpus-kernelbench --only corpus \
