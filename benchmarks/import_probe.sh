@@ -1,7 +1,7 @@
 #!/bin/bash
 # Where a worker's start goes on this machine (issue 49: 7-8 s on the H100 and H200, 3.0-3.2 s of it importing torch
 # and 3.4-4.0 s torch._dynamo and the profiler): whether the interpreter can use or write bytecode caches for torch,
-# and the imports timed twice each, as they are and with a writable PYTHONPYCACHEPREFIX.
+# and the imports timed as they are, then twice with a writable PYTHONPYCACHEPREFIX (the first run writes it).
 #   bash benchmarks/import_probe.sh [OUT_DIR]
 py=${PYTHON:-python3}
 out=${1:-/tmp/import-probe}; mkdir -p "$out"
@@ -20,12 +20,10 @@ for mod in ("torch", "torch._dynamo", "torch._inductor", "sympy"):
     print(f"{mod:16} {d}  .py {pys}  .pyc {pycs}  cache dir writable {os.access(cache if cache.is_dir() else d, os.W_OK)}")
 PY
 t() { local s=$(date +%s%N); "$@" >/dev/null 2>&1; echo "$(( ($(date +%s%N) - s) / 1000000 ))"; }
-for run in 1 2; do
-  echo "run $run: import torch $(t $py -c 'import torch') ms; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
-done
+echo "as installed: import torch, torch._dynamo, torch.profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
 export PYTHONPYCACHEPREFIX=$out/pycache-probe; was=${PYTHONDONTWRITEBYTECODE-}; unset PYTHONDONTWRITEBYTECODE
 for run in 1 2; do
-  echo "prefix run $run: import torch $(t $py -c 'import torch') ms; + dynamo, profiler $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
+  echo "with a writable PYTHONPYCACHEPREFIX, run $run: $(t $py -c 'import torch, torch._dynamo, torch.profiler') ms"
 done
 unset PYTHONPYCACHEPREFIX; [ -n "$was" ] && export PYTHONDONTWRITEBYTECODE=$was
 $py -X importtime -c 'import torch, torch._dynamo, torch.profiler' 2> $out/importtime.txt
