@@ -1,7 +1,8 @@
 #!/bin/bash
 # CuTe-DSL candidates on one GPU (issue 53), one device call (H100/H200, torch 2.11+cu130, no network):
-#   OUT=DIR [CUTE_WHEELS=DIR] [LIMIT_S=570] bash benchmarks/cute_gpu.sh
-# 1. installs the DSL from carried wheels (.whl/dsl/ and /tmp/kp-stash/files/ of shared/gpu/split-carry.sh):
+#   OUT=DIR [LIMIT_S=570] bash benchmarks/cute_gpu.sh
+# 1. installs the DSL from carried wheels with benchmarks/cute_site.sh (.whl/dsl/, and /tmp/kp-stash/files/ from
+#    the .carry/ folders' stash.sh):
 #    nvidia-cutlass-dsl 4.8.1, -libs-base, -libs-core, -libs-cu13 with --no-deps (cuda-bindings, protobuf and
 #    typing-extensions are on the machine; the meta package's cu12 libraries are not needed) into /tmp/cute-site;
 # 2. compiles examples/rmsnorm_cute and the starter on the CPU path's twin (tests/test_cute.py -m cute);
@@ -18,25 +19,7 @@ start0=$(date +%s)
 left() { echo $(( limit - ($(date +%s) - start0) )); }
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
-site=/tmp/cute-site
-find_wheel() {  # the first match of a wheel name pattern in the carried folders
-  local d
-  for d in ${CUTE_WHEELS:-} .whl/dsl .whl/cute /tmp/kp-stash/files; do
-    ls "$d"/$1 2>/dev/null | head -1 && return 0
-  done
-  echo "missing wheel $1 (carry .whl and the .carry/ folders of shared/gpu/split-carry.sh)" >&2; return 1
-}
-if ! [ -d "$site/nvidia_cutlass_dsl" ]; then
-  wheels=()
-  for w in "nvidia_cutlass_dsl-4.8.1-*.whl" "nvidia_cutlass_dsl_libs_base-4.8.1-*.whl" \
-           "nvidia_cutlass_dsl_libs_core-4.8.1-*.whl" "nvidia_cutlass_dsl_libs_cu13-4.8.1-*.whl"; do
-    f=$(find_wheel "$w") || { echo "cute_gpu.sh: CuTe DSL not installed ($w)" | tee "$OUT/cute-install.txt"; exit 1; }
-    wheels+=("$f")
-  done
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "${wheels[@]}" > "$OUT/cute-install.txt" 2>&1
-fi
-# --target skips the meta package's .pth (it puts dsl_packages on sys.path): done here, for the workers too
-export PYTHONPATH="$site/nvidia_cutlass_dsl/dsl_packages:$site:$PYTHONPATH"
+. "$root/benchmarks/cute_site.sh" > "$OUT/cute-install.txt" 2>&1  # the CuTe scripts' one installer
 python3 -c "import torch, cutlass, importlib.metadata as m; print('torch', torch.__version__, 'cuda', torch.version.cuda,
 '| nvidia-cutlass-dsl', m.version('nvidia-cutlass-dsl'), '| cuda-bindings', m.version('cuda-bindings'),
 '|', torch.cuda.get_device_name())" >> "$OUT/cute-install.txt" 2>&1
