@@ -13,6 +13,7 @@ Printed per launch, in seconds from process start:
 - ``facts_s``: the card with the problem's shapes, bytes and FLOPs;
 - ``cached_baselines_s``: the machine's cached eager and torch.compile times on the card (a GPU and a warm cache);
 - ``baselines_s``: this session's baselines on the card (GPU), or the card saying none can be timed (no GPU);
+- ``baselines_parts``: the worker's start (step by step) and the baselines' measurement, compile and timing;
 - ``key_ms``: while the session starts (``--seconds``), a key sent every 100 ms as the terminal sends it, until
   it is in the input box (drawn at the next refresh): median and max; ``stall_ms``: the longest the UI's event
   loop did not run a 10 ms timer in that time.
@@ -101,7 +102,19 @@ async def child(problem: Path, t0: float, seconds: float, timeout: float) -> dic
         await pilot.press("ctrl+q")
     for name in ("card_s", "facts_s", "cached_baselines_s", "baselines_s", "startup_s"):
         out[name] = since(t0, seen.get(name))
+    out["baselines_parts"] = baseline_parts(app)
     return out
+
+
+def baseline_parts(app: Any) -> dict[str, Any]:
+    """Where the session's baselines went: the worker's start step by step, then the measurement's own seconds,
+    torch.compile's compile and the exclusive timing (each as the engine reports it)."""
+    evaluator = getattr(app.startup, "evaluator", None) if app.startup is not None else None
+    b = app.card_facts.baselines if app.card_facts is not None else None
+    return {"worker_start_s": round(float(getattr(evaluator, "last_worker_start_s", 0.0) or 0.0), 3),
+            "worker_start_steps": dict(getattr(evaluator, "last_worker_start_steps", {}) or {}),
+            "measure_s": getattr(b, "seconds", None), "compile_s": getattr(b, "compile_s", None),
+            "exclusive_s": getattr(b, "exclusive_s", None)}
 
 
 def launch(problem: Path, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:
