@@ -1,5 +1,5 @@
 # Sourced by the GPU step scripts (kb_gpu.sh, gpu_pending.sh, gpu_checks.sh) after they set $root:
-# the carried wheels (.whl/, see shared/gpu/wheelhouse.sh) installed once into /tmp/site and put on the
+# the carried wheels (.whl/, made by benchmarks/make_wheels.sh) installed once into /tmp/site and put on the
 # paths, and NVLink multicast left off (KINDS.md).
 export PYTHONPATH="/tmp/site:$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PATH="/tmp/site/bin:$PATH"
 if [ -d "$root/.whl" ] && ! python3 -c "import textual, platformdirs, git" 2>/dev/null; then
