@@ -12,6 +12,7 @@ import pytest
 from kernelpilot.evaluation import EvalSettings, Evaluator
 from kernelpilot.evaluation import protocol
 from kernelpilot.verdict import Verdict
+from worker_support import ask_worker
 
 DATA = Path(__file__).parent / "data" / "cpu"
 PROBLEM = DATA / "scaled_add.py"
@@ -140,16 +141,7 @@ def cpu_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
 
 
 def _ask(ev: Evaluator, candidate: str, problem: Path = PROBLEM, timeout: float = 120) -> Verdict:
-    """The worker step of Evaluator.evaluate (policy and build skipped: these candidates are plain Python)."""
-    v = Verdict(status="ok")
-    message = {"op": "evaluate", "problem": str(problem), "candidate_model": str(DATA / candidate), "mode": "test",
-               "settings": ev.settings.to_dict()}
-    response = ev._ask(message, timeout, v)
-    if response is None:
-        return v
-    out = Verdict.from_dict(response["verdict"])
-    out.phases = {**v.phases, **out.phases}  # as Evaluator.evaluate merges them (worker start + worker steps)
-    return out
+    return ask_worker(ev, DATA / candidate, problem, timeout)
 
 
 def test_worker_ok_and_incorrect(cpu_evaluator: Evaluator) -> None:

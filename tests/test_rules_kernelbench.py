@@ -12,6 +12,7 @@ from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation import EvalSettings, Evaluator
 from kernelpilot.evaluation.audit import runtime as ra
 from kernelpilot.verdict import Verdict
+from worker_support import ask_worker
 
 DATA = Path(__file__).parent / "data" / "cpu"
 
@@ -54,12 +55,7 @@ def test_kernel_rules_other_than_libraries_stay_strict_under_kernelbench() -> No
 
 
 def _ask(ev: Evaluator, candidate: str) -> Verdict:
-    v = Verdict(status="ok")
-    message = {"op": "evaluate", "problem": str(DATA / "scaled_add.py"), "candidate_model": str(DATA / candidate),
-               "mode": "test", "settings": ev.settings.to_dict()}
-    response = ev._ask(message, 120, v)
-    assert response is not None, v.error
-    return Verdict.from_dict(response["verdict"])
+    return ask_worker(ev, DATA / candidate, DATA / "scaled_add.py")
 
 
 @pytest.mark.slow

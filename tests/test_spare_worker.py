@@ -10,21 +10,14 @@ import pytest
 
 from kernelpilot.evaluation import EvalSettings, Evaluator
 from kernelpilot.verdict import Verdict
+from worker_support import ask_worker
 
 DATA = Path(__file__).parent / "data" / "cpu"
 PROBLEM = DATA / "scaled_add.py"
 
 
 def _ask(ev: Evaluator, candidate: str) -> Verdict:
-    v = Verdict(status="ok")
-    message = {"op": "evaluate", "problem": str(PROBLEM), "candidate_model": str(DATA / candidate), "mode": "test",
-               "settings": ev.settings.to_dict()}
-    response = ev._ask(message, 120, v)
-    if response is None:
-        return v
-    out = Verdict.from_dict(response["verdict"])
-    out.phases = {**v.phases, **out.phases}
-    return out
+    return ask_worker(ev, DATA / candidate, PROBLEM)
 
 
 def _ready_spare(ev: Evaluator) -> int:
