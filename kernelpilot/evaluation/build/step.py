@@ -19,7 +19,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -56,7 +56,6 @@ from kernelpilot.extension import (
     default_build_dir,
     ninja_is_current,
 )
-from kernelpilot.native.device_build import DevicePlan
 from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
@@ -134,10 +133,17 @@ def _scrubbed_env() -> dict[str, str]:
 
 
 def build_candidate(
-    candidate: Candidate, *, build_dir: Path | None = None, arch: str | None = None, timeout_s: float = 300,
-    env: Mapping[str, str] | None = None, problem: Path | None = None, standby: Standby | None = None,
-    cancel: CancelToken | None = None, confine: bool = False, device_only: bool = True,
-    on_device_plan: Callable[[DevicePlan], None] | None = None,
+    candidate: Candidate,
+    *,
+    build_dir: Path | None = None,
+    arch: str | None = None,
+    timeout_s: float = 300,
+    env: Mapping[str, str] | None = None,
+    problem: Path | None = None,
+    standby: Standby | None = None,
+    cancel: CancelToken | None = None,
+    confine: bool = False,
+    device_only: bool = True,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
 
@@ -146,7 +152,7 @@ def build_candidate(
     ``cancel``: a newer save's cancel kills the build's process group (supersede.py); the report then
     says ``superseded`` (not ok, and no error of the candidate's).
     ``device_only``: a directory candidate's kernel edit may be built as device code alone (device_step.py);
-    False always builds it in full. ``on_device_plan`` sees a device-only build's plan before it compiles.
+    False always builds it in full.
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
@@ -165,8 +171,7 @@ def build_candidate(
     full_reason = ""  # why a directory candidate's save takes the full build
     spec = directory_spec(candidate, directory, run_env) if candidate.kind == "directory" else ""
     if candidate.kind == "directory" and device_only:
-        device = device_only_build(candidate, directory, run_env, spec, timeout_s=timeout_s, cancel=cancel,
-                                   on_plan=on_device_plan)
+        device = device_only_build(candidate, directory, run_env, spec, timeout_s=timeout_s, cancel=cancel)
         if isinstance(device, BuildReport):
             return device
         full_reason = device

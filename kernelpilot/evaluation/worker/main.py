@@ -334,14 +334,10 @@ def _start(device: str, out_fd: int) -> Worker:
     sync = worker.pristine.synchronize if worker.pristine is not None else None
     watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(out_fd, frame), sync))
     environment = worker.environment()
-    # start-up's 300,000 objects (torch, dynamo) leave the collector's scans (``tidy``: 0.1-0.3 s a collection);
-    # no problem or candidate exists yet, so nothing that could later be cyclic garbage (a GPU tensor) is frozen
-    gc.freeze()
     worker.start_steps.mark("confine_and_announce")
     protocol.send(out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": environment,
                            "ready_at": time.monotonic(),  # the system-wide clock the client reads too
-                           "main_at": start_steps.MAIN_AT[0], "start_steps": worker.start_steps.steps,
-                           "heap_frozen": gc.get_freeze_count()})
+                           "main_at": start_steps.MAIN_AT[0], "start_steps": worker.start_steps.steps})
     return worker
 
 
