@@ -78,6 +78,21 @@ def test_pieces_are_cut_at_segment_boundaries_and_changes_found_per_piece() -> N
                                             (BASE + 16384 + 12, BASE + 16384 + 15)]
 
 
+def test_the_read_back_is_compared_without_torchs_thread_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each piece compared with torch opened parallel regions that waited on threads the SASS check's nvcc had
+    descheduled (1.6 s a kernel edit on the H200): the comparison must not go through torch's operators."""
+    pieces = [(BASE, BASE + 4096, 5), (BASE + 8192, BASE + 8192 + 64, 6)]
+    host = torch.tensor([5] * 1024 + [6] * 16, dtype=torch.int32)
+    host[1024 + 3] = -1
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the band comparison went through torch")
+
+    for name in ("__ne__", "ne", "any", "nonzero"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    assert bounds.changed(host, pieces) == [(BASE + 8192 + 12, BASE + 8192 + 15)]
+
+
 def test_a_range_outside_every_segment_is_refused_not_read() -> None:
     seg = _segment(BASE, [(512, 512), (4096, None)])
     views = bounds._Segments(bounds._spans([seg]), "cpu")
