@@ -8,6 +8,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from importlib.metadata import version
@@ -177,13 +178,13 @@ import sys, time
 from pathlib import Path
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.baselines import machine_cache as mb
-from kernelpilot.evaluation.baselines.service import current_identity
+from kernelpilot.evaluation.baselines.identity import current_identity
 from kernelpilot.evaluation.baselines.values import Baselines
 b = Baselines(eager=None)
 t0 = time.monotonic()
 found = mb.lookup(Path({str(problem)!r}), EvalSettings(), path=Path({str(cache)!r}))
 took = time.monotonic() - t0
-print(found is not None, 'torch' in sys.modules, round(took, 3))
+print(found is not None, 'torch' in sys.modules or 'kernelpilot.evaluation.evaluator' in sys.modules, round(took, 3))
 """
     now = current_identity(None)
     mb.record(problem, EvalSettings(), None, fixture_baselines(now), path=cache)
@@ -191,6 +192,32 @@ print(found is not None, 'torch' in sys.modules, round(took, 3))
     hit, torch_imported, took = out.stdout.split()
     assert (hit, torch_imported) == ("True", "False"), out.stderr
     assert float(took) < 1.0
+
+
+def test_a_lookup_started_early_answers_through_its_future(tmp_path: Path, problem: Path) -> None:
+    """``lookup_soon`` (the launcher's, before the screen loads): the same answer as ``lookup``, found on a thread
+    of its own; what the lookup or the settings raise comes out of the future, never out of the thread."""
+    cache = tmp_path / "baselines.sqlite"
+    mb.record(problem, EvalSettings(), None, fixture_baselines(current_identity(None)), path=cache)
+    threads: list[str] = []
+
+    def settings() -> EvalSettings:
+        threads.append(threading.current_thread().name)
+        return EvalSettings()
+
+    found = mb.lookup_soon(problem, settings, path=cache).result(timeout=30)
+    assert found is not None and found.baselines.eager is not None and found.baselines.eager.median_ms == 0.957
+    assert threads == ["kernelpilot-cached-baselines"]
+    assert mb.lookup_soon(problem, EvalSettings, path=tmp_path / "none.sqlite").result(timeout=30) is None
+    cache.write_bytes(b"this is not an SQLite file\n" * 200)
+    with pytest.raises(mb.CacheUnavailable, match="could not be read"):
+        mb.lookup_soon(problem, EvalSettings, path=cache).result(timeout=30)
+
+    def broken() -> EvalSettings:
+        raise ValueError("kernelpilot.toml: trials must be positive")
+
+    with pytest.raises(ValueError, match="trials must be positive"):
+        mb.lookup_soon(problem, broken, path=cache).result(timeout=30)
 
 
 def test_each_write_keeps_only_the_newest_rows_of_the_last_days(tmp_path: Path, problem: Path,

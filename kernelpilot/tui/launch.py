@@ -51,7 +51,8 @@ def app_for(args: Any, factory: Any, finder: Any = None) -> KernelpilotApp:
     config = _config(args)
     problem = getattr(args, "problem", None)
     manual = not (getattr(args, "model", None) or config.model or getattr(args, "replay", None))
-    preview = CardPreview(Path(problem), manual=manual, settings=partial(eval_settings, config)) if problem else None
+    preview = CardPreview(Path(problem), manual=manual, settings=partial(eval_settings, config),
+                          cached=getattr(args, "cached_baselines", None)) if problem else None
     return KernelpilotApp(factory, resume_finder=finder, keys=dict(config.keys or {}), preview=preview)
 
 

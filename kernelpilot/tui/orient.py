@@ -91,7 +91,11 @@ class ProblemCardView:
         await self.conversation.mount_entry(ProblemCard(self.card_facts))
         self.run_worker(partial(self._analyse_problem, path), thread=True, group="card", name="problem",
                         exit_on_error=False)
-        if preview.settings is not None:
+        if preview.cached is not None:  # the launcher's lookup, started before the screen's modules loaded
+            self._cached_asked = True
+            self.run_worker(partial(self._cached_from, preview.cached.result), thread=True, group="card",
+                            name="cached", exit_on_error=False)
+        elif preview.settings is not None:
             self._ask_cached(path, preview.settings, None)
 
     async def start_problem_card(self, s: Startup) -> None:
@@ -145,10 +149,16 @@ class ProblemCardView:
                 self.post_message(CeilingsFound(ceilings))
 
     def _cached_baselines(self, path: Path, settings: Callable[[], Any], gpu: int | None) -> None:
-        from kernelpilot.evaluation.baselines.machine_cache import CacheUnavailable, lookup
+        from kernelpilot.evaluation.baselines.machine_cache import lookup
+
+        self._cached_from(lambda: lookup(path, settings(), gpu))
+
+    def _cached_from(self, get: Callable[[], Any]) -> None:
+        """Post what ``get`` (a lookup, or the result of one the launcher started) found, or why it failed."""
+        from kernelpilot.evaluation.baselines.machine_cache import CacheUnavailable
 
         try:
-            found = lookup(path, settings(), gpu)
+            found = get()
         except CacheUnavailable as err:
             self.post_message(CachedBaselinesFound(error=str(err)))
             return

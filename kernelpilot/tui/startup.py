@@ -8,6 +8,7 @@ inside the factory, never at import time of this module.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,11 +72,14 @@ class Startup:
 class CardPreview:
     """What the first screen shows before the session exists (its worktree, engine and GPU are being set up):
     the problem card from the problem file alone, its facts from this machine's cache, and the machine's cached
-    baselines when ``settings`` (``() -> EvalSettings``, what that cache is keyed on) is given."""
+    baselines: from ``cached`` (a future of the lookup the launcher started before the screen's modules loaded,
+    ``machine_cache.lookup_soon``) when given, else looked up when ``settings`` (``() -> EvalSettings``, what that
+    cache is keyed on) is given."""
 
     problem: Path
     manual: bool = True
     settings: Callable[[], Any] | None = None
+    cached: Future[Any] | None = None
 
     @property
     def path(self) -> Path:

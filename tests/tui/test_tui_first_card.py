@@ -7,6 +7,7 @@ analysis gives, so they can only have come from the cache."""
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -98,6 +99,41 @@ async def test_the_machines_cached_baselines_are_shown_before_the_session_is_set
         assert not factory.returned and asked == [1]
         text = card(app)
         assert "eager     0.957 ms" in text and "cached 2023-11-1" in text
+        factory.release.set()
+        await wait_for(pilot, lambda: app.startup is not None, what="the session")
+        await pilot.press("ctrl+q")
+
+
+async def test_the_launchers_lookup_started_before_the_ui_loaded_is_the_one_the_card_shows(
+        problem: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kernelpilot PROBLEM`` starts the lookup in ``cli.prepare``, before the screen's modules are imported; the
+    card shows that lookup's answer and never looks again (2026-12-06, H200: 1.51 s to the cached figures when the
+    lookup waited for the card)."""
+    from kernelpilot import cli
+    from kernelpilot.evaluation.baselines import machine_cache
+    from kernelpilot.tui.launch import app_for
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    table = BaselineTable(tmp_path / "cache" / "baselines.sqlite", wal=False)
+    table.put(machine_key(problem.resolve(), EvalSettings(), current_identity(None)), str(problem),
+              json.loads(BASELINES.read_text()), at=1_700_000_000.0)
+    table.close()
+    args = cli.build_parser().parse_args(["pair", str(problem)])
+    cli.prepare(args)
+    found = args.cached_baselines.result(timeout=30)
+    assert found is not None and found.baselines.eager is not None and found.baselines.eager.median_ms == 0.957
+
+    def looked_again(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the card looked the cached baselines up a second time")
+
+    monkeypatch.setattr(machine_cache, "lookup", looked_again)
+    factory = HeldStartup(problem, tmp_path / "wt")
+    app = app_for(args, factory)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.card_facts is not None and app.card_facts.cached is not None,
+                       what="the cached baselines")
+        assert app.card_facts is not None and app.card_facts.cached is found and not factory.returned
+        assert "eager     0.957 ms" in card(app) and "cached 2023-11-1" in card(app)
         factory.release.set()
         await wait_for(pilot, lambda: app.startup is not None, what="the session")
         await pilot.press("ctrl+q")

@@ -24,6 +24,8 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,23 @@ def lookup(problem: Path, settings: EvalSettings, gpu: int | None = None, *, ide
         return CachedBaselines(Baselines.from_dict(json.loads(row[0])), float(row[1]), str(where))
     except (ValueError, TypeError) as exc:
         raise CacheUnavailable(f"the machine's baseline cache {where} holds an unreadable row ({exc})") from None
+
+
+def lookup_soon(problem: Path, settings: Callable[[], EvalSettings], gpu: int | None = None, *,
+                path: Path | None = None) -> Future[CachedBaselines | None]:
+    """``lookup`` started now on a daemon thread (the launcher starts it before the screen's modules load): its
+    future holds the cached baselines, None, or the exception ``lookup`` (or ``settings``) raised."""
+    future: Future[CachedBaselines | None] = Future()
+    future.set_running_or_notify_cancel()
+
+    def look() -> None:
+        try:
+            future.set_result(lookup(problem, settings(), gpu, path=path))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=look, name="kernelpilot-cached-baselines", daemon=True).start()
+    return future
 
 
 def record(problem: Path, settings: EvalSettings, gpu: int | None, baselines: Baselines, *,
