@@ -75,6 +75,7 @@ class WorkerClient:
         self.launched_at = 0.0
         self.ready_at = 0.0
         self.start_steps: dict[str, float] = {}  # the last start's steps (protocol.start_steps)
+        self.heap_frozen = 0
         self.served = 0  # requests sent to the current worker process
         self._unanswered_prepares = 0  # "prepare" requests whose answer has not been read yet
 
@@ -183,6 +184,7 @@ class WorkerClient:
             self.stop()
             raise WorkerDied(f"the evaluation worker did not start: {ready.get('error', 'unknown error')}", tail)
         self.environment = dict(ready.get("environment") or {})
+        self.heap_frozen = int(ready.get("heap_frozen") or 0)  # objects start-up left out of the collector's scans
         now = time.monotonic()
         try:  # when the worker was up: a spare launched long before it was taken was ready long before it was read
             self.ready_at = min(max(float(ready.get("ready_at", now)), self.launched_at), now)
