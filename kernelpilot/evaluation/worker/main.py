@@ -334,10 +334,8 @@ def _start(device: str, out_fd: int) -> Worker:
     sync = worker.pristine.synchronize if worker.pristine is not None else None
     watchdog.install(watchdog.Watchdog(lambda frame: protocol.send(out_fd, frame), sync))
     environment = worker.environment()
-    # What start-up left alive (torch, torch._dynamo, the profiler: some 300,000 objects) leaves the collector's
-    # generations: the collection after each verdict (``tidy``) and ``memory.release`` scan only what came after
-    # (0.2-0.3 s a collection on the CPU machine before, 0.1-0.15 s on the H200). Nothing of a problem or a
-    # candidate exists yet, so nothing that could later become garbage in a cycle (a GPU tensor) is frozen.
+    # start-up's 300,000 objects (torch, dynamo) leave the collector's scans (``tidy``: 0.1-0.3 s a collection);
+    # no problem or candidate exists yet, so nothing that could later be cyclic garbage (a GPU tensor) is frozen
     gc.freeze()
     worker.start_steps.mark("confine_and_announce")
     protocol.send(out_fd, {"op": "ready", "ok": True, "pid": os.getpid(), "environment": environment,
