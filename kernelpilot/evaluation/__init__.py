@@ -6,7 +6,6 @@ build (build/, confined by sandbox/), then one request (client/) to a worker pro
 returns a :class:`~kernelpilot.verdict.Verdict`. docs/architecture.md draws the path of one verdict.
 """
 
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -52,6 +52,13 @@ def cached_ceilings() -> dict[str, Any] | None:
     return asdict(found) if found is not None else None
 
 
+def _lookup_cached(path: Path, settings: Callable[[], Any], gpu: int | None) -> Any:
+    """This problem's baselines in the machine's cache (machine_cache.py: milliseconds, no torch)."""
+    from kernelpilot.evaluation.baselines.machine_cache import lookup
+
+    return lookup(path, settings(), gpu)
+
+
 def edit_target(s: Startup) -> tuple[str, str]:
     """(the file to edit, the candidate directory), both absolute: the session's copies in its worktree,
     the ones that are watched (the engineer's checkout is not). The file: the first ``.cu``, else the first
@@ -92,11 +99,9 @@ class ProblemCardView:
         self.run_worker(partial(self._analyse_problem, path), thread=True, group="card", name="problem",
                         exit_on_error=False)
         if preview.cached is not None:  # the launcher's lookup, started before the screen's modules loaded
-            self._cached_asked = True
-            self.run_worker(partial(self._cached_from, preview.cached.result), thread=True, group="card",
-                            name="cached", exit_on_error=False)
+            self._ask_cached(preview.cached.result)
         elif preview.settings is not None:
-            self._ask_cached(path, preview.settings, None)
+            self._ask_cached(partial(_lookup_cached, path, preview.settings, None))
 
     async def start_problem_card(self, s: Startup) -> None:
         """The session is set up: the card learns the GPU and the file to edit, and this session's baselines
@@ -116,18 +121,19 @@ class ProblemCardView:
         if s.gpu and callable(getattr(s.evaluator, "baselines", None)):
             settings = getattr(s.evaluator, "settings", None)
             if settings is not None:  # what the machine's cache is keyed on
-                self._ask_cached(path, lambda: settings, getattr(s.evaluator, "gpu", None))
+                self._ask_cached(partial(_lookup_cached, path, lambda: settings, getattr(s.evaluator, "gpu", None)))
             self.busy.start("baselines", "timing eager and torch.compile")
             self.run_worker(partial(self._measure_baselines, s), thread=True, group="card", name="baselines",
                             exit_on_error=False)
 
-    def _ask_cached(self, path: Path, settings: Callable[[], Any], gpu: int | None) -> None:
-        """Look the machine's cached baselines up, once a session."""
+    def _ask_cached(self, get: Callable[[], Any]) -> None:
+        """The machine's cached baselines from ``get`` (a lookup, or the answer of the one the launcher started),
+        on a thread worker, once a session."""
         if self._cached_asked:
             return
         self._cached_asked = True
-        self.run_worker(partial(self._cached_baselines, path, settings, gpu), thread=True, group="card",
-                        name="cached", exit_on_error=False)
+        self.run_worker(partial(self._cached_from, get), thread=True, group="card", name="cached",
+                        exit_on_error=False)
 
     async def show_problem_card(self) -> bool:
         """``/problem``: the card again, at the bottom of the conversation (False when there is none)."""
@@ -148,13 +154,8 @@ class ProblemCardView:
             if ceilings:
                 self.post_message(CeilingsFound(ceilings))
 
-    def _cached_baselines(self, path: Path, settings: Callable[[], Any], gpu: int | None) -> None:
-        from kernelpilot.evaluation.baselines.machine_cache import lookup
-
-        self._cached_from(lambda: lookup(path, settings(), gpu))
-
     def _cached_from(self, get: Callable[[], Any]) -> None:
-        """Post what ``get`` (a lookup, or the result of one the launcher started) found, or why it failed."""
+        """Post what ``get`` found, or why it failed."""
         from kernelpilot.evaluation.baselines.machine_cache import CacheUnavailable
 
         try:
