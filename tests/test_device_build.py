@@ -17,8 +17,9 @@ import pytest
 from kernelpilot.errors import ToolchainError
 from kernelpilot.evaluation.build.step import build_candidate, build_env
 from kernelpilot.evaluation.candidate import Candidate, load_candidate
-from kernelpilot.evaluation.build.device_only import DEVICE_ONLY
+from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
 from kernelpilot.native import elf, identity, sources
+from kernelpilot.native.device_build import DevicePlan
 from kernelpilot.native.records import ninja_commands, read_device, read_full
 from kernelpilot.toolkit import find_cuda_home
 from kernelpilot.verdict import BuildReport
@@ -123,6 +124,48 @@ def test_a_kernel_edit_compiles_device_code_alone_and_matches_a_full_build(prist
 
     again = pristine.build()  # nothing changed since: nothing compiled
     assert again.ok and again.command.endswith("0 compiled") and again.rebuilt == []
+
+
+@pytest.mark.slow
+def test_the_sass_check_compiles_beside_the_parts_and_stops_with_a_failed_build(pristine: Built) -> None:
+    """The plain build's compile of the edited file starts when the parts are planned, before they compile, and
+    gives the same answer as a check started afterwards; a build that fails kills that compile."""
+    env = build_env(pristine.candidate, build_dir=pristine.build_dir, arch="sm_90", env=PARTS)
+    seen: list[tuple[bool, int]] = []
+
+    def build(sass: SassCheck) -> BuildReport:
+        def on_plan(plan: DevicePlan) -> None:
+            sass.start(plan)
+            compiles = list(sass._started.values())
+            # nothing of the parts compiled yet, the check's own compile already running
+            seen.append((any(p.cubin.is_file() for p in plan.missing), len(compiles)))
+        return build_candidate(load_candidate(pristine.candidate.path), build_dir=pristine.build_dir,
+                               arch="sm_90", env=PARTS, on_device_plan=on_plan)
+
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = alpha * x[i] - 2.0f;")
+    sass = SassCheck(env)
+    report = build(sass)
+    assert report.ok and report.command.startswith(DEVICE_ONLY), report.log_tail
+    assert seen == [(False, 1)]
+    sass.begin(pristine.build_dir)
+    assert sass.wait(300) == "same (4 kernels)"
+    assert sass.seconds > 0
+
+    again = SassCheck(env)  # the same state: its answer is kept, nothing compiles a second time
+    assert build(again).ok and seen[-1] == (False, 0)
+    again.begin(pristine.build_dir)
+    assert again.wait(30) == "same (4 kernels)"
+
+    pristine.edit("scale.cu", "alpha * x[i] - 2.0f;", "alpha * x[i] - 3.0f  // no semicolon")
+    broken = SassCheck(env)
+    compiles: list[identity.WholeCompile] = []
+    report = build_candidate(load_candidate(pristine.candidate.path), build_dir=pristine.build_dir, arch="sm_90",
+                             env=PARTS, on_device_plan=lambda plan: (broken.start(plan),
+                                                                     compiles.extend(broken._started.values())))
+    assert not report.ok and len(compiles) == 1
+    broken.stop()
+    assert compiles[0]._proc is not None and compiles[0]._proc.poll() is not None  # killed or finished, reaped
+    assert not Path(compiles[0]._tmp).exists()
 
 
 @pytest.mark.slow

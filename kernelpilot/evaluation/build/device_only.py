@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -52,8 +53,10 @@ def directory_spec(candidate: Candidate, directory: Path, env: dict[str, str]) -
 
 
 def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str], spec: ExtensionSpec | str, *,
-                      timeout_s: float, cancel: CancelToken | None = None) -> BuildReport | str:
-    """The report of this save's device-only build, or why it needs a full build."""
+                      timeout_s: float, cancel: CancelToken | None = None,
+                      on_plan: Callable[[DevicePlan], None] | None = None) -> BuildReport | str:
+    """The report of this save's device-only build, or why it needs a full build. ``on_plan`` sees the plan
+    before anything compiles (the SASS check starts its own compile then)."""
     if isinstance(spec, str):
         return spec
     # the full build's flags, arch, sources and toolchain must be this save's (model_new.py's options)
@@ -62,6 +65,8 @@ def device_only_build(candidate: Candidate, directory: Path, env: dict[str, str]
     plan = device_build.plan(candidate.path, directory, parts=device_build.parallel_parts(env))
     if isinstance(plan, str):
         return plan
+    if on_plan is not None:
+        on_plan(plan)
     start = time.monotonic()
     output, timed_out, returncode = "", False, 0
     missing = plan.missing
@@ -193,24 +198,52 @@ def sass_wait(mode: str, timed: bool) -> float | None:
 
 
 class SassCheck:
-    """The identity check of a device-only build (native/identity.py), in a thread beside the worker's request."""
+    """The identity check of a device-only build (native/identity.py), beside the worker's request.
 
-    def __init__(self, build_dir: Path, env: dict[str, str]) -> None:
+    :meth:`start` (the build's ``on_plan``) begins the plain build's compile of each edited file as soon as the
+    parts are planned; :meth:`begin`, once the device-only build succeeded, compares in a thread; :meth:`stop`
+    kills the compiles of a build that failed, was superseded or took the full build."""
+
+    def __init__(self, env: dict[str, str]) -> None:
         self.result = ""
-        self.seconds = 0.0  # the check's own seconds, once it has finished
-        device, full = read_device(build_dir), read_full(build_dir)
+        self.seconds = 0.0  # the check's own seconds (from its compile's start), once it has finished
+        self._env = env
+        self._started: dict[str, identity.WholeCompile] = {}
         self._thread: threading.Thread | None = None
+
+    def start(self, plan: DevicePlan) -> None:
+        """The plain build's compile of every edited file this state has no answer for, from now."""
+        for cu in plan.affected:
+            cubins = [str(p.cubin) for p in plan.parts if p.source == cu]
+            if str(cu) in plan.full.commands and cubins and identity.answered(cubins) is None:
+                self._started[str(cu)] = identity.WholeCompile(str(cu), plan.full.commands[str(cu)], self._env)
+
+    def begin(self, build_dir: Path) -> None:
+        """Compare the device-only build in ``build_dir`` with the plain build's compiles, in a thread."""
+        device, full = read_device(build_dir), read_full(build_dir)
         if device is None or full is None:
+            self.stop()
             self.result = "not checked (no record of the device-only build)"
             return
+        for source in [s for s in self._started if s not in device.parts]:
+            self._started.pop(source).stop()
+        first = min((w.started for w in self._started.values()), default=None)
 
         def run() -> None:
-            started = time.monotonic()
-            self.result = identity.summary(identity.check(device, full, env))
+            started = first if first is not None else time.monotonic()
+            try:
+                self.result = identity.summary(identity.check(device, full, self._env, self._started))
+            except Exception as exc:  # an unreadable cubin: a check that cannot run says so, it never passes
+                self.result = f"not checked ({type(exc).__name__}: {exc})"[:200]
             self.seconds = round(time.monotonic() - started, 3)
 
         self._thread = threading.Thread(target=run, name="kp-sass-check", daemon=True)
         self._thread.start()
+
+    def stop(self) -> None:
+        for whole in self._started.values():
+            whole.stop()
+        self._started.clear()
 
     def wait(self, timeout_s: float | None = None) -> str:
         """The summary line; 'pending' if it has not finished within ``timeout_s``."""

@@ -19,7 +19,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from kernelpilot.extension import (
     default_build_dir,
     ninja_is_current,
 )
+from kernelpilot.native.device_build import DevicePlan
 from kernelpilot.native.replace import ENV as DEVICE_BUILDS_ENV
 from kernelpilot.toolkit import detect_arch, normalize_arch, toolchain_env
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
@@ -144,6 +145,7 @@ def build_candidate(
     cancel: CancelToken | None = None,
     confine: bool = False,
     device_only: bool = True,
+    on_device_plan: Callable[[DevicePlan], None] | None = None,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
 
@@ -152,7 +154,7 @@ def build_candidate(
     ``cancel``: a newer save's cancel kills the build's process group (supersede.py); the report then
     says ``superseded`` (not ok, and no error of the candidate's).
     ``device_only``: a directory candidate's kernel edit may be built as device code alone (device_step.py);
-    False always builds it in full.
+    False always builds it in full. ``on_device_plan`` sees a device-only build's plan before it compiles.
     """
     run_env = build_env(candidate, build_dir=build_dir, arch=arch, env=env)
     directory = Path(run_env["KERNELPILOT_BUILD_DIR" if candidate.kind == "directory" else "TORCH_EXTENSIONS_DIR"])
@@ -171,7 +173,8 @@ def build_candidate(
     full_reason = ""  # why a directory candidate's save takes the full build
     spec = directory_spec(candidate, directory, run_env) if candidate.kind == "directory" else ""
     if candidate.kind == "directory" and device_only:
-        device = device_only_build(candidate, directory, run_env, spec, timeout_s=timeout_s, cancel=cancel)
+        device = device_only_build(candidate, directory, run_env, spec, timeout_s=timeout_s, cancel=cancel,
+                                   on_plan=on_device_plan)
         if isinstance(device, BuildReport):
             return device
         full_reason = device
