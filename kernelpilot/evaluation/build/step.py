@@ -134,17 +134,9 @@ def _scrubbed_env() -> dict[str, str]:
 
 
 def build_candidate(
-    candidate: Candidate,
-    *,
-    build_dir: Path | None = None,
-    arch: str | None = None,
-    timeout_s: float = 300,
-    env: Mapping[str, str] | None = None,
-    problem: Path | None = None,
-    standby: Standby | None = None,
-    cancel: CancelToken | None = None,
-    confine: bool = False,
-    device_only: bool = True,
+    candidate: Candidate, *, build_dir: Path | None = None, arch: str | None = None, timeout_s: float = 300,
+    env: Mapping[str, str] | None = None, problem: Path | None = None, standby: Standby | None = None,
+    cancel: CancelToken | None = None, confine: bool = False, device_only: bool = True,
     on_device_plan: Callable[[DevicePlan], None] | None = None,
 ) -> BuildReport:
     """Build ``candidate`` in a killable subprocess; never raises for a failed build, only reports it.
