@@ -234,9 +234,15 @@ class Evaluator(WorkerRequests):
             self._prestart(run.problem_path, run.model_file, run.build_dirs)
             self._prepare(run.problem_path, run.mode)  # a benchmark's torch.compile is compiled while this builds
         sass = SassCheck(benv) if run.mode != "build" else None  # its compile starts once the parts are planned
-        report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
-                                 problem=run.problem_path, standby=self._standby, cancel=run.token, confine=s.confine,
-                                 device_only=self._device_builds, on_device_plan=sass.start if sass else None)
+        try:
+            report = build_candidate(cand_obj, build_dir=build_dir, timeout_s=s.build_timeout_s, env=env,
+                                     problem=run.problem_path, standby=self._standby, cancel=run.token,
+                                     confine=s.confine, device_only=self._device_builds,
+                                     on_device_plan=sass.start if sass else None)
+        except BaseException:
+            if sass is not None:
+                sass.stop()
+            raise
         v.build = report
         if sass is not None and report.ok and report.command.startswith(DEVICE_ONLY):
             sass.begin(Path(report.build_dir))
