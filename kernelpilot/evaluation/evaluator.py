@@ -239,16 +239,13 @@ class Evaluator(WorkerRequests):
                                      problem=run.problem_path, standby=self._standby, cancel=run.token,
                                      confine=s.confine, device_only=self._device_builds,
                                      on_device_plan=sass.start if sass else None)
-        except BaseException:
-            if sass is not None:
+            if sass is not None and report.ok and report.command.startswith(DEVICE_ONLY):
+                sass.begin(Path(report.build_dir))
+                run.sass_check = sass
+        finally:  # a build that failed, was superseded, took the full build or raised: its check's compile goes
+            if sass is not None and run.sass_check is not sass:
                 sass.stop()
-            raise
         v.build = report
-        if sass is not None and report.ok and report.command.startswith(DEVICE_ONLY):
-            sass.begin(Path(report.build_dir))
-            run.sass_check = sass
-        elif sass is not None:
-            sass.stop()
         v.phases["build"] = round(report.seconds, 3)
         for d in report.diagnostics:
             if d.tool == ARCH_LIST_TOOL:

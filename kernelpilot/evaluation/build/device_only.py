@@ -213,9 +213,8 @@ class SassCheck:
 
     def start(self, plan: DevicePlan) -> None:
         """The plain build's compile of every edited file this state has no answer for, from now."""
-        for cu in plan.affected:
-            cubins = [str(p.cubin) for p in plan.parts if p.source == cu]
-            if str(cu) in plan.full.commands and cubins and identity.answered(cubins) is None:
+        for cu in plan.affected:  # each has its full build's command and at least one part (device_build.plan)
+            if identity.answered([str(p.cubin) for p in plan.parts if p.source == cu]) is None:
                 self._started[str(cu)] = identity.WholeCompile(str(cu), plan.full.commands[str(cu)], self._env)
 
     def begin(self, build_dir: Path) -> None:
