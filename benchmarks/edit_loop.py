@@ -4,6 +4,7 @@
     python benchmarks/edit_loop.py --out OUT --resume        # a call cut short: the examples left
     python benchmarks/edit_loop.py --out OUT --screens-only --results R.json   # only the first screens, into R's rows
     python benchmarks/edit_loop.py --out OUT --device cpu --small --examples softmax   # CPU smoke
+    python benchmarks/edit_loop.py --out OUT --triton --examples softmax,rmsnorm     # the Triton candidates' edits
 
 Per example, with one Evaluator and its standby builder as the pairing UI makes them (the example's
 kernelpilot.toml, ``standby_builder=True``), on a copy of the example never built before:
@@ -23,6 +24,10 @@ kernelpilot.toml, ``standby_builder=True``), on a copy of the example never buil
 - ``card_s`` and ``baselines_s``: the first screen of the real app in fresh processes (edit_loop_screen.py,
   headless): a first launch measures the baselines (``baselines_s``), a second shows the card (``card_s``,
   from process start) and the machine's cached baselines (``baselines_cached_s``);
+- with ``--triton``, the same loop on the Triton candidate ``kernelpilot init --from-inductor`` makes for the
+  example's problem (torch.compile recorded on this GPU; without one, the committed H200 recording in
+  tests/data/inductor/ converted, ``triton_source`` says which): its edits are a line added to the first
+  ``@triton.jit`` kernel's body (``warm_triton_s``: a kernel source Triton never compiled here), then a benchmark;
 - ``phases``: each verdict's phases and build figures; with ``--profile``, ``nvcc --time`` per ``.cu``
   with the exact command of the build's build.ninja (``nvcc``).
 
@@ -54,7 +59,7 @@ from edit_loop_report import nvcc_profile, table, write_markdown  # noqa: E402
 
 EXAMPLES = ("softmax", "rmsnorm", "layernorm", "cross_entropy", "residual_rmsnorm_gate", "gemm_bias_gelu",
             "diag_matmul", "linear_sum_scale")
-KINDS = ("kernel", "header", "model")
+KINDS = ("kernel", "header", "model", "triton")
 _PRAGMA = re.compile(r"^(\s*)#pragma unroll(\s+\d+)?\s*$")
 
 
@@ -89,6 +94,12 @@ class Editor:
             self.path.write_text(self.original + f"\n_KP_EDIT = {n}  # edit_loop.py\n")
             return f"{self.path.name}: module constant {n}"
         lines = self.original.splitlines()
+        if self.kind == "triton":  # a statement in the kernel's body: new source, the same computation
+            at = triton_body(lines)
+            indent = re.match(r"\s*", lines[at])[0]  # type: ignore[index]
+            lines.insert(at, f"{indent}kp_edit_marker = {n}  # edit_loop.py")
+            self.path.write_text("\n".join(lines) + "\n")
+            return f"{self.path.name}:{at + 1}: a statement in a @triton.jit kernel ({n})"
         at = next((i for i, line in enumerate(lines) if _PRAGMA.match(line)), None)
         if at is not None:  # same result, other unrolling: the compiled code changes
             indent = _PRAGMA.match(lines[at])[1]  # type: ignore[index]
@@ -102,6 +113,39 @@ class Editor:
 
     def restore(self) -> None:
         self.path.write_text(self.original)
+
+
+def triton_body(lines: list[str]) -> int:
+    """The index of the first body line of the first ``@triton.jit`` function in ``lines``."""
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit"))
+    while not lines[at].startswith("def "):
+        at += 1
+    while not lines[at].rstrip().endswith(":"):  # a signature over several lines
+        at += 1
+    return at + 1
+
+
+def triton_candidate(name: str, example: Path, timeout: float) -> tuple[Path, str]:
+    """The Triton candidate ``kernelpilot init --from-inductor`` makes for the example's problem, recorded on this
+    GPU ("recorded"); where that gives no kernel (no GPU), the committed recording converted ("fixture")."""
+    out = example / "triton"
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    r = subprocess.run([sys.executable, "-m", "kernelpilot", "init", "--from-inductor", str(example / "problem.py"),
+                        "--out", str(out)], cwd=example, env={**os.environ, "PYTHONPATH": path},
+                       capture_output=True, text=True, timeout=timeout)
+    model = out / "model_new.py"
+    if r.returncode == 0 and model.is_file() and "@triton.jit" in model.read_text():
+        return out, "recorded"
+    from kernelpilot.inductor.c0 import candidate_from_code, write_candidate
+
+    data = ROOT / "tests" / "data" / "inductor"
+    shutil.rmtree(out, ignore_errors=True)
+    meta = json.loads((data / f"{name}.json").read_text())  # recorded on the shipped problem's sizes (not --small's)
+    conversion = candidate_from_code(ROOT / meta["problem"], (data / f"{name}.py").read_text(),
+                                     helpers_source=(data / "triton_helpers_2_11.py").read_text(),
+                                     torch_version=meta["torch"])
+    write_candidate(out, conversion)
+    return out, "fixture"
 
 
 def editors(candidate: Path) -> dict[str, Editor]:
@@ -212,6 +256,8 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
     settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
     row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}, "pause_s": args.pause_s,
                            **machine()}
+    if args.triton:
+        candidate, row["triton_source"] = triton_candidate(name, example, args.screen_timeout * 2)
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
         cold = timed(ev, problem, candidate, "test", "cold")
         row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]
@@ -222,7 +268,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
             row["session_baselines_s"] = round(time.monotonic() - t0, 3)
         except Exception as exc:  # noqa: BLE001 - no GPU: said, not measured
             row["session_baselines_s"], row["session_baselines_error"] = None, str(exc)[:300]
-        eds = editors(candidate)
+        eds = {"triton": Editor(candidate / "model_new.py", "triton")} if args.triton else editors(candidate)
         for round_no in range(args.edits):
             if round_no and time.monotonic() - t_example > share_s * 0.6:
                 break  # at least one edit of each kind; more while the example's share lasts
@@ -235,7 +281,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
         for editor in eds.values():
             editor.restore()
         before = starts(ev)
-        editor = eds.get("kernel") or eds["model"]
+        editor = eds.get("kernel") or eds.get("triton") or eds["model"]
         time.sleep(args.pause_s)
         what = editor.edit()
         bench = staged(ev, problem, candidate, what)  # the pairing UI's way: one benchmark, its test staged
@@ -273,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="between a verdict and the next edit's write, as a person reads the verdict before saving "
                         "again (default 1 s; the worker tidies up and a kernel edit's SASS check goes on meanwhile)")
     p.add_argument("--no-screen", action="store_true", help="skip the first-screen launches")
+    p.add_argument("--triton", action="store_true", help="edit the Triton candidate `kernelpilot init "
+                   "--from-inductor` makes for each example (examples with a recording in tests/data/inductor)")
     p.add_argument("--screen-timeout", type=float, default=90.0)
     p.add_argument("--resume", action="store_true", help="keep the examples results.json already has")
     p.add_argument("--screens-only", action="store_true", help="only the first-screen launches of every example "
@@ -306,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(rows, indent=1))
         write_markdown(rows, folder / "results.md")
         print(f"{name}: cold {row['cold_test_s']} s, .cu edit {row['warm_kernel_s']} s, header edit "
-              f"{row['warm_header_s']} s, model_new edit {row['warm_model_s']} s, warm benchmark "
+              f"{row['warm_header_s']} s, model_new edit {row['warm_model_s']} s, Triton edit "
+              f"{row['warm_triton_s']} s, warm benchmark "
               f"{row['warm_benchmark_s']} s, card {row.get('card_s')} s ({row['example_s']} s)", flush=True)
     print(table(rows))
     return 0

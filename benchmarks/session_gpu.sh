@@ -4,13 +4,14 @@
 #     the main-path smoke (benchmarks/gpu_smoke.sh: doctor, every example, a Pilot-driven pairing session), the
 #     first screen cold and warm (benchmarks/first_screen.py), then the edit loop of EDIT_EXAMPLES (default softmax,
 #     rmsnorm: each edit kind on its own, the session's baselines, a staged benchmark after a kernel edit;
-#     benchmarks/edit_loop.py) within what is left of LIMIT_S;
+#     benchmarks/edit_loop.py), then the Triton candidates' edits of TRITON_EXAMPLES (default softmax, rmsnorm:
+#     `edit_loop.py --triton`) within what is left of LIMIT_S;
 #   OUT=DIR [LIMIT_S=570] PART=B [KB_PROBLEMS=k,k] bash benchmarks/session_gpu.sh
 #     the hand-written generation corpus (tests/data/generations/) under the three rule sets in test mode, compared
 #     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
 #     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
 #     torch.compile's own check), within what is left of LIMIT_S.
-# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz; B: rescore-summary.md/.json,
+# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz, triton-loop.tar.gz; B: rescore-summary.md/.json,
 # corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its report).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,9 +30,13 @@ A)
   [ "$(left)" -gt 60 ] && timeout $(( $(left) - 15 )) python3 benchmarks/edit_loop.py --out /tmp/el \
     --examples ${EDIT_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 30 )) > /tmp/el.log 2>&1
   tar czf "$OUT/edit-loop.tar.gz" -C /tmp/el . /tmp/el.log 2>/dev/null
+  [ "$(left)" -gt 100 ] && timeout $(( $(left) - 10 )) python3 benchmarks/edit_loop.py --out /tmp/tl --triton \
+    --examples ${TRITON_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 40 )) > /tmp/tl.log 2>&1 \
+    && tar czf "$OUT/triton-loop.tar.gz" -C /tmp/tl . /tmp/tl.log 2>/dev/null
   tail -32 /tmp/smoke.log
   tail -8 /tmp/first.log
   tail -6 /tmp/el.log | cut -c1-300
+  tail -4 /tmp/tl.log 2>/dev/null | cut -c1-300
   ;;
 B)
   reserve=30; [ -n "${KB_PROBLEMS:-}" ] && reserve=200  # KernelBench's c0 run after the corpus needs 200 s

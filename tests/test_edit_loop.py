@@ -84,3 +84,33 @@ def test_code_digest_sees_the_code_and_not_the_command_line(tmp_path: Path) -> N
         digests[name] = code_digest(keep)
     assert digests["a"] == digests["b"]  # same code, another command line
     assert digests["a"] != digests["c"]  # another constant
+
+
+def test_a_triton_edit_is_new_kernel_source_with_the_same_computation(tmp_path: Path) -> None:
+    """``--triton``: without a GPU the recording of the shipped problem is converted (the fixture); each edit adds a
+    statement to the first @triton.jit kernel's body (inside the function, the kernel's own lines kept), and
+    ``restore`` puts the file back byte for byte."""
+    import ast
+    import shutil
+
+    pytest.importorskip("triton")
+    import edit_loop
+
+    example = tmp_path / "softmax"
+    shutil.copytree(ROOT / "examples" / "softmax", example)
+    candidate, source = edit_loop.triton_candidate("softmax", example, 120)
+    assert source == "fixture" and candidate == example / "triton"  # no GPU here: nothing was recorded
+    model = candidate / "model_new.py"
+    original = model.read_text()
+    editor = edit_loop.Editor(model, "triton")
+    for n in (1, 2):
+        what = editor.edit()
+        assert "@triton.jit kernel" in what
+        edited = model.read_text()
+        kernel = next(f for f in ast.parse(edited).body if isinstance(f, ast.FunctionDef)
+                      and any(ast.unparse(d) == "triton.jit" for d in f.decorator_list))
+        first = kernel.body[0]
+        assert isinstance(first, ast.Assign) and ast.unparse(first) == f"kp_edit_marker = {n}"
+        assert edited.replace(f"    kp_edit_marker = {n}  # edit_loop.py\n", "", 1) == original
+    editor.restore()
+    assert model.read_text() == original
