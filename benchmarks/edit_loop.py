@@ -26,8 +26,10 @@ kernelpilot.toml, ``standby_builder=True``), on a copy of the example never buil
   from process start) and the machine's cached baselines (``baselines_cached_s``);
 - with ``--triton``, the same loop on the Triton candidate ``kernelpilot init --from-inductor`` makes for the
   example's problem (torch.compile recorded on this GPU; without one, the committed H200 recording in
-  tests/data/inductor/ converted, ``triton_source`` says which): its edits are a line added to the first
-  ``@triton.jit`` kernel's body (``warm_triton_s``: a kernel source Triton never compiled here), then a benchmark;
+  tests/data/inductor/ converted, ``triton_source`` says which), on the problem's own shape only (the kernels
+  are specialised to it; ``shapes_dropped`` names the config's extra shapes left out): its edits are a line added
+  to the first ``@triton.jit`` kernel's body (``warm_triton_s``: a kernel source Triton never compiled here), then
+  a benchmark;
 - ``phases``: each verdict's phases and build figures; with ``--profile``, ``nvcc --time`` per ``.cu``
   with the exact command of the build's build.ninja (``nvcc``).
 
@@ -148,6 +150,19 @@ def triton_candidate(name: str, example: Path, timeout: float) -> tuple[Path, st
     return out, "fixture"
 
 
+def drop_extra_shapes(example: Path) -> list[str]:
+    """The example's ``[[extra_shapes]]`` taken out of its config, their names returned: torch.compile's kernels,
+    and so the c0 candidate, are specialised to the shape it recorded (constant sizes in the kernels' bodies) and
+    read past the end of any smaller input (2026-12-07, H100: every verdict an illegal memory access)."""
+    toml = example / "kernelpilot.toml"
+    if not toml.is_file() or "[[extra_shapes]]" not in toml.read_text():
+        return []
+    text = toml.read_text()
+    names = re.findall(r'^name\s*=\s*"([^"]+)"', text.split("[[extra_shapes]]", 1)[1], flags=re.M)
+    toml.write_text(text.split("[[extra_shapes]]")[0])
+    return names
+
+
 def editors(candidate: Path) -> dict[str, Editor]:
     cu = sorted(candidate.glob("*.cu"))
     # a header of the kernels' (device code: a kernel edit's build), not one binding.cpp includes (host code)
@@ -258,6 +273,7 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
                            **machine()}
     if args.triton:
         candidate, row["triton_source"] = triton_candidate(name, example, args.screen_timeout * 2)
+        row["shapes_dropped"] = drop_extra_shapes(example)
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
         cold = timed(ev, problem, candidate, "test", "cold")
         row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]

@@ -114,3 +114,21 @@ def test_a_triton_edit_is_new_kernel_source_with_the_same_computation(tmp_path: 
         assert edited.replace(f"    kp_edit_marker = {n}  # edit_loop.py\n", "", 1) == original
     editor.restore()
     assert model.read_text() == original
+
+
+def test_the_triton_loop_checks_the_shape_torch_compile_specialised_its_kernels_to(tmp_path: Path) -> None:
+    """The c0 candidate's kernels have the recorded sizes as constants: the loop leaves the example's extra shapes
+    out (and names them), the rest of its config kept."""
+    import shutil
+
+    import edit_loop
+
+    from kernelpilot.config import load_config
+
+    example = tmp_path / "softmax"
+    shutil.copytree(ROOT / "examples" / "softmax", example)
+    assert len(load_config(example, env={}).extra_shapes) == 5
+    assert edit_loop.drop_extra_shapes(example) == ["n4096", "n65536", "n262144", "ragged", "ragged_cluster"]
+    config = load_config(example, env={})
+    assert config.extra_shapes == [] and config.problem is not None
+    assert edit_loop.drop_extra_shapes(example) == []  # nothing left to drop
