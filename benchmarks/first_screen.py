@@ -111,8 +111,12 @@ def baseline_parts(app: Any) -> dict[str, Any]:
     torch.compile's compile and the exclusive timing (each as the engine reports it)."""
     evaluator = getattr(app.startup, "evaluator", None) if app.startup is not None else None
     b = app.card_facts.baselines if app.card_facts is not None else None
-    return {"worker_start_s": round(float(getattr(evaluator, "last_worker_start_s", 0.0) or 0.0), 3),
-            "worker_start_steps": dict(getattr(evaluator, "last_worker_start_steps", {}) or {}),
+    start = float(getattr(evaluator, "last_worker_start_s", 0.0) or 0.0)
+    steps = dict(getattr(evaluator, "last_worker_start_steps", {}) or {})
+    client = getattr(evaluator, "_client", None)  # the baselines' request records no start of its own (2026-12-07)
+    if not start and client is not None and getattr(client, "ready_at", 0.0) > getattr(client, "launched_at", 0.0):
+        start, steps = client.ready_at - client.launched_at, dict(getattr(client, "start_steps", {}) or {})
+    return {"worker_start_s": round(start, 3), "worker_start_steps": steps,
             "measure_s": getattr(b, "seconds", None), "compile_s": getattr(b, "compile_s", None),
             "exclusive_s": getattr(b, "exclusive_s", None)}
 
