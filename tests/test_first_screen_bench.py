@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def _app(evaluator: object) -> SimpleNamespace:
     baselines = SimpleNamespace(seconds=6.3, compile_s=3.8, exclusive_s=0.43)
-    return SimpleNamespace(startup=SimpleNamespace(evaluator=evaluator), card_facts=SimpleNamespace(baselines=baselines))
+    return SimpleNamespace(startup=SimpleNamespace(evaluator=evaluator),
+                           card_facts=SimpleNamespace(baselines=baselines))
 
 
 def test_the_worker_start_of_the_baselines_comes_from_the_client_when_the_evaluator_has_none() -> None:
