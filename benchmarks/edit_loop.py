@@ -72,9 +72,7 @@ def copy_example(name: str, work: Path, small: bool) -> Path:
     if small:  # CPU smoke: module-level sizes cut down, no extra shapes (the kernels need a GPU anyway)
         problem = dest / "problem.py"
         problem.write_text(re.sub(r"^(\w+) = (\d{4,})\b", lambda m: f"{m[1]} = 256", problem.read_text(), flags=re.M))
-        toml = dest / "kernelpilot.toml"
-        if toml.is_file():
-            toml.write_text(toml.read_text().split("[[extra_shapes]]")[0])
+        drop_extra_shapes(dest)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.email=bench@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "example"]):
         subprocess.run(["git", *args], cwd=dest, check=True, capture_output=True)
@@ -117,6 +115,12 @@ class Editor:
         self.path.write_text(self.original)
 
 
+def child_path() -> str:
+    """PYTHONPATH for a child process: this checkout first, then what the caller had (the GPU machine's carried
+    wheels in /tmp/site)."""
+    return os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def triton_body(lines: list[str]) -> int:
     """The index of the first body line of the first ``@triton.jit`` function in ``lines``."""
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("@triton.jit"))
@@ -131,9 +135,8 @@ def triton_candidate(name: str, example: Path, timeout: float) -> tuple[Path, st
     """The Triton candidate ``kernelpilot init --from-inductor`` makes for the example's problem, recorded on this
     GPU ("recorded"); where that gives no kernel (no GPU), the committed recording converted ("fixture")."""
     out = example / "triton"
-    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     r = subprocess.run([sys.executable, "-m", "kernelpilot", "init", "--from-inductor", str(example / "problem.py"),
-                        "--out", str(out)], cwd=example, env={**os.environ, "PYTHONPATH": path},
+                        "--out", str(out)], cwd=example, env={**os.environ, "PYTHONPATH": child_path()},
                        capture_output=True, text=True, timeout=timeout)
     model = out / "model_new.py"
     if r.returncode == 0 and model.is_file() and "@triton.jit" in model.read_text():
@@ -155,9 +158,9 @@ def drop_extra_shapes(example: Path) -> list[str]:
     and so the c0 candidate, are specialised to the shape it recorded (constant sizes in the kernels' bodies) and
     read past the end of any smaller input (2026-12-07, H100: every verdict an illegal memory access)."""
     toml = example / "kernelpilot.toml"
-    if not toml.is_file() or "[[extra_shapes]]" not in toml.read_text():
+    text = toml.read_text() if toml.is_file() else ""
+    if "[[extra_shapes]]" not in text:
         return []
-    text = toml.read_text()
     names = re.findall(r'^name\s*=\s*"([^"]+)"', text.split("[[extra_shapes]]", 1)[1], flags=re.M)
     toml.write_text(text.split("[[extra_shapes]]")[0])
     return names
@@ -204,9 +207,7 @@ def starts(ev: Any) -> int:
 def first_screens(example: Path, work: Path, timeout: float) -> dict[str, Any]:
     """Two launches of the real app, each a fresh process: the first measures the baselines (and stores
     them on this machine), the second shows the card and the cached baselines."""
-    # PYTHONPATH keeps what the caller had after the checkout (the GPU machine's carried wheels in /tmp/site)
-    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {**os.environ, "KERNELPILOT_DATA_DIR": str(work / "data"), "PYTHONPATH": path}
+    env = {**os.environ, "KERNELPILOT_DATA_DIR": str(work / "data"), "PYTHONPATH": child_path()}
     out: dict[str, Any] = {}
     for launch, until in (("first", "baselines"), ("second", "cached")):
         stamp = work / f"screen-{example.name}-{launch}.json"

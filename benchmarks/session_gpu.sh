@@ -11,8 +11,9 @@
 #     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
 #     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
 #     torch.compile's own check), within what is left of LIMIT_S.
-# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz, triton-loop.tar.gz; B: rescore-summary.md/.json,
-# corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its report).
+# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz, triton-loop.tar.gz;
+# B: rescore-summary.md/.json, corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its
+# report).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:?set OUT}
@@ -31,7 +32,8 @@ A)
     --examples ${EDIT_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 30 )) > /tmp/el.log 2>&1
   tar czf "$OUT/edit-loop.tar.gz" -C /tmp/el . /tmp/el.log 2>/dev/null
   [ "$(left)" -gt 100 ] && timeout $(( $(left) - 10 )) python3 benchmarks/edit_loop.py --out /tmp/tl --triton \
-    --examples ${TRITON_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 40 )) > /tmp/tl.log 2>&1 \
+    --examples ${TRITON_EXAMPLES:-softmax,rmsnorm} --no-screen --edits 2 --budget-s $(( $(left) - 40 )) \
+    > /tmp/tl.log 2>&1 \
     && tar czf "$OUT/triton-loop.tar.gz" -C /tmp/tl . /tmp/tl.log 2>/dev/null
   tail -32 /tmp/smoke.log
   tail -8 /tmp/first.log
