@@ -61,6 +61,8 @@ def _flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def prepare(args: argparse.Namespace) -> None:
     """The checks that fail fast with one sentence, and the resolved attributes for implementations."""
     command = args.command
+    if command in ("pair", "run", "eval", "suite", "profile", "hotspots", "apply"):
+        _bytecode_cache()
     if command in ("pair", "run"):
         path = args.path if command == "pair" else args.problem
         if getattr(args, "replay", None) and not Path(args.replay).is_file():
@@ -107,6 +109,15 @@ def prepare(args: argparse.Namespace) -> None:
         if not Path(args.script).is_file():
             raise NotFoundError(f"script {args.script} does not exist; pass the Python script to profile (options go "
                                 "before it).")
+
+
+def _bytecode_cache() -> None:
+    """Where torch has no bytecode and may not write any (evaluation/sandbox/bytecode.py), kernelpilot's own cache:
+    this process reads it when written, and a writer starts when it is not (the processes started later read it)."""
+    from kernelpilot.evaluation.sandbox import bytecode
+
+    bytecode.use_here()
+    bytecode.write_soon()
 
 
 def _cached_baselines_soon(problem: Path, config: Any) -> Any:

@@ -211,6 +211,25 @@ def check_caches() -> Check:
     return Check("caches", OK, ", ".join(str(p) for p in places))
 
 
+def check_bytecode() -> Check:
+    """Whether every process that imports torch compiles its Python from source (no bytecode installed, none may be
+    written), and if so kernelpilot's own cache of it (evaluation/sandbox/bytecode.py), written here when missing."""
+    from kernelpilot.evaluation.sandbox import bytecode
+
+    if not bytecode.needed():
+        return Check("bytecode", OK, "torch's bytecode is installed, or Python may write it", essential=False)
+    where, why = bytecode.folder(), "torch has no bytecode here and may not write any"
+    if bytecode.ready():
+        return Check("bytecode", OK, f"{why}; kernelpilot's own cache is read: {where}", essential=False)
+    try:
+        seconds = bytecode.write()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return Check("bytecode", WARN, f"{why}: each worker compiles torch's Python (5-8 s); kernelpilot's cache was "
+                     f"not written: {exc}"[:300], "unset PYTHONDONTWRITEBYTECODE, or run `python -m compileall -q` on "
+                     "torch's folder as the installation's owner", essential=False)
+    return Check("bytecode", OK, f"{why}; kernelpilot's own cache written now ({seconds} s): {where}", essential=False)
+
+
 def _verdict_check(name: str, evaluate: Callable[[], Any], mode: str, essential: bool = True,
                    want: str = "ok", also: Callable[[Any], str] | None = None) -> Check:
     """One verdict as a check: ``want`` is the status that passes; ``also`` says what else is wrong ('' when
@@ -293,7 +312,7 @@ def run_checks(refresh: bool = False, candidates: bool = True) -> list[Check]:
         ("ninja", lambda: check_tool("ninja", "every build", essential=True, env=env)), ("Triton", check_triton),
         ("ncu", lambda: check_tool("ncu", "kernelpilot profile", essential=False, env=env)),
         ("compute-sanitizer", lambda: check_tool("compute-sanitizer", "memory checks", essential=False, env=env)),
-        ("caches", check_caches)]
+        ("caches", check_caches), ("bytecode", check_bytecode)]
     for name, step in steps:
         start = time.monotonic()
         try:

@@ -47,6 +47,7 @@ from kernelpilot.evaluation.build.single_file import SINGLE_FILE_BUILDER
 from kernelpilot.evaluation.build.standby import Standby
 from kernelpilot.evaluation.build.triton_ahead import build_triton
 from kernelpilot.evaluation.candidate import Candidate
+from kernelpilot.evaluation.sandbox import bytecode
 from kernelpilot.evaluation.sandbox.build_step import caches_of, confine_build
 from kernelpilot.evaluation.sandbox.confine import scrubbed_env
 from kernelpilot.evaluation.supersede import CancelToken
@@ -92,6 +93,7 @@ def build_env(
     """
     base = _scrubbed_env()
     base.update(env or {})
+    base.update(bytecode.env_for(base))  # the build's process imports torch (Triton, load_inline): read-only cache
     if arch:
         base["KERNELPILOT_ARCH"] = normalize_arch(arch)
     target = normalize_arch(base["KERNELPILOT_ARCH"]) if base.get("KERNELPILOT_ARCH") else detect_arch(base)
@@ -123,6 +125,7 @@ def standby_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a waiting builder process starts in (each build then brings its own)."""
     base = _scrubbed_env()
     base.update(env or {})
+    base.update(bytecode.env_for(base))
     package_root = str(Path(__file__).resolve().parents[2])
     base["PYTHONPATH"] = os.pathsep.join([package_root,
                                           *[p for p in base.get("PYTHONPATH", "").split(os.pathsep) if p]])

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.evaluation.sandbox import bytecode
 from kernelpilot.evaluation.sandbox.build_step import caches_of
 
 
@@ -39,7 +40,7 @@ class WorkerOwner:
                "KERNELPILOT_CEILINGS_DIR": str(cache / "ceilings"), "CUTE_DSL_CACHE_DIR": str(cache / "cute"),
                # Inductor compiles in the worker's own process: its subprocess pool failed inside the confined
                # worker on an H100, 2026-12-06 (SubprocException for kernels not yet in Triton's cache)
-               "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+               "TORCHINDUCTOR_COMPILE_THREADS": "1", **bytecode.env_for()}
         if self.settings.build_dir:
             env["KERNELPILOT_BUILD_DIR"] = str(self.settings.build_dir)
         env.update(getattr(self, "worker_env", {}) or {})

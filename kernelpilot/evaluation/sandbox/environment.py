@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelpilot.evaluation.sandbox import bytecode
 from kernelpilot.redact import is_secret_name
 
 # ---- environment -------------------------------------------------------------------------------
@@ -146,6 +147,8 @@ def toolchain_read_paths(home: Path | None = None) -> list[Path]:
     cands.append(Path(__file__).resolve().parents[2])  # the directory holding the kernelpilot package
     cands += _cuda_homes()
     cands += _compiler_prefixes([os.environ.get(k, "") for k in ("CC", "CXX")] + ["cc", "c++", "gcc", "g++"])
+    if bytecode.env_for():  # kernelpilot's bytecode cache of torch, read-only (bytecode.py)
+        cands.append(bytecode.folder())
     return _readable(cands, home)
 
 
