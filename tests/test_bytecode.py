@@ -60,13 +60,13 @@ def test_a_written_cache_is_read_by_a_later_process_that_writes_nothing(tmp_path
     assert cached.is_file()  # the prefix mirrors the source's path
     before = {p: p.stat().st_mtime_ns for p in where.rglob("*.pyc")}
     env = {**os.environ, "PYTHONPYCACHEPREFIX": str(where), "PYTHONDONTWRITEBYTECODE": "1"}
-    probe = ("import kernelpilot.evaluation.sandbox.bytecode as b, csv; "
-             "print(b.__spec__.cached); print(csv.__spec__.cached)")
+    probe = ("import kernelpilot.evaluation.sandbox.bytecode as b, colorsys; "
+             "print(b.__spec__.cached); print(colorsys.__spec__.cached)")
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout.split()
     assert Path(out[0]) == cached  # read from the cache
     assert {p: p.stat().st_mtime_ns for p in where.rglob("*.pyc")} == before  # and nothing written there
-    assert not Path(out[1]).exists()  # csv was never imported by the writer: compiled in memory, not cached
+    assert not Path(out[1]).exists()  # colorsys was never imported by the writer: compiled in memory, not cached
 
 
 def test_a_stamp_of_another_torch_is_not_ready(tmp_path: Path) -> None:

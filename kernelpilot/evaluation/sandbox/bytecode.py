@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -73,26 +72,42 @@ def ready(where: Path | None = None) -> bool:
     return isinstance(stamp, dict) and stamp.get("torch") == _torch_version()
 
 
+# the writer: imports the modules, then stamps the folder itself (so a writer outlives a command that exits first)
+_WRITER = """import importlib, json, sys, time
+from importlib.metadata import PackageNotFoundError, version
+t0 = time.monotonic()
+modules = json.loads(sys.argv[2])
+for m in modules:
+    importlib.import_module(m)
+try:
+    torch = version("torch")
+except PackageNotFoundError:
+    torch = ""
+stamp = {"torch": torch, "python": sys.version.split()[0], "seconds": round(time.monotonic() - t0, 2),
+         "modules": modules}
+with open(sys.argv[1], "w") as f:
+    json.dump(stamp, f)
+"""
+
+
 def write(where: Path | None = None, timeout_s: float = 600.0) -> float:
-    """Fill the cache: import :data:`MODULES` in a fresh process (at low priority) that may write bytecode only
-    there. Returns the seconds it took; raises RuntimeError when that process fails."""
+    """Fill the cache: import :data:`MODULES` in a fresh process (at low priority, in a session of its own) that
+    may write bytecode only there, and stamp it. Returns the seconds the imports took; raises RuntimeError when
+    that process fails."""
     where = where or folder()
     where.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(where)
     root = str(Path(__file__).resolve().parents[3])  # kernelpilot importable, as in every process it starts
     env["PYTHONPATH"] = os.pathsep.join([root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    script = "import importlib\nfor m in %r:\n    importlib.import_module(m)\n" % (MODULES,)
-    t0 = time.monotonic()
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=timeout_s, preexec_fn=lambda: os.nice(10))
+    (where / STAMP).unlink(missing_ok=True)
+    run = subprocess.run([sys.executable, "-c", _WRITER, str(where / STAMP), json.dumps(MODULES)], env=env,
+                         capture_output=True, text=True, timeout=timeout_s, start_new_session=True,
+                         preexec_fn=lambda: os.nice(10))
     if run.returncode != 0:
         tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"the bytecode cache was not written: {tail[0]}")
-    seconds = round(time.monotonic() - t0, 2)
-    stamp = {"torch": _torch_version(), "python": sys.version.split()[0], "seconds": seconds, "modules": MODULES}
-    (where / STAMP).write_text(json.dumps(stamp))
-    return seconds
+    return float(json.loads((where / STAMP).read_text())["seconds"])
 
 
 def write_soon(where: Path | None = None) -> threading.Thread | None:
