@@ -159,3 +159,34 @@ def test_an_aten_fallback_is_kept_and_declared() -> None:
                             helpers_source=HELPERS_2_11)
     assert "aten.sort" in c.libraries
     assert "buf9 = torch.ops.aten.sort.default(arg0_1)" in c.files["model_new.py"]
+
+
+def test_an_input_of_another_size_is_refused_with_both_sizes(tmp_path: Path) -> None:
+    """Inductor's kernels have the recorded sizes as constants: a smaller input would be read past its end (an
+    illegal memory access that names no shape, 2026-12-07 on an H100), so the forward keeps Inductor's own check
+    of each input's size and layout as an error that names both."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    write_candidate(tmp_path / "softmax", _convert("softmax"))
+    sys.path.insert(0, str(tmp_path / "softmax"))
+    try:
+        spec = importlib.util.spec_from_file_location("kp_guarded_softmax", tmp_path / "softmax" / "model_new.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    finally:
+        sys.path.remove(str(tmp_path / "softmax"))
+    model = module.ModelNew()
+    with pytest.raises(ValueError, match=r"a \[32768, 16384\] input .*this one is \[4096, 4096\]"):
+        model(torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta"))
+    transposed = r"strides \[16384, 1\]\); this one is \[32768, 16384\] \(strides \[1, 32768\]"
+    with pytest.raises(ValueError, match=transposed):
+        model(torch.empty(16384, 32768, dtype=torch.bfloat16, device="meta").t())
+    try:  # the recorded size and layout pass the check (what fails after it is the launch, without a GPU)
+        model(torch.empty(32768, 16384, dtype=torch.bfloat16, device="meta"))
+    except ValueError as exc:
+        assert "specialised" not in str(exc)
+    except Exception:  # noqa: BLE001 - Triton cannot launch here
+        pass

@@ -71,6 +71,18 @@ def _literal(node: ast.AST) -> Any:
         return None
 
 
+def size_guard(name: str, shape: Any, stride: Any) -> list[str]:
+    """Inductor's own ``assert_size_stride`` as a line of the forward: its kernels have the recorded sizes as
+    constants and would read past the end of a smaller input (an illegal memory access that names no shape), so an
+    input of another size or layout is refused with both. None for a size Inductor left symbolic."""
+    if not all(isinstance(v, tuple) and all(isinstance(d, int) for d in v) for v in (shape, stride)):
+        return []
+    return [f"if tuple({name}.shape) != {shape!r} or tuple({name}.stride()) != {stride!r}: raise ValueError("
+            f"f\"torch.compile specialised these kernels to a {list(shape)} input (strides {list(stride)}); this "
+            f"one is {{list({name}.shape)}} (strides {{list({name}.stride())}}): record torch.compile for this shape "
+            f"(kernelpilot init --from-inductor) or make the kernels take any size\")"]
+
+
 class Body:
     """One graph's call() statements, rewritten into a forward's (``out``); ``args`` are its inputs."""
 
@@ -110,8 +122,10 @@ class Body:
             if func == "args.clear" or func.endswith("set_device"):
                 return
             if func == "assert_size_stride" and isinstance(stmt.value.args[0], ast.Name):
-                self.asserts[stmt.value.args[0].id] = (tuple(_literal(stmt.value.args[1])),
-                                                      tuple(_literal(stmt.value.args[2])))
+                name, shape, stride = stmt.value.args[0].id, _literal(stmt.value.args[1]), _literal(stmt.value.args[2])
+                self.asserts[name] = (tuple(shape or ()), tuple(stride or ()))
+                if name in self.args:  # an input's; Inductor's checks of its library calls' outputs stay out
+                    self.out += size_guard(name, shape, stride)
                 return
             if func in _DROPPED_CALLS:
                 return
