@@ -41,7 +41,8 @@ def folder() -> Path:
     return Path(platformdirs.user_cache_dir("kernelpilot")) / "problem-facts"
 
 
-def _torch_version() -> str:
+def torch_version() -> str:
+    """The installed torch's version, without importing it ("" without torch)."""
     try:
         return version("torch")
     except PackageNotFoundError:
@@ -54,7 +55,7 @@ def key(problem: Path) -> str | None:
         data = Path(problem).read_bytes()
     except OSError:
         return None
-    return hashlib.sha256(data + f"\0torch={_torch_version()}\0format={FORMAT}".encode()).hexdigest()[:24]
+    return hashlib.sha256(data + f"\0torch={torch_version()}\0format={FORMAT}".encode()).hexdigest()[:24]
 
 
 def lookup(problem: Path) -> ProblemInfo | None:

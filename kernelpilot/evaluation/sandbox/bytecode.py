@@ -24,7 +24,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
+
+from kernelpilot.problem_facts import torch_version
 
 STAMP = "kernelpilot-bytecode.json"
 # what a worker, a Triton build and the card import: torch and its compilers, then kernelpilot's own worker
@@ -40,13 +43,9 @@ def folder() -> Path:
     return Path(platformdirs.user_cache_dir("kernelpilot")) / "pycache" / str(sys.implementation.cache_tag)
 
 
-def _torch_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("torch")
-    except PackageNotFoundError:
-        return ""
+# read once a process: ready() is asked for every build and worker (the stamp names the version; Python itself
+# checks each cached file against its source)
+_torch_version = lru_cache(maxsize=1)(torch_version)
 
 
 def needed(env: Mapping[str, str] | None = None) -> bool:
@@ -57,7 +56,7 @@ def needed(env: Mapping[str, str] | None = None) -> bool:
     if spec is None or not spec.origin or sys.implementation.cache_tag is None:
         return False
     source = Path(spec.origin)
-    cached = Path(source.parent / "__pycache__" / Path(importlib.util.cache_from_source(str(source))).name)
+    cached = source.parent / "__pycache__" / Path(importlib.util.cache_from_source(str(source))).name
     if cached.is_file():
         return False
     return bool(env.get("PYTHONDONTWRITEBYTECODE")) or not os.access(source.parent, os.W_OK)
