@@ -74,7 +74,7 @@ def _literal(node: ast.AST) -> Any:
 def size_guard(name: str, shape: Any, stride: Any) -> list[str]:
     """Inductor's own ``assert_size_stride`` as a line of the forward: its kernels have the recorded sizes as
     constants and would read past the end of a smaller input (an illegal memory access that names no shape), so an
-    input of another size or layout is refused with both. None for a size Inductor left symbolic."""
+    input of another size or layout is refused with both. No line for a size Inductor left symbolic."""
     if not all(isinstance(v, tuple) and all(isinstance(d, int) for d in v) for v in (shape, stride)):
         return []
     return [f"if tuple({name}.shape) != {shape!r} or tuple({name}.stride()) != {stride!r}: raise ValueError("
@@ -123,7 +123,7 @@ class Body:
                 return
             if func == "assert_size_stride" and isinstance(stmt.value.args[0], ast.Name):
                 name, shape, stride = stmt.value.args[0].id, _literal(stmt.value.args[1]), _literal(stmt.value.args[2])
-                self.asserts[name] = (tuple(shape or ()), tuple(stride or ()))
+                self.asserts[name] = (tuple(shape), tuple(stride))
                 if name in self.args:  # an input's; Inductor's checks of its library calls' outputs stay out
                     self.out += size_guard(name, shape, stride)
                 return
