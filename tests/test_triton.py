@@ -137,6 +137,42 @@ def test_a_confined_build_compiles_into_the_cache_and_writes_nowhere_else(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_waiting_builder_takes_a_triton_build_in_the_builds_own_environment(tmp_path: Path) -> None:
+    """A pairing session's standby builder (torch and Triton imported before the save) takes a Triton candidate's
+    build: the same kernels and registers as a fresh process, the cubins in the Triton cache the build's
+    environment names (not the one the waiting process started with), the same confinement."""
+    from kernelpilot.evaluation.build.standby import Standby
+    from kernelpilot.evaluation.build.step import standby_env
+    from kernelpilot.evaluation.sandbox.confine import detect
+
+    fresh = build_candidate(load_candidate(KB), problem=PROBLEM, arch="sm_90",
+                            env={"TRITON_CACHE_DIR": str(tmp_path / "fresh")})
+    standby = Standby(standby_env({"TRITON_CACHE_DIR": str(tmp_path / "wrong")}))
+    try:
+        waiting = standby.proc
+        assert waiting is not None
+        report = build_candidate(load_candidate(KB), problem=PROBLEM, arch="sm_90", standby=standby,
+                                 env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
+        assert waiting.wait(30) == 0 and standby.proc is not waiting  # it took the build and exited
+        assert report.ok and fresh.ok, report.diagnostics
+        assert [(k.kernel, k.registers) for k in report.kernels] == [(k.kernel, k.registers) for k in fresh.kernels]
+        assert list((tmp_path / "triton").rglob("add_kernel.cubin")) and not (tmp_path / "wrong").exists()
+        if not detect().landlock_abi:
+            return
+        outside = tmp_path / "outside.txt"
+        hostile = tmp_path / "cand" / "hostile.py"
+        hostile.parent.mkdir()
+        hostile.write_text(f"open({str(outside)!r}, 'w').write('x')\n" + KB.read_text())
+        refused = build_candidate(load_candidate(hostile), problem=PROBLEM, arch="sm_90", confine=True,
+                                  standby=standby, build_dir=tmp_path / "build",
+                                  env={"TRITON_CACHE_DIR": str(tmp_path / "triton")})
+        assert not refused.ok and not outside.exists(), refused.diagnostics
+        assert "Permission" in " ".join(d.message for d in refused.diagnostics), refused.diagnostics
+    finally:
+        standby.close()
+
+
+@pytest.mark.slow
 def test_the_same_candidate_for_the_same_problem_is_built_once(tmp_path: Path) -> None:
     cand = tmp_path / "cand.py"
     shutil.copyfile(KB, cand)

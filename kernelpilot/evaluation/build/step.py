@@ -164,7 +164,7 @@ def build_candidate(
         return build_cute(candidate, env=run_env, directory=directory)
     if candidate.kind == "triton":  # its own build step: triton_ahead.py
         return build_triton(candidate, problem=problem, env=run_env, timeout_s=timeout_s, directory=directory,
-                            cancel=cancel, confine=confine)
+                            cancel=cancel, confine=confine, standby=standby)
     full_reason = ""  # why a directory candidate's save takes the full build
     spec = directory_spec(candidate, directory, run_env) if candidate.kind == "directory" else ""
     if candidate.kind == "directory" and device_only:

@@ -50,10 +50,11 @@ def capability_of(arch: str) -> int:
 
 
 def build_triton(candidate: Candidate, *, problem: Path | None, env: Mapping[str, str], timeout_s: float,
-                 directory: Path, cancel: Any = None, confine: bool = False) -> BuildReport:
+                 directory: Path, cancel: Any = None, confine: bool = False, standby: Any = None) -> BuildReport:
     """Compile ``candidate``'s Triton kernels ahead of time in a killable subprocess; never raises.
     ``cancel`` (supersede.CancelToken): a newer save kills the build; ``confine``: the subprocess runs under
-    build_sandbox.py's rules (it runs the candidate's forward)."""
+    build_sandbox.py's rules (it runs the candidate's forward); ``standby`` (standby.Standby): a process that
+    imported torch and Triton already takes the build."""
     from kernelpilot.toolkit import detect_arch, normalize_arch
 
     arch = normalize_arch(env["KERNELPILOT_ARCH"]) if env.get("KERNELPILOT_ARCH") else (
@@ -83,7 +84,9 @@ def build_triton(candidate: Candidate, *, problem: Path | None, env: Mapping[str
         cache = [Path(env["TRITON_CACHE_DIR"])] if env.get("TRITON_CACHE_DIR") else []
         unconfined = confine_build(run_env, Path(directory), [candidate.root, Path(problem).resolve().parent], cache)
     start = time.monotonic()
-    output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
+    waiting = standby.take("triton", argv[3:], run_env, str(cwd)) if standby is not None else None
+    output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting,
+                                                   cancel=cancel)
     if cancel is not None and cancel.cancelled:
         return superseded_report(directory, report.command, time.monotonic() - start)
     report.seconds = round(time.monotonic() - start, 3)
