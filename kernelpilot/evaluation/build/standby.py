@@ -8,8 +8,9 @@ GPU slot) keeps one such process waiting (:class:`Standby`) and hands the next b
 The process takes one request, a JSON line on stdin ``{"kind", "env", "cwd", "args"}``, takes that
 environment and directory as its own, runs the build exactly as the command it replaces would
 (``python -m kernelpilot.extension --build ...``, the single-file builder, or a Triton candidate's
-``triton_child``, whose Triton and fake tensors it imported ahead too), prints to stdout and exits. It runs in its own session, so the caller's timeout kills it and its compilers as before. A
-caller that goes away closes stdin, and the waiting process exits.
+``triton_child``, whose Triton and fake tensors it imported ahead too), prints to stdout and exits. It
+runs in its own session, so the caller's timeout kills it and its compilers as before. A caller that
+goes away closes stdin, and the waiting process exits.
 """
 
 from __future__ import annotations
