@@ -12,7 +12,10 @@ of compiled code never compiled before: a ``#pragma unroll`` count, else a ``__d
 unique comment): ``drawn_s`` (from the file's write to the candidate's row drawn with its first verdict),
 ``benchmark_drawn_s`` (to the row's benchmark verdict, when the save is benchmarked after its test),
 ``engine_s`` (the Evaluator's own wall time of that verdict), the verdict's status, mode, phases and build
-path. Edits start once this session's baselines are on the card (they hold the evaluation worker).
+path. Edits start once this session's baselines are on the card (they hold the evaluation worker); with
+``--first-save`` the first edit is saved as soon as the session exists (its worktree made, the baselines still
+being measured): ``first_verdict_s`` (its write to its verdict drawn) and ``first_verdict_from_launch_s`` (from this
+process's start), the issue's "first verdict after launch" when the caches are empty.
 """
 
 from __future__ import annotations
@@ -63,10 +66,15 @@ def target(watch: Path, kind: str) -> Path | None:
     return found[0] if found else None
 
 
-async def session(example: Path, kinds: list[str], timeout: float, wait_benchmark: bool) -> dict[str, Any]:
+async def session(example: Path, kinds: list[str], timeout: float, wait_benchmark: bool,
+                  first_save: bool = False) -> dict[str, Any]:
     from kernelpilot.tui.launch import _config, app_for, build_startup
     from kernelpilot.tui.widgets.candidates import CandidatesPanel
 
+    from kernelpilot.evaluation.sandbox import bytecode
+
+    bytecode.use_here()  # as `kernelpilot` does at launch (cli.prepare): its bytecode read, or a writer started
+    bytecode.write_soon()
     args = argparse.Namespace(path=str(example / "problem.py"), model=None, replay=None, resume=None)
     _config(args)
     app = app_for(args, partial(build_startup, args))  # the launcher's app: card drawn before the session
@@ -87,7 +95,9 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
 
         at = await until(card_ready, timeout)
         out["card_s"] = round(at - STARTED, 3) if at else None
-        at = await until(lambda: app.startup is not None and app.startup.watch_dir is not None, timeout)
+        # the session exists and its watcher has read the candidate's files (a save before that is its starting point)
+        at = await until(lambda: app.startup is not None and app.startup.watch_dir is not None
+                         and getattr(app, "watcher", None) is not None, timeout)
         facts = app.card_facts
         if facts is not None and getattr(facts, "cached", None) is not None:
             out["cached_s"] = out["card_s"]
@@ -95,16 +105,13 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
             f = app.card_facts
             return f is not None and (f.baselines is not None or bool(f.baselines_error) or f.gpu is False)
 
-        # the session's baselines hold the evaluation worker: edits are timed once they are on the card
-        at = await until(baselines_done, timeout)
-        out["baselines_s"] = round(at - STARTED, 3) if at else None
         panel = app.query_one(CandidatesPanel)
         watch = app.startup.watch_dir if app.startup else None
-        for n, kind in enumerate(kinds, 1):
+
+        async def edit_once(n: int, kind: str) -> dict[str, Any]:
             path = target(watch, kind) if watch else None
             if path is None:
-                out["edits"].append({"kind": kind, "skipped": "no such file"})
-                continue
+                return {"kind": kind, "skipped": "no such file"}
             before = set(panel.records)
             text = path.read_text()
             written = time.time()
@@ -116,7 +123,7 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
 
             drawn = await until(lambda: new_record() is not None, timeout)
             rec = new_record()
-            row: dict[str, Any] = {"kind": kind, "file": path.name,
+            row: dict[str, Any] = {"kind": kind, "file": path.name, "written_s": round(written - STARTED, 3),
                                    "drawn_s": round(drawn - written, 3) if drawn else None}
             if rec is not None:
                 v = rec.verdict
@@ -131,9 +138,24 @@ async def session(example: Path, kinds: list[str], timeout: float, wait_benchmar
                     row.update(benchmark_drawn_s=round(done - written, 3) if done else None,
                                benchmark_status=b.status, benchmark_engine_s=b.seconds,
                                benchmark_phases=dict(b.phases), sass_check=(b.build.sass_check if b.build else ""))
-            out["edits"].append(row)
             print(f"  {example.name} {kind}: drawn {row.get('drawn_s')} s ({row.get('status')}, engine "
                   f"{row.get('engine_s')} s) benchmark {row.get('benchmark_drawn_s')} s", flush=True)
+            return row
+
+        if first_save and kinds:  # saved as soon as the session exists, the baselines still being measured
+            out["baselines_done_at_first_save"] = baselines_done()
+            row = await edit_once(1, kinds[0])
+            out["edits"].append(row)
+            out["first_verdict_s"] = row.get("drawn_s")
+            if row.get("drawn_s") is not None:
+                out["first_verdict_from_launch_s"] = round(row["written_s"] + row["drawn_s"], 3)
+        # the session's baselines hold the evaluation worker: the other edits are timed once they are on the card
+        at = await until(baselines_done, timeout)
+        out["baselines_s"] = round(at - STARTED, 3) if at else None
+        for n, kind in enumerate(kinds, 1):
+            if first_save and n == 1:
+                continue
+            out["edits"].append(await edit_once(n, kind))
         await pilot.press("ctrl+q")
     return out
 
@@ -145,9 +167,11 @@ def main() -> int:
     p.add_argument("--edits", default="kernel,kernel,kernel")
     p.add_argument("--timeout", type=float, default=180.0)
     p.add_argument("--no-benchmark", action="store_true", help="do not wait for a save's benchmark verdict")
+    p.add_argument("--first-save", action="store_true",
+                   help="save the first edit as soon as the session exists, the baselines not yet measured")
     a = p.parse_args()
     result = asyncio.run(session(a.example.resolve(), [k for k in a.edits.split(",") if k], a.timeout,
-                                 not a.no_benchmark))
+                                 not a.no_benchmark, a.first_save))
     a.out.write_text(json.dumps(result, indent=1))
     return 0
 

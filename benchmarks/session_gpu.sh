@@ -11,7 +11,8 @@
 #     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
 #     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
 #     torch.compile's own check), within what is left of LIMIT_S.
-# Back under $OUT: A: smoke.tar.gz, doctor.txt, first-screen.json, edit-loop.tar.gz, triton-loop.tar.gz;
+# Back under $OUT: A: smoke.tar.gz, doctor.txt, cold-first-verdict.json, first-screen.json, edit-loop.tar.gz,
+# triton-loop.tar.gz;
 # B: rescore-summary.md/.json, corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its
 # report).
 set -uo pipefail
@@ -23,9 +24,25 @@ left() { echo $(( limit - ($(date +%s) - start) )); }
 . "$root/benchmarks/gpu_env.sh" >/dev/null 2>&1
 cd "$root"
 echo "commit $(git rev-parse HEAD) $(git status --porcelain -- kernelpilot | head -1)"
+cold_first_verdict() {
+  local cold example
+  cold=$(mktemp -d)
+  mkdir -p "$cold/cache/kernelpilot"
+  cp -r "${XDG_CACHE_HOME:-$HOME/.cache}/kernelpilot/pycache" "$cold/cache/kernelpilot/" 2>/dev/null \
+    && echo "bytecode kept" || echo "no bytecode to keep"
+  example=$(python3 -c "import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path
+from edit_loop import copy_example; print(copy_example('softmax', Path(sys.argv[1]), False))" "$cold")
+  (cd "$cold/$(basename "$example")" && XDG_CACHE_HOME="$cold/cache" KERNELPILOT_DATA_DIR="$cold/data" timeout 150 \
+    python3 "$root/benchmarks/pair_session.py" . "$OUT/cold-first-verdict.json" --edits kernel,kernel \
+    --first-save --no-benchmark --timeout 120)
+}
 case ${PART:-A} in
 A)
   OUT=$OUT timeout 330 bash benchmarks/gpu_smoke.sh > /tmp/smoke.log 2>&1
+  # the first verdict after a cold launch: kernelpilot's, Inductor's and Triton's caches empty (a fresh
+  # XDG_CACHE_HOME) but for the bytecode `kernelpilot doctor` wrote above; the first save made as soon as the session
+  # exists, the baselines still being measured (pair_session.py --first-save)
+  [ "$(left)" -gt 200 ] && cold_first_verdict > /tmp/cold.log 2>&1
   [ "$(left)" -gt 120 ] && timeout 100 python3 benchmarks/first_screen.py --example softmax --seconds 6 \
     --timeout 90 --out "$OUT/first-screen.json" > /tmp/first.log 2>&1
   [ "$(left)" -gt 60 ] && timeout $(( $(left) - 15 )) python3 benchmarks/edit_loop.py --out /tmp/el \
@@ -36,6 +53,9 @@ A)
     > /tmp/tl.log 2>&1 \
     && tar czf "$OUT/triton-loop.tar.gz" -C /tmp/tl . /tmp/tl.log 2>/dev/null
   tail -32 /tmp/smoke.log
+  tail -3 /tmp/cold.log
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('cold launch:', {k: v for k, v in d.items()
+if k != 'edits'})" "$OUT/cold-first-verdict.json" 2>/dev/null
   tail -8 /tmp/first.log
   tail -6 /tmp/el.log | cut -c1-300
   tail -4 /tmp/tl.log 2>/dev/null | cut -c1-300
