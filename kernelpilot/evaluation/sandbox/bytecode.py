@@ -32,7 +32,10 @@ from kernelpilot.problem_facts import torch_version
 STAMP = "kernelpilot-bytecode.json"
 # what a worker, a Triton build and the card import: torch and its compilers, then kernelpilot's own worker
 MODULES = ("torch", "torch._dynamo", "torch.profiler", "torch._inductor.compile_fx", "triton", "numpy",
-           "kernelpilot.evaluation.worker.main")
+           "kernelpilot.evaluation.worker.main",
+           # the standby builder's imports (build/standby.py): torch's extension builder (setuptools with it) and
+           # the Triton build's child
+           "torch.utils.cpp_extension", "triton.compiler", "kernelpilot.evaluation.build.triton_child")
 _writing: dict[str, threading.Thread] = {}
 
 
