@@ -120,6 +120,13 @@ class ApprovalConfirmationError(ApprovalRefusedError):
     kind = "needs_confirmation"
 
 
+class BaselinesDeferred(KernelpilotError):
+    """A pairing session's baselines gave way to a save (Evaluator.baselines(deferrable=True)): not a failure; they
+    are measured again once the save's verdict is in."""
+
+    kind = "deferred"
+
+
 class ScriptError(KernelpilotError):
     """The user's own script (``hotspots SCRIPT``, ``apply SCRIPT``) raised an exception."""
 

@@ -176,8 +176,9 @@ def test_an_input_of_another_size_is_refused_with_both_sizes(tmp_path: Path) -> 
         spec = importlib.util.spec_from_file_location("kp_guarded_softmax", tmp_path / "softmax" / "model_new.py")
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(module)  # type: ignore[union-attr]
-    finally:
-        sys.path.remove(str(tmp_path / "softmax"))
+    finally:  # its sibling triton_helpers.py leaves this process too: in sys.modules it is an "installed" module
+        sys.path.remove(str(tmp_path / "softmax"))  # that the policy of a later test in this process would refuse
+        sys.modules.pop("triton_helpers", None)
     model = module.ModelNew()
     with pytest.raises(ValueError, match=r"a \[32768, 16384\] input .*this one is \[4096, 4096\]"):
         model(torch.empty(4096, 4096, dtype=torch.bfloat16, device="meta"))

@@ -57,6 +57,71 @@ def test_cancel_pipe_stops_only_the_requests_it_names() -> None:
         os.close(w)
 
 
+def test_a_pairing_sessions_baselines_give_way_at_the_workers_next_announcement() -> None:
+    """The worker's side of Evaluator.baselines(deferrable=True): a cancel of the baselines request stops it at its
+    first announcement (before the problem is loaded on the GPU) with a ``superseded`` answer, not an error; the
+    next request is not stopped by that cancel."""
+    from kernelpilot.evaluation import supersede
+    from kernelpilot.evaluation.baselines.measure import answer
+    from kernelpilot.evaluation.worker import watchdog
+
+    loaded: list[str] = []
+
+    class Worker:  # what measure() asks of the worker, up to loading the problem
+        device = "cuda"
+
+        def problem_state(self, path: str, seed: int) -> None:
+            loaded.append(path)
+            raise RuntimeError("no GPU here: the problem was reached")
+
+        def classify(self, exc: BaseException) -> tuple[str, bool]:
+            return f"{type(exc).__name__}: {exc}", False
+
+    r, w = os.pipe()
+    frames: list[dict] = []
+    watchdog.install(watchdog.Watchdog(frames.append, None))
+    supersede.install(CancelPipe(r))
+    try:
+        msg = {"op": "baselines", "problem": str(PROBLEM), "settings": _settings().to_dict(), "request_id": 7}
+        os.write(w, b"7\n")
+        assert supersede.cancellable(lambda m: answer(Worker(), m), msg) == {
+            "ok": False, "superseded": True, "error": "superseded: a save came first"}
+        assert loaded == [] and frames == []  # stopped before the problem and before its first watch frame
+        after = supersede.cancellable(lambda m: answer(Worker(), m), {**msg, "request_id": 8})
+        assert after["ok"] is False and "no GPU here" in after["error"] and loaded == [str(PROBLEM)]
+    finally:
+        supersede.install(None)
+        watchdog.install(None)
+        os.close(r)
+        os.close(w)
+
+
+def test_a_pairing_sessions_baselines_are_cancelled_by_a_save_and_the_worker_stays(tmp_path: Path) -> None:
+    """Evaluator.baselines(deferrable=True) with a real worker: a save's cancel() makes them raise
+    BaselinesDeferred (not a failure) and the worker that started for them stays warm for the save, which the next
+    request then finds."""
+    from kernelpilot.errors import BaselinesDeferred, KernelpilotError
+
+    with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
+        def cancel_once_asked() -> None:
+            deadline = time.monotonic() + 120
+            while ev._token is None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert ev.cancel()
+
+        saver = threading.Thread(target=cancel_once_asked)
+        saver.start()
+        with pytest.raises(BaselinesDeferred):
+            ev.baselines(PROBLEM, deferrable=True)
+        saver.join()
+        worker = ev._client
+        assert worker is not None and worker.alive()
+        assert not ev.cancel()  # nothing in flight now
+        with pytest.raises(KernelpilotError, match="need a CUDA GPU"):  # measured, on this CPU: said why not
+            ev.baselines(PROBLEM)
+        assert ev._client is worker and worker.alive()
+
+
 def test_superseded_is_a_status_of_its_own() -> None:
     assert "superseded" in STATUSES
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import platformdirs
 
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.errors import BaselinesDeferred, KernelpilotError
 from kernelpilot.evaluation.assembly import Evaluation, merge_response
 from kernelpilot.evaluation.baselines.identity import request_key
 from kernelpilot.evaluation.baselines.machine_cache import record
@@ -359,13 +359,15 @@ class Evaluator(WorkerRequests):
 
     def baselines(self, problem: ProblemRef, *, readable: list[Path] | None = None,
                   settings: EvalSettings | None = None, forget: bool = False, exclusive: bool = False,
-                  fresh: bool = False) -> Baselines:
+                  fresh: bool = False, deferrable: bool = False) -> Baselines:
         """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
         (worker op ``baselines``, see baselines/measure.py); a ``Baselines``. ``readable``: directories later
         evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
         when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time).
         Measured once per session: the same problem bytes and timing settings again return the first answer
         (``fresh`` measures again), and kept on this machine for the next session's card (baselines/machine_cache.py).
+        ``deferrable`` (a pairing session's): :meth:`cancel` stops them at the worker's next announcement, the
+        worker kept warm, and they raise BaselinesDeferred (the save that cancelled them goes first).
         A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
         path = Path(load_problem(path_of(problem)).path).resolve()
         key = request_key(path, settings or self.settings)
@@ -374,23 +376,22 @@ class Evaluator(WorkerRequests):
         message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
                    "forget": forget, "exclusive": exclusive}
         with self._lock:
+            token = self._token = CancelToken() if deferrable else None
             try:
                 client = self._worker([path.parent, *(readable or [])])
-                response = client.request(message, self.settings.benchmark_timeout_s)
+                # no kill at a grace: a compile between announcements is worth more than the save's wait for it
+                response = client.request(message, self.settings.benchmark_timeout_s, cancel=token, grace_s=None)
             except WorkerFailure as exc:
+                if token is not None and token.cancelled:
+                    raise BaselinesDeferred("the baselines gave way to a save") from None
                 raise KernelpilotError(f"the baselines were not measured: {exc}") from None
+            finally:
+                self._token = None
+        if response.get("superseded") or (token is not None and token.cancelled and not response.get("ok")):
+            raise BaselinesDeferred("the baselines gave way to a save; they are measured after its verdict")
         if not response.get("ok"):
             raise KernelpilotError(f"the baselines were not measured: {response.get('error', 'the worker refused')}")
         measured = Baselines.from_dict(response["baselines"])
         if not forget:
             self._baselines[key] = measured
         return record(path, settings or self.settings, self.gpu, measured)  # for the next session's card
-
-    def _reload_failed(self, response: dict[str, Any]) -> bool:
-        part = response.get("verdict") or {}
-        if part.get("status") != "runtime_error" or self._client is None or self._client.served < 2:
-            return False
-        error = str(part.get("error", ""))
-        return any(m in error for m in ("ExtensionBuildError", "ImportError", "undefined symbol",
-                                         "already registered", "generic_type"))
-

@@ -96,6 +96,19 @@ def check() -> None:
         _pipe.check()
 
 
+def cancellable(run: Callable[[dict[str, Any]], dict[str, Any]], msg: dict[str, Any]) -> dict[str, Any]:
+    """Worker side: ``run(msg)``, a request a newer save may cancel (an evaluation, a pairing session's baselines),
+    with its id begun on the cancel pipe."""
+    pipe = current()
+    if pipe is not None:
+        pipe.begin(msg.get("request_id"))
+    try:
+        return run(msg)
+    finally:
+        if pipe is not None:
+            pipe.end()
+
+
 class CancelToken:
     """The caller's handle on one evaluation: ``cancel()`` from any thread; the evaluation's own thread
     registers what is running (a build process, a worker request) and asks ``cancelled``."""

@@ -39,6 +39,8 @@ class EngineerEdits:
     post_message: Any
     send_to_agent: Any
     show_event: Any
+    baselines_owed: bool
+    _measure_baselines: Any
 
     def _from_session(self, event: ev.Event) -> None:
         """On the session's thread, before the loop takes its next step: keep the agent's own file
@@ -100,6 +102,15 @@ class EngineerEdits:
             else:
                 event = evaluator.evaluate_edit(paths)
         self.post_message(EditEvaluated(event, paths))
+        self._baselines_after(number)
+
+    def _baselines_after(self, number: int) -> None:
+        """This session's baselines, when a save went first (orient.py), once the latest save's verdict is in."""
+        s = self.startup
+        if not self.baselines_owed or s is None or (number and number < self._eval_count):
+            return  # a newer save is on its way: after its verdict
+        self.baselines_owed = False
+        self._measure_baselines(s)
 
     async def on_edit_evaluated(self, message: EditEvaluated) -> None:
         await self.show_event(message.event)

@@ -83,12 +83,14 @@ class CeilingsFound(Message):
 
 
 class BaselinesMeasured(Message):
-    """Eager and torch.compile times from the evaluation worker (``baselines``), or why there are none."""
+    """Eager and torch.compile times from the evaluation worker (``baselines``), or why there are none, or
+    ``deferred``: a save came first (they are measured again after its verdict)."""
 
-    def __init__(self, baselines: Any = None, error: str = "") -> None:
+    def __init__(self, baselines: Any = None, error: str = "", deferred: bool = False) -> None:
         super().__init__()
         self.baselines = baselines
         self.error = error
+        self.deferred = deferred
 
 
 class CachedBaselinesFound(Message):

@@ -86,6 +86,7 @@ class ProblemCardView:
     closing: bool
     _keymap: dict[str, str]
     _cached_asked: bool = False  # the machine's cached baselines were looked up (once a session)
+    baselines_owed: bool = False  # this session's baselines gave way to a save: measured after its verdict
 
     async def open_card(self, preview: CardPreview) -> None:
         """The card at once, from the problem file alone (before the session's worktree, engine and GPU are
@@ -170,10 +171,25 @@ class ProblemCardView:
             self.post_message(CachedBaselinesFound(found))
 
     def _measure_baselines(self, s: Startup) -> None:
+        """This session's baselines, on the engine thread; a save made meanwhile goes first (the engineer waits for
+        its verdict, not for the card): they are deferred, and measured again after its verdict (edits.py)."""
+        from kernelpilot.errors import BaselinesDeferred
+
+        # the worktree too: the worker started here then evaluates the first edit, warm
+        readable = [s.worktree] if s.worktree is not None and s.worktree.is_dir() else None
+
+        def measure() -> Any:  # on the engine thread: owed before the save's evaluation there can even begin
+            try:
+                return s.evaluator.baselines(Path(s.problem.path), readable=readable, deferrable=True)
+            except BaselinesDeferred:
+                self.baselines_owed = True
+                raise
+
         try:
-            # the worktree too: the worker started here then evaluates the first edit, warm
-            readable = [s.worktree] if s.worktree is not None and s.worktree.is_dir() else None
-            baselines = s.call_engine(s.evaluator.baselines, Path(s.problem.path), readable=readable)
+            baselines = s.call_engine(measure)
+        except BaselinesDeferred:
+            self.post_message(BaselinesMeasured(deferred=True))
+            return
         except Exception as err:
             self.post_message(BaselinesMeasured(error=str(err).removeprefix("the baselines were not measured: ")))
             return
@@ -214,6 +230,10 @@ class ProblemCardView:
         self.busy.stop("baselines")
         facts = self.card_facts
         if facts is None or self.closing:
+            return
+        facts.baselines_deferred = message.deferred
+        if message.deferred:  # the save's evaluation, then them again (EngineerEdits._baselines_after)
+            self._refresh_cards()
             return
         facts.baselines, facts.baselines_error = message.baselines, message.error
         if message.baselines is not None and message.baselines.ceilings:

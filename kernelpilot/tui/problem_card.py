@@ -33,6 +33,7 @@ class CardFacts:
     gpu: bool | None = True  # a GPU is visible: baselines and timed verdicts are possible (None: not known yet)
     baselines: Any = None  # evaluation.baselines.Baselines, measured in this session
     baselines_error: str = ""
+    baselines_deferred: bool = False  # a save went first: they are timed after its verdict
     cached: Any = None  # machine_baselines.CachedBaselines: an earlier session's, shown until ``baselines`` come
     edit_file: str = ""  # the file to edit, absolute: the worktree's watched copy (what the edit key opens)
     edit_dir: str = ""  # the candidate directory, absolute, in the worktree
@@ -132,12 +133,14 @@ def _baseline_rows(facts: CardFacts, floor_ms: float | None) -> list[tuple[str, 
     rows = [("baselines", f"not measured: {facts.baselines_error}")] if facts.baselines_error else []
     if cached is None and facts.gpu is None:  # the session (its GPU, its engine) is still being set up
         return rows or [("baselines", "eager and torch.compile: starting the session…")]
+    waiting = "timed after your save's verdict (it went first)" if facts.baselines_deferred else "timing them again"
     if cached is None:
-        return rows or [("baselines", "timing eager and torch.compile on the GPU…")]
+        return rows or [("baselines", f"eager and torch.compile: {waiting}…" if facts.baselines_deferred
+                         else "timing eager and torch.compile on the GPU…")]
     label = f" · cached {cached.date()}"  # an earlier session's, on this machine: never a verdict's ratio
     rows += [(name, text + label) for name, text in _timed_rows(cached.baselines, floor_ms)[:2]]
     if not facts.baselines_error and facts.gpu:
-        rows.append(("", "timing them again in this session…"))
+        rows.append(("", f"{waiting} in this session…"))
     return rows
 
 

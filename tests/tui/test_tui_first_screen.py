@@ -37,7 +37,7 @@ def build_only_verdict() -> dict[str, Any]:
 
 
 def make_app(tmp_path: Path, evaluator: Any = None, *, gpu: bool = True, events: list[ev.Event] | None = None,
-             model: str = "") -> KernelpilotApp:
+             model: str = "", edit: Any = None, engine: EngineThread | None = None) -> KernelpilotApp:
     worktree = tmp_path / "wt"
     watch = worktree / "kernels" / "softmax"
     watch.mkdir(parents=True, exist_ok=True)
@@ -46,7 +46,7 @@ def make_app(tmp_path: Path, evaluator: Any = None, *, gpu: bool = True, events:
     started = ev.SessionStarted(session_id="s-first", problem="problem", model=model or "manual", at=AT)
     startup = Startup(session=EventStreamSession([started, *(events or [])]), model=model, worktree=worktree,
                       watch_dir=watch, problem=load_problem(SOFTMAX), gpu=gpu, evaluator=evaluator,
-                      engine=EngineThread())
+                      engine=engine or EngineThread(), edit_evaluator=edit)
     return KernelpilotApp(startup, gpu_source=GPU if gpu else FixedGpuSource(None), gpu_interval=0,
                           clock=lambda: 0.0)
 
@@ -130,6 +130,48 @@ async def test_the_edit_key_with_an_empty_candidate_directory_says_where_to_writ
         (watch / "kernel.cu").write_text("// now there is one\n")
         assert app.edit_target_file() == watch / "kernel.cu"  # found once it exists, and the card names it
         assert app.card_facts is not None and app.card_facts.edit_file == str(watch / "kernel.cu")
+
+
+async def test_a_save_during_the_baselines_is_judged_first_and_they_follow(tmp_path: Path) -> None:
+    """The engineer saves while this session's baselines are being measured (a cold launch: 15-18 s on an H100):
+    the save's evaluation goes first, the card says the baselines wait for it, and they are measured after its
+    verdict, on the same engine thread, in that order."""
+    release = threading.Event()
+    order: list[str] = []
+
+    class Baselines(FixtureBaselines):
+        def baselines(self, problem: Path, **kw: Any) -> Any:
+            order.append("baselines")
+            return super().baselines(problem, **kw)
+
+    baselines = Baselines(release)
+
+    class Saves:  # the launcher's manual-mode evaluator: a save evaluated on the engine thread, cancel first
+        def cancel(self) -> bool:
+            return baselines.cancel()
+
+        def close(self) -> None:
+            pass
+
+        def evaluate_edit(self, paths: list[Path]) -> ev.CandidateEvaluated:
+            verdict = engine.call(lambda: order.append("save") or build_only_verdict())
+            return ev.CandidateEvaluated(candidate_id="e1", verdict=verdict, source="engineer", at=AT)
+
+    engine = EngineThread()
+    app = make_app(tmp_path, baselines, edit=Saves(), engine=engine)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: order == ["baselines"] and app.watcher is not None, timeout=60,
+                       what="the baselines in flight")
+        (tmp_path / "wt" / "kernels" / "softmax" / "softmax.cu").write_text("// the engineer's save\n")
+        await wait_for(pilot, lambda: "e1" in table_rows(app), timeout=30, what="the save's verdict")
+        assert order[:2] == ["baselines", "save"]  # it did not wait for them
+        await wait_for(pilot, lambda: "timed after your save's verdict" in card_text(app), what="the card says so")
+        release.set()
+        await wait_for(pilot, lambda: app.card_facts is not None and app.card_facts.baselines is not None,
+                       what="the baselines after the save")
+        assert order == ["baselines", "save", "baselines"] and baselines.deferrable == [True, True]
+        assert "eager     0.957 ms" in card_text(app) and "after your save" not in card_text(app)
+        await pilot.press("ctrl+q")
 
 
 async def test_baselines_that_fail_say_why(tmp_path: Path) -> None:

@@ -123,23 +123,41 @@ SOFTMAX = Path(__file__).parents[2] / "examples" / "softmax" / "problem.py"
 
 class FixtureBaselines:
     """The Evaluator's ``baselines(problem)`` answering from fixture JSON: the accepted test double (CI
-    has no GPU). With ``release`` it blocks until that event is set, like a worker still measuring."""
+    has no GPU). With ``release`` it blocks until that event is set, like a worker still measuring; a call made
+    ``deferrable`` gives way to ``cancel()`` as the Evaluator's does (BaselinesDeferred)."""
 
     def __init__(self, release: threading.Event | None = None, fail: str = "") -> None:
         self.release = release
         self.fail = fail
         self.calls: list[Path] = []
         self.threads: list[str] = []
+        self.deferrable: list[bool] = []
+        self._in_flight = False
+        self._cancelled = threading.Event()
 
-    def baselines(self, problem: Path, *, readable: list[Path] | None = None) -> Any:
-        from kernelpilot.errors import KernelpilotError
+    def cancel(self) -> bool:
+        """As Evaluator.cancel: stops a deferrable call in flight; False when none is."""
+        if not self._in_flight:
+            return False
+        self._cancelled.set()
+        return True
+
+    def baselines(self, problem: Path, *, readable: list[Path] | None = None, deferrable: bool = False) -> Any:
+        from kernelpilot.errors import BaselinesDeferred, KernelpilotError
         from kernelpilot.evaluation.baselines.values import Baselines
 
         self.calls.append(Path(problem))
         self.readable = list(readable or [])
         self.threads.append(threading.current_thread().name)
-        if self.release is not None:
-            self.release.wait(30)
+        self.deferrable.append(deferrable)
+        self._in_flight, deadline = deferrable, time.monotonic() + 30
+        try:
+            while self.release is not None and not self.release.wait(0.01) and time.monotonic() < deadline:
+                if self._cancelled.is_set():
+                    raise BaselinesDeferred("the baselines gave way to a save")
+        finally:
+            self._in_flight = False
+            self._cancelled.clear()
         if self.fail:
             raise KernelpilotError(f"the baselines were not measured: {self.fail}")
         return Baselines.from_dict(json.loads(BASELINES.read_text()))

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from kernelpilot.evaluation import supersede
 from kernelpilot.evaluation.baselines.identity import nvml_facts
 from kernelpilot.evaluation.baselines.values import Baselines, software_versions  # noqa: F401 - measure's names too
 from kernelpilot.evaluation.correctness import compiled_check
@@ -37,9 +38,12 @@ if TYPE_CHECKING:
 
 def answer(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     """The worker's answer to ``{"op": "baselines", "problem": PATH, "settings": {...}}``: ``ok`` and
-    ``baselines``, or ``ok: False`` and ``error`` (with ``exit`` when the CUDA context is unusable)."""
+    ``baselines``, or ``ok: False`` and ``error`` (with ``exit`` when the CUDA context is unusable, ``superseded``
+    when a save cancelled them at an announcement)."""
     try:
         return measure(worker, msg)
+    except supersede.Superseded:  # a pairing session's save came first: measured again after its verdict
+        return {"ok": False, "superseded": True, "error": "superseded: a save came first"}
     except Exception as exc:  # the problem's own code failed on the GPU: say so, keep the worker if healthy
         message, fatal = worker.classify(exc)
         return {"ok": False, "error": message.splitlines()[0] if message else type(exc).__name__, "exit": fatal}
@@ -63,11 +67,11 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     t0 = time.monotonic()
     s = settings_of(msg)
     device = worker.device
-    if not device.startswith("cuda"):
-        return {"ok": False, "error": "eager and torch.compile timings need a CUDA GPU"}
     seed = int(s.seed)
     watchdog.begin(watchdog.Allowance.from_settings(s))
-    watchdog.step("problem")
+    watchdog.step("problem")  # the first announcement: a pairing session's save may stop them here already
+    if not device.startswith("cuda"):
+        return {"ok": False, "error": "eager and torch.compile timings need a CUDA GPU"}
     lock = gpu_lock.current()
     with lock.shared():  # the problem's model and one eager call: GPU work, not timed
         state = worker.problem_state(msg["problem"], seed)

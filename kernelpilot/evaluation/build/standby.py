@@ -56,13 +56,13 @@ def _import_triton_builder() -> None:
     """Triton, its compiler, torch's fake tensors and the Triton build's child, imported ahead like torch's builder:
     a Triton candidate's build otherwise spends its first seconds on them (9.4 s of a 10.4 s edit on the H100,
     2026-12-07). Imports only: no candidate code, no driver, no CUDA; the child confines itself after the request."""
+    import kernelpilot.evaluation.build.triton_child  # noqa: F401
+    import kernelpilot.problem  # noqa: F401
+
     try:
         import triton  # noqa: F401
         import triton.compiler  # noqa: F401
         from torch._subclasses import fake_tensor  # noqa: F401
-
-        import kernelpilot.evaluation.build.triton_child  # noqa: F401
-        import kernelpilot.problem  # noqa: F401
     except ImportError:
         pass  # no Triton here: its candidates' builds fail in the child, with the message, as without a standby
 

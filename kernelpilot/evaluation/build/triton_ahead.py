@@ -35,10 +35,10 @@ from kernelpilot.evaluation.build.processes import (
     scratch_dir,
     superseded_report,
 )
+from kernelpilot.evaluation.build.triton_child import RESULT_MARKER
 from kernelpilot.evaluation.candidate import Candidate
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
-RESULT_MARKER = "KERNELPILOT_TRITON_RESULT "
 
 
 # ---- caller side (no torch, no triton) -------------------------------------------------------------

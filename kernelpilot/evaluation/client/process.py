@@ -323,10 +323,11 @@ class WorkerClient:
             return frame
 
     def request(self, message: dict[str, Any], timeout: float, cancel: CancelToken | None = None,
-                grace_s: float = 1.0, interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                grace_s: float | None = 1.0,
+                interim: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Send one request and wait for its answer, following the worker's watch frames (the hang
         watchdog); ``timeout`` bounds the whole request. ``cancel`` (supersede.CancelToken): when it is
-        cancelled the worker stops at its next announcement, or is killed ``grace_s`` later."""
+        cancelled the worker stops at its next announcement, or is killed ``grace_s`` later (None: never)."""
         if not self.alive():
             raise WorkerDied("the worker is not running")
         self.wait_ready()  # launched but not yet read its ready message

@@ -118,3 +118,12 @@ class WorkerRequests(WorkerOwner):
                                                                    "hostname_hash")})
         v.environment.confinement, v.environment.relaxed_rules = confinement, relaxed
 
+    def _reload_failed(self, response: dict[str, Any]) -> bool:
+        """The candidate failed to load in a worker that served others before: ask once more on a fresh one."""
+        part = response.get("verdict") or {}
+        if part.get("status") != "runtime_error" or self._client is None or self._client.served < 2:
+            return False
+        error = str(part.get("error", ""))
+        return any(m in error for m in ("ExtensionBuildError", "ImportError", "undefined symbol",
+                                         "already registered", "generic_type"))
+

@@ -368,7 +368,8 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
         elif op in ("evaluate", "baselines"):
             started = time.time()
             # eager and torch.compile timed before any candidate: baselines/measure.py
-            response = profiled(_evaluate, worker, msg) if op == "evaluate" else baselines_answer(worker, msg)
+            response = profiled(_evaluate, worker, msg) if op == "evaluate" else \
+                supersede.cancellable(lambda m: baselines_answer(worker, m), msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
@@ -385,15 +386,7 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
 
 
 def _evaluate(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
-    """One evaluation, cancelled when a newer save supersedes it (supersede.py)."""
-    pipe = supersede.current()
-    if pipe is not None:
-        pipe.begin(msg.get("request_id"))
-    try:
-        return worker.evaluate(msg)
-    finally:
-        if pipe is not None:
-            pipe.end()
+    return supersede.cancellable(worker.evaluate, msg)
 
 
 if __name__ == "__main__":
