@@ -268,13 +268,14 @@ def measure(name: str, args: argparse.Namespace, work: Path, share_s: float) -> 
     t_example = time.monotonic()
     example = copy_example(name, work, args.small)
     problem, candidate = example / "problem.py", example / "candidate"
-    config = load_config(example, overrides={"problem": str(problem)}, env={})
-    settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
     row: dict[str, Any] = {"example": name, "device": args.device, "edits": [], "phases": {}, "pause_s": args.pause_s,
                            **machine()}
-    if args.triton:
+    if args.triton:  # before the config is read (2026-12-07, H100: read first, every verdict met an extra shape)
         candidate, row["triton_source"] = triton_candidate(name, example, args.screen_timeout * 2)
         row["shapes_dropped"] = drop_extra_shapes(example)
+    config = load_config(example, overrides={"problem": str(problem)}, env={})
+    settings = EvalSettings.from_config(config, device=args.device, build_timeout_s=600.0)
+    row["shapes_checked"] = ["problem", *(str(s.get("name", "?")) for s in settings.extra_shapes)]
     with Evaluator(settings, workdir=work / f"eval-{name}", standby_builder=True) as ev:
         cold = timed(ev, problem, candidate, "test", "cold")
         row["cold_test_s"], row["phases"]["cold_test"], row["status"] = cold["wall_s"], cold["phases"], cold["status"]
