@@ -69,29 +69,6 @@ def test_a_written_cache_is_read_by_a_later_process_that_writes_nothing(tmp_path
     assert not Path(out[1]).exists()  # colorsys was never imported by the writer: compiled in memory, not cached
 
 
-def test_a_process_that_reads_the_cache_passes_it_to_the_processes_it_starts(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launcher reads the cache once it is ready (use_here); a process it starts (the card's facts) reads it
-    too, where nothing may write bytecode anyway; where the cache is not needed, nothing changes."""
-    where = tmp_path / "pycache"
-    monkeypatch.setattr(bytecode, "folder", lambda: where)
-    monkeypatch.setattr(bytecode, "needed", lambda env=None: True)
-    monkeypatch.setattr(sys, "pycache_prefix", None)
-    monkeypatch.setattr(sys, "dont_write_bytecode", sys.dont_write_bytecode)
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)  # both restored after the test
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
-    assert not bytecode.use_here() and "PYTHONPYCACHEPREFIX" not in os.environ  # not written yet
-    where.mkdir()
-    (where / bytecode.STAMP).write_text(json.dumps({"torch": bytecode._torch_version()}))
-    assert bytecode.use_here() and sys.pycache_prefix == str(where)
-    child = subprocess.run([sys.executable, "-c", "import sys; print(sys.pycache_prefix, sys.dont_write_bytecode)"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    assert child == [str(where), "True"]
-    monkeypatch.setattr(bytecode, "needed", lambda env=None: False)
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX")
-    assert not bytecode.use_here() and "PYTHONPYCACHEPREFIX" not in os.environ
-
-
 def test_a_stamp_of_another_torch_is_not_ready(tmp_path: Path) -> None:
     (tmp_path / bytecode.STAMP).write_text(json.dumps({"torch": "0.0.1"}))
     assert not bytecode.ready(tmp_path)

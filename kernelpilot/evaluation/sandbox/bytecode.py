@@ -146,13 +146,11 @@ def env_for(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def use_here() -> bool:
-    """This process reads the cache for the modules it has not imported yet, and so does every process it starts
-    (the card's facts, a script under ``hotspots``: each imports torch; 2026-12-07, H100: the card's facts took
-    11.2 s in a launcher whose workers read the cache). Only where no bytecode may be written anyway."""
+    """This process reads the cache for the modules it has not imported yet (torch, for the card's facts; the card's
+    facts process reads it too: problem_facts.analyse_apart)."""
     extra = env_for()
     if not extra:
         return False
     sys.pycache_prefix = extra["PYTHONPYCACHEPREFIX"]
     sys.dont_write_bytecode = True
-    os.environ.update(extra)
     return True
