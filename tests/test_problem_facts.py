@@ -73,3 +73,22 @@ def test_a_problem_that_cannot_be_analysed_says_why(tmp_path: Path, monkeypatch:
     info, error = problem_facts.analyse_apart(problem)
     assert info is None and "no_such_thing" in error
     assert problem_facts.lookup(problem) is None
+
+
+def test_the_analysis_process_reads_the_bytecode_cache_this_process_reads(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the launcher reads kernelpilot's bytecode cache (no bytecode of torch's own, none may be written), the
+    analysis process it starts for the card reads it too, and writes none; elsewhere its environment is this one's."""
+    monkeypatch.setenv("KERNELPILOT_FACTS_CACHE", str(tmp_path / "facts"))
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert problem_facts.child_env() is None
+    prefix = tmp_path / "pycache"
+    prefix.mkdir()
+    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+    env = problem_facts.child_env()
+    assert env is not None and env["PYTHONPYCACHEPREFIX"] == str(prefix) and env["PYTHONDONTWRITEBYTECODE"] == "1"
+    problem = tmp_path / "softmax.py"
+    problem.write_text(PROBLEM.read_text())
+    info, error = problem_facts.analyse_apart(problem)
+    assert error == "" and info is not None and info.inputs[0].shape == (128, 1000)
+    assert not any(prefix.rglob("*.pyc"))  # read-only: what was not there was compiled in memory
