@@ -180,6 +180,36 @@ def test_kernelbench_draws_pause_the_watched_block(monkeypatch) -> None:
     assert any(w["call"] == "KernelBench's harness" for w in sent[sent.index(seen[0]) + 1:])  # re-armed after
 
 
+def test_the_copies_of_a_kept_set_are_harness_work_too(monkeypatch) -> None:
+    """Keeping a drawn set (a copy to the host) and handing out a kept one (a copy back to the device) are the
+    harness's work as much as the draw: on an H100 (2026-12-07) a 6 GiB set's copies ran on the candidate's call
+    allowance in test mode, and five level1/19 verdicts timed out ("did not return within 1.0 s")."""
+    from kernelpilot.evaluation.worker import watchdog
+
+    sent: list[dict] = []
+    dog = watchdog.Watchdog(sent.append, None)
+    dog.begin(watchdog.Allowance(floor_s=1.0, first_call_s=0.0, harness_s=777.0))
+    monkeypatch.setattr(watchdog, "_current", dog)
+    m = _problem()
+
+    class Same(torch.nn.Module):
+        def forward(self, x, n, y):
+            return x * n
+
+    m.Model = Same
+    m.get_init_inputs = lambda: []
+    cache = KernelBenchInputs(m, "cpu")
+    armed: list[dict] = []
+    fetch = cache.get
+    monkeypatch.setattr(cache, "get", lambda *a, **k: (armed.append(dict(sent[-1])), fetch(*a, **k))[1])
+    with watchdog.calls("kernelbench", "KernelBench's harness", n=4):
+        for _ in range(2):  # drawn and kept, then every set from the cache
+            out = kb.score(m, Same, get_rules("kernelbench").harness, "fp32", "cpu", False, inputs_cache=cache)
+            assert out["status"] == "correct"
+    assert cache.hits == len(armed) // 2 > 0
+    assert all(w["allow_s"] == 777.0 and "input set for seed" in w["call"] for w in armed), armed
+
+
 def test_an_exception_kernelbench_does_not_catch_is_not_compiled(tmp_path: Path) -> None:
     """ModelNew(...) raising a TypeError escapes KernelBench's eval_kernel_against_ref (it catches RuntimeError
     there); its batch scorer records that as compiled=False (other_error): KernelBench's status compile_error.
