@@ -79,16 +79,12 @@ def ready(where: Path | None = None) -> bool:
 
 # the writer: imports the modules, then stamps the folder itself (so a writer outlives a command that exits first)
 _WRITER = """import importlib, json, sys, time
-from importlib.metadata import PackageNotFoundError, version
 t0 = time.monotonic()
 modules = json.loads(sys.argv[2])
 for m in modules:
     importlib.import_module(m)
-try:
-    torch = version("torch")
-except PackageNotFoundError:
-    torch = ""
-stamp = {"torch": torch, "python": sys.version.split()[0], "seconds": round(time.monotonic() - t0, 2),
+from kernelpilot.problem_facts import torch_version
+stamp = {"torch": torch_version(), "python": sys.version.split()[0], "seconds": round(time.monotonic() - t0, 2),
          "modules": modules}
 with open(sys.argv[1], "w") as f:
     json.dump(stamp, f)
