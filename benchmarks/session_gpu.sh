@@ -11,6 +11,10 @@
 #     with its expected.json (benchmarks/rescore_gpu.py, KernelBench's checkout carried in .kb/), then KernelBench's
 #     c0 candidates of KB_PROBLEMS in benchmark mode (benchmarks/kb_gpu.sh suite: same-minute ratios,
 #     torch.compile's own check), within what is left of LIMIT_S.
+#   OUT=DIR [LIMIT_S=570] PART=C bash benchmarks/session_gpu.sh
+#     the first save after a cold launch alone (part A's, ~50 s): kernelpilot's bytecode written first (what
+#     `kernelpilot doctor` in part A's smoke leaves), then a pairing session with every other cache empty, saved as
+#     soon as it exists (cold-first-verdict.json), for a call with little device time left.
 # Back under $OUT: A: smoke.tar.gz, doctor.txt, cold-first-verdict.json, first-screen.json, edit-loop.tar.gz,
 # triton-loop.tar.gz;
 # B: rescore-summary.md/.json, corpus-reports.tar.gz, kb-subset.tar.gz (the run without its work folders and its
@@ -59,6 +63,13 @@ if k != 'edits'})" "$OUT/cold-first-verdict.json" 2>/dev/null
   tail -8 /tmp/first.log
   tail -6 /tmp/el.log | cut -c1-300
   tail -4 /tmp/tl.log 2>/dev/null | cut -c1-300
+  ;;
+C)
+  python3 -c "from kernelpilot.evaluation.sandbox import bytecode as b
+print('bytecode', 'ready' if b.ready() else ('written in %.1f s' % b.write()) if b.needed() else 'not needed')"
+  [ "$(left)" -gt 60 ] && cold_first_verdict 2>&1 | tail -3
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('cold launch:', {k: v for k, v in d.items()
+if k != 'edits'}); [print(e) for e in d['edits']]" "$OUT/cold-first-verdict.json" 2>/dev/null
   ;;
 B)
   reserve=30; [ -n "${KB_PROBLEMS:-}" ] && reserve=200  # KernelBench's c0 run after the corpus needs 200 s
