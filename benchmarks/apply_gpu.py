@@ -6,6 +6,8 @@
     # /tmp/apply (without kp-data) to $OUT so that a machine taken back can be restored from it:
     python benchmarks/apply_gpu.py --out /tmp/apply --batch 16 --phase prepare --phase approve   # then eager, ...
     python benchmarks/apply_gpu.py --small --device cpu --out /tmp/apply-cpu   # a smoke run of the orchestration, no GPU
+    # issue 52's head+loss evidence with no graph break under torch.compile: the loss in the model's forward (labels=)
+    python benchmarks/apply_gpu.py --out /tmp/apply --llama32 --loss-in-forward --only head_loss,module ...
 
 1. writes a git repository with ``train.py``: a Llama-style causal LM of 8 layers built from its config
    with random weights (``transformers``' LlamaForCausalLM when installed, else the same architecture in
@@ -111,13 +113,13 @@ EXTRACTIONS = ("module", "chain", "add_norm", "head_loss")
 
 
 def prepare(repo: Path, logs: Path, summary: dict[str, object], small: bool, device: str, batch: int | None,
-            llama32: bool = False, only: tuple[str, ...] = EXTRACTIONS) -> None:
+            llama32: bool = False, only: tuple[str, ...] = EXTRACTIONS, loss_in_forward: bool = False) -> None:
     worktrees = Path(os.environ["KERNELPILOT_DATA_DIR"]) / "worktrees"
     for old in (repo, worktrees if repo.parent in worktrees.parents else None):  # a repeated prepare starts over
         if old is not None and old.exists():
             shutil.rmtree(old)
     repo.mkdir()
-    (repo / "train.py").write_text(train_source(small, device, batch, llama32))
+    (repo / "train.py").write_text(train_source(small, device, batch, llama32, loss_in_forward))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "kernelpilot evidence")
     git(repo, "config", "user.email", "evidence@localhost")
@@ -224,6 +226,9 @@ def main() -> int:
                         "tokens the H200's eager step is partly host-bound (benchmarks/apply-2026-12-03), 16 keeps it busy")
     parser.add_argument("--llama32", action="store_true", help="Llama-3.2-1B's shapes (16 layers, hidden 2048, "
                         "vocabulary 128256) at 16 x 1024 tokens a step: issue 52's evidence")
+    parser.add_argument("--loss-in-forward", action="store_true", help="train.py computes the loss in the model's "
+                        "forward (transformers' labels=) instead of in the script: the head+loss swap then patches the "
+                        "forward, with no deferred logits and no graph break under torch.compile (issue 52 item 3)")
     parser.add_argument("--only", default=",".join(EXTRACTIONS),
                         help="the extractions of the prepare phase, comma-separated (default all: module, chain, "
                              "add_norm, head_loss); with fewer, the hotspot tables are not saved on their own")
@@ -242,7 +247,7 @@ def main() -> int:
     summary: dict[str, object] = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
     import torch
 
-    summary.update(small=args.small, device=args.device, llama32=args.llama32)
+    summary.update(small=args.small, device=args.device, llama32=args.llama32, loss_in_forward=args.loss_in_forward)
     summary["torch"], summary["gpu"] = torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else None
     kp = [sys.executable, "-m", "kernelpilot"]
     runs = dict(summary.get("apply_rc") or {})  # type: ignore[call-overload]
@@ -252,7 +257,7 @@ def main() -> int:
             only = tuple(x for x in EXTRACTIONS if x in args.only.split(","))
             if set(args.only.split(",")) - set(EXTRACTIONS):
                 parser.error(f"--only takes {', '.join(EXTRACTIONS)}")
-            prepare(repo, logs, summary, args.small, args.device, args.batch, args.llama32, only)
+            prepare(repo, logs, summary, args.small, args.device, args.batch, args.llama32, only, args.loss_in_forward)
         elif phase == "approve":
             approve_all(repo, logs, summary, args.device)
         elif phase == "eager":

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 LAYERS, HIDDEN, INTERMEDIATE, HEADS, VOCAB, SEQ, BATCH = 8, 2048, 5632, 16, 32000, 1024, 4
 EPS = 1e-5
+LOSS_IN_FORWARD = False  # True: the loss computed in the model's forward (transformers' labels=), else in this script
 
 
 def hf_model():
@@ -94,13 +95,19 @@ class PlainLlama(nn.Module):
         self.register_buffer("cos", emb.cos(), persistent=False)
         self.register_buffer("sin", emb.sin(), persistent=False)
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, labels=None):
         x = self.embed_tokens(input_ids)
         s = input_ids.shape[1]
         cos, sin = self.cos[:s].to(x.dtype), self.sin[:s].to(x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        return self.lm_head(self.norm(x))
+        logits = self.lm_head(self.norm(x))
+        if labels is None:
+            return logits
+        # as transformers' causal-LM loss: labels shifted here (the last position ignored), the logits upcast
+        shifted = F.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+        loss = F.cross_entropy(logits.float().view(-1, VOCAB), shifted.view(-1), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
 
 
 def build():
@@ -120,9 +127,12 @@ def main():
     data = torch.randint(0, VOCAB, (64, BATCH, SEQ + 1), device="cuda")
     for step in range(10_000):
         tokens = data[step % 64]
-        out = model(tokens[:, :-1], **call_kwargs)
-        logits = out.logits if hasattr(out, "logits") else out
-        loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+        if LOSS_IN_FORWARD:  # the labels are the inputs: the forward shifts them
+            loss = model(tokens[:, :-1], labels=tokens[:, :-1], **call_kwargs)["loss"]
+        else:
+            out = model(tokens[:, :-1], **call_kwargs)
+            logits = out.logits if hasattr(out, "logits") else out
+            loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -331,15 +341,20 @@ SMALL = (2, 64, 176, 4, 256, 32, 2)
 LLAMA32 = (16, 2048, 8192, 32, 128256, 1024, 16)
 
 
-def train_source(small: bool = False, device: str = "cuda", batch: int | None = None, llama32: bool = False) -> str:
+def train_source(small: bool = False, device: str = "cuda", batch: int | None = None, llama32: bool = False,
+                 loss_in_forward: bool = False) -> str:
     """``train.py``: the default (full size, cuda, batch 4) is the script session 6's GPU evidence ran;
-    ``batch`` changes only the number of sequences of 1024 tokens per step; ``llama32``: Llama-3.2-1B's shapes."""
+    ``batch`` changes only the number of sequences of 1024 tokens per step; ``llama32``: Llama-3.2-1B's shapes;
+    ``loss_in_forward``: the loss computed in the model's forward (``labels=``), where a head+loss swap needs no
+    deferred logits (no graph break under torch.compile), instead of in the script."""
     sizes = SMALL if small else LLAMA32 if llama32 else FULL
     if batch is not None:
         sizes = (*sizes[:-1], batch)
     text = TRAIN.replace(", ".join(map(str, FULL)), ", ".join(map(str, sizes)), 1)
     if small or llama32:
         text = text.replace("of 8 layers", f"of {sizes[0]} layers", 1)
+    if loss_in_forward:
+        text = text.replace("LOSS_IN_FORWARD = False", "LOSS_IN_FORWARD = True", 1)
     return text.replace('"cuda"', f'"{device}"')
 
 HEAD_LOSS = '''"""Chunked fused linear + cross-entropy (the head and its loss): the loss of hidden states x0 (B, T, H) through
