@@ -96,29 +96,44 @@ def test_a_pairing_sessions_baselines_give_way_at_the_workers_next_announcement(
         os.close(w)
 
 
-def test_a_pairing_sessions_baselines_are_cancelled_by_a_save_and_the_worker_stays(tmp_path: Path) -> None:
-    """Evaluator.baselines(deferrable=True) with a real worker: a save's cancel() makes them raise
-    BaselinesDeferred (not a failure) and the worker that started for them stays warm for the save, which the next
-    request then finds."""
+def test_a_pairing_sessions_baselines_give_way_to_a_save_and_the_worker_stays(tmp_path: Path) -> None:
+    """Evaluator.baselines(deferrable=True) with a real worker: a newer save's cancel() of an evaluation leaves them
+    alone; defer_baselines() (a save about to be evaluated) makes them raise BaselinesDeferred (not a failure) and
+    the worker that started for them stays warm for the save, which the next request then finds. Asked for before
+    any are in flight, the deferral makes the next deferrable call give way at its start, unless an evaluation
+    began in between."""
     from kernelpilot.errors import BaselinesDeferred, KernelpilotError
 
     with Evaluator(_settings(), workdir=tmp_path / "work") as ev:
-        def cancel_once_asked() -> None:
-            deadline = time.monotonic() + 120
-            while ev._token is None and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert ev.cancel()
+        said: list[bool] = []
 
-        saver = threading.Thread(target=cancel_once_asked)
+        def save_once_asked() -> None:
+            deadline = time.monotonic() + 120
+            while ev._deferrable is None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            said.append(ev.cancel())  # no evaluation in flight: the baselines are not one
+            said.append(ev.defer_baselines())
+
+        saver = threading.Thread(target=save_once_asked)
         saver.start()
         with pytest.raises(BaselinesDeferred):
             ev.baselines(PROBLEM, deferrable=True)
         saver.join()
+        assert said == [False, True]
         worker = ev._client
         assert worker is not None and worker.alive()
-        assert not ev.cancel()  # nothing in flight now
+        served = worker.served
+        assert not ev.cancel() and not ev.defer_baselines()  # nothing in flight now: the next ones give way
+        with pytest.raises(BaselinesDeferred):
+            ev.baselines(PROBLEM, deferrable=True)
+        assert worker.served == served  # given way at their start: the worker was not asked
         with pytest.raises(KernelpilotError, match="need a CUDA GPU"):  # measured, on this CPU: said why not
-            ev.baselines(PROBLEM)
+            ev.baselines(PROBLEM, deferrable=True)
+        assert not ev.defer_baselines()
+        verdict = ev.evaluate(PROBLEM, tmp_path / "no_candidate.py", mode="test")  # an evaluation began: served
+        assert verdict.status == "build_error"
+        with pytest.raises(KernelpilotError, match="need a CUDA GPU"):
+            ev.baselines(PROBLEM, deferrable=True)
         assert ev._client is worker and worker.alive()
 
 

@@ -21,10 +21,9 @@ from typing import Any
 
 import platformdirs
 
-from kernelpilot.errors import BaselinesDeferred, KernelpilotError
+from kernelpilot.errors import KernelpilotError
 from kernelpilot.evaluation.assembly import Evaluation, merge_response
-from kernelpilot.evaluation.baselines.identity import request_key
-from kernelpilot.evaluation.baselines.machine_cache import record
+from kernelpilot.evaluation.baselines.session import SessionBaselines
 from kernelpilot.evaluation.baselines.values import Baselines
 from kernelpilot.evaluation.build.builder_notes import ARCH_LIST_TOOL
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck, sass_wait
@@ -45,7 +44,6 @@ from kernelpilot.evaluation.candidate import (
     path_of,
     triton_kernels,
 )
-from kernelpilot.evaluation.client.failures import WorkerFailure
 from kernelpilot.evaluation.client.requests import WorkerRequests
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.static.declarations import (
@@ -84,7 +82,7 @@ def model_file_of(candidate: Candidate, path: Path) -> Path:
     return path / "model_new.py" if path.is_dir() else path
 
 
-class Evaluator(WorkerRequests):
+class Evaluator(SessionBaselines, WorkerRequests):
     """Evaluates candidates; keeps one warm worker between evaluations (``keep_warm``)."""
 
     def __init__(self, settings: EvalSettings | None = None, *, workdir: Path | None = None,
@@ -110,8 +108,7 @@ class Evaluator(WorkerRequests):
         self._spare: Any = None  # a launched worker waiting to take over (``spare_worker``)
         self._lock = threading.Lock()
         self._token: CancelToken | None = None  # of the evaluation in flight
-        # measured this session: problem bytes + timing settings -> Baselines
-        self._baselines: dict[str, Baselines] = {}
+        self._init_baselines()  # this session's, and a save's deferral of them (baselines/session.py)
         # a superseded worker request that has not stopped this long after the cancel: the worker is killed. None:
         # what replacing it would cost (its measured start, 1-10 s; client/requests.py cancel_grace)
         self.cancel_grace_s: float | None = None
@@ -157,6 +154,7 @@ class Evaluator(WorkerRequests):
             raise KernelpilotError(f"unknown evaluation mode {mode!r}; use one of {', '.join(MODES)}.")
 
         with self._lock:
+            self._evaluation_begins()
             self._token = token = CancelToken()
             try:
                 return self._evaluate(problem, candidate, mode, own_kernels, baseline, token, on_tested)
@@ -167,7 +165,7 @@ class Evaluator(WorkerRequests):
         """From any thread: the evaluation in flight ends as ``superseded`` (a newer save replaces it): its
         build is killed, or its worker request stops at the worker's next announcement and the worker stays
         warm (killed and replaced if it does not stop within its grace, ``cancel_grace``; not counted as a crash).
-        False when nothing was in flight."""
+        False when nothing was in flight. A session's baselines are not an evaluation: ``defer_baselines``."""
         token = self._token
         if token is None:
             return False
@@ -356,42 +354,3 @@ class Evaluator(WorkerRequests):
             self._device_builds = True
         verdict.flags.append(f"judged on a full build: the device-only build's kernels {why}")
         return verdict
-
-    def baselines(self, problem: ProblemRef, *, readable: list[Path] | None = None,
-                  settings: EvalSettings | None = None, forget: bool = False, exclusive: bool = False,
-                  fresh: bool = False, deferrable: bool = False) -> Baselines:
-        """Eager and torch.compile times of ``problem`` on this GPU and its floor at the measured ceilings
-        (worker op ``baselines``, see baselines/measure.py); a ``Baselines``. ``readable``: directories later
-        evaluations read (e.g. the worktree), so that warm worker serves them too. Raises KernelpilotError
-        when the worker cannot measure them (no GPU, the problem fails on the GPU, no answer in time).
-        Measured once per session: the same problem bytes and timing settings again return the first answer
-        (``fresh`` measures again), and kept on this machine for the next session's card (baselines/machine_cache.py).
-        ``deferrable`` (a pairing session's): :meth:`cancel` stops them at the worker's next announcement, the
-        worker kept warm, and they raise BaselinesDeferred (the save that cancelled them goes first).
-        A benchmark verdict never uses these: it times eager and torch.compile beside the candidate."""
-        path = Path(load_problem(path_of(problem)).path).resolve()
-        key = request_key(path, settings or self.settings)
-        if key in self._baselines and not fresh and not forget:
-            return self._baselines[key]
-        message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
-                   "forget": forget, "exclusive": exclusive}
-        with self._lock:
-            token = self._token = CancelToken() if deferrable else None
-            try:
-                client = self._worker([path.parent, *(readable or [])])
-                # no kill at a grace: a compile between announcements is worth more than the save's wait for it
-                response = client.request(message, self.settings.benchmark_timeout_s, cancel=token, grace_s=None)
-            except WorkerFailure as exc:
-                if token is not None and token.cancelled:
-                    raise BaselinesDeferred("the baselines gave way to a save") from None
-                raise KernelpilotError(f"the baselines were not measured: {exc}") from None
-            finally:
-                self._token = None
-        if response.get("superseded") or (token is not None and token.cancelled and not response.get("ok")):
-            raise BaselinesDeferred("the baselines gave way to a save; they are measured after its verdict")
-        if not response.get("ok"):
-            raise KernelpilotError(f"the baselines were not measured: {response.get('error', 'the worker refused')}")
-        measured = Baselines.from_dict(response["baselines"])
-        if not forget:
-            self._baselines[key] = measured
-        return record(path, settings or self.settings, self.gpu, measured)  # for the next session's card

@@ -145,7 +145,7 @@ def _manual_startup(common: dict[str, Any]) -> Startup:
     edit = WorkspaceEditEvaluator(workspace, watch_dir,
                                   lambda d: engine.call(evaluator.evaluate, problem, d, mode=first),
                                   close=evaluator.close, cancel=evaluator.cancel, staged=staged,
-                                  before=prebuild(evaluator, watch_dir))
+                                  before=prebuild(evaluator, watch_dir), defer=evaluator.defer_baselines)
     return Startup(session=session, model="", edit_evaluator=edit, **common)
 
 

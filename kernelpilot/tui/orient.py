@@ -172,7 +172,8 @@ class ProblemCardView:
 
     def _measure_baselines(self, s: Startup) -> None:
         """This session's baselines, on the engine thread; a save made meanwhile goes first (the engineer waits for
-        its verdict, not for the card): they are deferred, and measured again after its verdict (edits.py)."""
+        its verdict, not for the card): once it can be evaluated (pairing.py: the launch's build done) they are
+        deferred (Evaluator.defer_baselines), and measured again after its verdict (edits.py)."""
         from kernelpilot.errors import BaselinesDeferred
 
         # the worktree too: the worker started here then evaluates the first edit, warm

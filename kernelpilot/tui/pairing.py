@@ -127,18 +127,23 @@ class WorkspaceEditEvaluator:
         then: Callable[[Path], Any] | None = None,
         before: Callable[[], None] | None = None,
         staged: Callable[[Path, Callable[[Any], None]], Any] | None = None,
+        defer: Callable[[], bool] | None = None,
     ) -> None:
         """``then``: a second evaluation of a save whose first verdict is ok (the benchmark after the test:
         the test verdict is drawn first, in about a second, the benchmark's replaces it). ``staged``, in place of
         both: one benchmark that hands its test verdict to the callback it is given as soon as the candidate is
         verified (Evaluator.evaluate's ``on_tested``), so the candidate is verified once. ``before``: called
-        before each evaluation (waits for the session's first full build, started at launch)."""
+        before each evaluation (waits for the session's first full build, started at launch). ``defer``: called
+        once ``before`` has returned, right before the evaluation (Evaluator.defer_baselines: the session's
+        baselines give way to the save then, not while it waits for that build; their torch.compile goes on
+        meanwhile, and the save's benchmark needs it too)."""
         self.workspace = workspace
         self.candidate_dir = Path(candidate_dir)
         self._evaluate = evaluate
         self._then = then
         self._staged = staged
         self._before = before
+        self._defer = defer
         self._close = close
         self._cancel = cancel
         self._prefix = prefix
@@ -178,6 +183,8 @@ class WorkspaceEditEvaluator:
         is known and, when ok, the second evaluation's verdict is returned (both under the same candidate)."""
         if self._before is not None:
             self._before()
+        if self._defer is not None:  # the worker is the save's from here: the session's baselines give way
+            self._defer()
         # the checkpoint (a commit in the worktree, and its diff: a few git processes) is made beside the
         # evaluation, not before it: the verdict is drawn as soon as the engine has judged the save
         recorded: Future[tuple[str, str, str]] = Future()

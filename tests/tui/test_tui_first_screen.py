@@ -146,14 +146,15 @@ async def test_a_save_during_the_baselines_is_judged_first_and_they_follow(tmp_p
 
     baselines = Baselines(release)
 
-    class Saves:  # the launcher's manual-mode evaluator: a save evaluated on the engine thread, cancel first
-        def cancel(self) -> bool:
-            return baselines.cancel()
+    class Saves:  # the launcher's manual-mode evaluator: the baselines deferred, then the save on the engine thread
+        def cancel(self) -> bool:  # a newer save's cancel of an evaluation: it leaves the baselines alone
+            return False
 
         def close(self) -> None:
             pass
 
         def evaluate_edit(self, paths: list[Path]) -> ev.CandidateEvaluated:
+            baselines.defer_baselines()  # as WorkspaceEditEvaluator does once the launch's build is done
             verdict = engine.call(lambda: order.append("save") or build_only_verdict())
             return ev.CandidateEvaluated(candidate_id="e1", verdict=verdict, source="engineer", at=AT)
 

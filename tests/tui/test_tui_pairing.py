@@ -204,6 +204,48 @@ async def test_a_save_shows_its_test_verdict_before_its_benchmark(tmp_path: Path
         assert list(app.panel.records) == ["e1"]
 
 
+def test_a_save_defers_the_sessions_baselines_once_the_launch_build_is_done(tmp_path: Path) -> None:
+    """A save made right after launch waits for the session's first full build; the session's baselines (their cold
+    torch.compile, which the save's benchmark needs too) go on meanwhile and give way only then, right before the
+    save's evaluation (H100, 2026-12-07: deferred at once, a save at 4.2 s was drawn 22.5 s later)."""
+    import threading
+    import time
+
+    p = open_project(tmp_path)
+    fixture = FixtureEvaluator(["vector_scale_ok.json"])
+    ws = p.workspace
+    watch_dir = ws.path / D
+    watch_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in candidate_files().items():
+        (watch_dir / name).write_text(text)
+    built = threading.Event()
+    order: list[str] = []
+
+    def launch_build() -> None:
+        order.append("waits for the launch's build")
+        assert built.wait(20)
+        order.append("built")
+
+    def evaluate(d: Path) -> Any:
+        order.append("evaluated")
+        return fixture.evaluate(p.problem, d, mode="test")
+
+    edit = WorkspaceEditEvaluator(ws, watch_dir, evaluate, before=launch_build,
+                                  defer=lambda: order.append("baselines deferred") or True)
+    done: list[Any] = []
+    save = threading.Thread(target=lambda: done.append(edit.evaluate_edit([watch_dir / "kernel.cu"])))
+    save.start()
+    deadline = time.monotonic() + 20
+    while not order and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    assert order == ["waits for the launch's build"]  # the baselines go on while the save cannot use the worker
+    built.set()
+    save.join(30)
+    assert order == ["waits for the launch's build", "built", "baselines deferred", "evaluated"]
+    assert done and done[0].verdict["status"] == "ok"
+
+
 async def test_a_staged_benchmark_draws_its_test_verdict_first_and_verifies_once(tmp_path: Path) -> None:
     """Manual mode on a GPU, as the launcher wires it: one benchmark per save, whose test verdict (from its own
     verification, Evaluator.evaluate's ``on_tested``) is drawn before its timing ends; no separate test request."""

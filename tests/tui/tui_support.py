@@ -124,7 +124,7 @@ SOFTMAX = Path(__file__).parents[2] / "examples" / "softmax" / "problem.py"
 class FixtureBaselines:
     """The Evaluator's ``baselines(problem)`` answering from fixture JSON: the accepted test double (CI
     has no GPU). With ``release`` it blocks until that event is set, like a worker still measuring; a call made
-    ``deferrable`` gives way to ``cancel()`` as the Evaluator's does (BaselinesDeferred)."""
+    ``deferrable`` gives way to ``defer_baselines()`` as the Evaluator's does (BaselinesDeferred)."""
 
     def __init__(self, release: threading.Event | None = None, fail: str = "") -> None:
         self.release = release
@@ -135,8 +135,8 @@ class FixtureBaselines:
         self._in_flight = False
         self._cancelled = threading.Event()
 
-    def cancel(self) -> bool:
-        """As Evaluator.cancel: stops a deferrable call in flight; False when none is."""
+    def defer_baselines(self) -> bool:
+        """As Evaluator.defer_baselines: stops a deferrable call in flight; False when none is."""
         if not self._in_flight:
             return False
         self._cancelled.set()
