@@ -99,6 +99,62 @@ def test_registration_compiles_exports_and_trains(mlp_problem: Path, tmp_path: P
     assert tuple(fake_out.shape) == (2, 7, 32)
 
 
+TRITON_DROPIN = r"""
+import json, sys
+from pathlib import Path
+import torch
+from kernelpilot.dropin.registration import write_registration
+sys.path.insert(0, sys.argv[2])
+import test_dropin as t
+import tiny_llama
+reg = write_registration(Path(sys.argv[1]) / "candidate", candidate_id="c1")
+dropin = t.load(Path(sys.argv[1]) / "candidate" / "dropin.py")
+torch.manual_seed(0)
+model = tiny_llama.TinyLlama()
+tokens = torch.randint(0, 96, (2, 7))
+ref = model(tokens)
+ref.sum().backward()
+ref_grad = model.layers[1].mlp_norm.weight.grad.clone()
+swapped = dropin.install(model)
+model.zero_grad()
+out = torch.compile(model, fullgraph=True)(tokens)  # a graph break would raise
+out.sum().backward()
+print(json.dumps({"gradient": reg.gradient, "swapped": swapped, "opaque": dropin.OPAQUE,
+                  "out": float((out - ref).abs().max()),
+                  "grad": float((model.layers[1].mlp_norm.weight.grad - ref_grad).abs().max()),
+                  "compiled": model.norm.forward.kernelpilot_stats["compiled_kernel"]}))
+"""
+
+
+def test_a_triton_dropin_compiles_whole_under_tritons_interpreter(mlp_problem: Path, tmp_path: Path) -> None:
+    """A Triton candidate's drop-in on the CPU (TRITON_INTERPRET=1): the interpreter's kernels are not ones
+    torch.library.wrap_triton knows, so a triton_op would run them on torch.compile's fake tensors ("Cannot access
+    data pointer"; apply --compile's dry run on the CPU, 2026-12-07); the operator is opaque there, and a model with
+    it compiles as one graph, its outputs and gradients the model's own."""
+    import json
+    import os
+
+    pytest.importorskip("triton")
+    from kernelpilot.profiling.grouped import grouped_command
+
+    out = tmp_path / "problems"
+    args = SimpleNamespace(script=str(SCRIPT), script_args=[], steps=3, top=10, extract="(RMSNorm)", out=str(out),
+                           group="module", depth=3, weights=False, compile_check=False)
+    assert grouped_command(args) == 0
+    (problem,) = [d for d in out.iterdir() if d.name.endswith("_rmsnorm")]
+    directory = with_candidate(problem, tmp_path, source="rmsnorm_triton.py")
+    proc = subprocess.run([sys.executable, "-c", TRITON_DROPIN, str(directory), str(SCRIPT.parent)],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRITON_INTERPRET": "1",
+                               "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent),
+                                                              os.environ.get("PYTHONPATH", "")])})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["gradient"].startswith("passed on cpu") and got["opaque"]
+    assert len(got["swapped"]) == 5 and got["compiled"] == 1
+    assert got["out"] < 1e-4 and got["grad"] < 1e-4
+
+
 def test_a_wrong_kernel_fails_the_gradient_check_and_training_stops(mlp_problem: Path, tmp_path: Path) -> None:
     import torch
 

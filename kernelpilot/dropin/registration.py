@@ -101,7 +101,8 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
         "WHERE": where, "PROBLEM_REL": rel, "OP": op_name(problem_dir), "CANDIDATE": candidate_id,
         "TRITON_NOTE": " and triton" if triton else "",
         "KIND_NOTE": ("torch.library.triton_op, its Triton kernels wrapped with wrap_triton "
-                      "(KERNELPILOT_DROPIN_OPAQUE=1 makes it an opaque custom_op)") if triton else
+                      "(KERNELPILOT_DROPIN_OPAQUE=1, or Triton's interpreter, makes it an opaque custom_op)")
+                     if triton else
                      "an opaque torch.library.custom_op",
         "BACKWARD_NOTE": backward, "PROBLEM_FROM_HERE": repr(rel), "INPUTS": str(len(inputs)), "PARAMS": repr(params),
         "OUTPUTS": str(outputs), "TRITON": str(triton), "OWN_BACKWARD": str(own), "GRADIENT_CHECK": repr(gradient),

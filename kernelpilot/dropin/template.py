@@ -295,7 +295,11 @@ def op(@@SIGNATURE@@) -> @@RETURNS@@:
 def _op_fake(@@SIGNATURE@@) -> @@RETURNS@@:
     return _fake(@@ARGS@@)'''
 
-TRITON_OP = '''if os.environ.get("KERNELPILOT_DROPIN_OPAQUE") == "1":  # an opaque custom op instead of triton_op
+TRITON_OP = '''# Triton's interpreter (TRITON_INTERPRET=1, a CPU run) makes kernels that wrap_triton does not know: a
+# triton_op would run them on torch.compile's fake tensors. There, and with KERNELPILOT_DROPIN_OPAQUE=1, the
+# operator is an opaque custom op (its fake: the problem's reference on fake tensors)
+OPAQUE = os.environ.get("KERNELPILOT_DROPIN_OPAQUE") == "1" or os.environ.get("TRITON_INTERPRET") == "1"
+if OPAQUE:
     @torch.library.custom_op(OP, mutates_args=())
     def op(@@SIGNATURE@@) -> @@RETURNS@@:
         return _kernel_impl(@@ARGS@@)
