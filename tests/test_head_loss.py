@@ -228,6 +228,22 @@ def test_the_swap_in_the_forward_gives_the_same_loss_and_gradients_without_the_l
     assert swapped(ids)["logits"].shape == (2, 8, VOCAB)  # inference (no labels): the original forward
 
 
+def test_under_torch_compile_the_swap_in_the_forward_is_one_graph(in_forward, tmp_path) -> None:
+    """The loss in the forward (transformers' ``labels=``): the swapped forward, its recorded output class rebuilt,
+    compiles with no graph break (the class was imported inside the forward at each call, which Dynamo does not
+    trace: one break per step on transformers' Llama, CPU, 2026-12-07), runs the kernel in the graph and gives the
+    unmodified model's loss and gradients."""
+    import torch
+
+    problem, _ = in_forward
+    plain, swapped, dropin, _ = _pair(tmp_path, problem, "forward")
+    assert dropin.install(swapped) == [""]
+    ids = torch.randint(0, VOCAB, (2, 8))
+    compiled = torch.compile(swapped, fullgraph=True)  # a graph break would raise
+    _same_step(plain, compiled, lambda m: m(ids, labels=ids).loss)
+    assert swapped.forward.kernelpilot_stats["compiled_kernel"] == 1
+
+
 def test_the_swap_for_a_loss_in_the_script_defers_the_logits(in_script, tmp_path: Path) -> None:
     import torch
     import torch.nn.functional as F

@@ -172,6 +172,9 @@ def _forward(module: Any, original: Any, op: Any, spec: dict[str, Any], params: 
     def kernel(*tensors: Any) -> tuple[Any, ...]:
         return _as_tuple(op(*tensors))
 
+    # found here, once: an import inside the swapped forward would break torch.compile's graph at every call
+    output_class = _output_class(spec["output_class"]) if spec.get("output_class") else None
+
     def forward(*args: Any, **kwargs: Any) -> Any:
         tensors = _tensor_args(args, kwargs, spec)
         if tensors is None:
@@ -183,7 +186,7 @@ def _forward(module: Any, original: Any, op: Any, spec: dict[str, Any], params: 
         else:
             outs = _as_tuple(holder_forward(holder_params, kernel, *tensors))
         result = rebuild(spec["output"], outs)
-        return _output_class(spec["output_class"])(**result) if spec.get("output_class") else result
+        return output_class(**result) if output_class is not None else result
 
     forward.kernelpilot_stats = stats  # type: ignore[attr-defined]
     forward.kernelpilot_original = original  # type: ignore[attr-defined]
