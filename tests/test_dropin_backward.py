@@ -136,6 +136,25 @@ def test_perturbed_moves_each_element_by_at_most_one_ulp() -> None:
     assert torch.equal(y2, y)  # seeded alike, two runs perturb alike
 
 
+def test_a_gradient_is_moved_by_at_most_one_ulp_in_the_same_pattern_each_time() -> None:
+    import torch
+
+    from kernelpilot.dropin.apply_perturb import moved
+
+    torch.manual_seed(0)
+    g = torch.randn(30000).to(torch.bfloat16)
+    g[:10] = 0
+    rng = torch.get_rng_state()
+    m = moved(g)
+    assert torch.equal(torch.get_rng_state(), rng) and m.dtype == torch.bfloat16
+    step = (m.float() - g.float()).abs()
+    assert bool((step <= torch.finfo(torch.bfloat16).eps * g.float().abs() * 1.0001).all())
+    up, down = float((m.float() > g.float()).float().mean()), float((m.float() < g.float()).float().mean())
+    assert 0.28 < up < 0.39 and 0.28 < down < 0.39  # a third up, a third down, a third left
+    assert torch.equal(moved(g), m) and bool((m[:10] == 0).all())  # the same pattern; zeros stay
+    assert moved(torch.arange(4)).equal(torch.arange(4))  # integers have no gradient to move
+
+
 def test_a_chain_whose_holder_cannot_be_replayed_is_refused_with_the_reason(tmp_path: Path) -> None:
     from kernelpilot.dropin.swap import install
 

@@ -244,6 +244,46 @@ def test_under_torch_compile_the_swap_in_the_forward_is_one_graph(in_forward, tm
     assert swapped.forward.kernelpilot_stats["compiled_kernel"] == 1
 
 
+def test_the_sensitivity_run_moves_the_gradients_a_head_and_loss_in_the_forward_returns(in_forward, tmp_path) -> None:
+    """apply's one-ulp sensitivity run for a part whose output is the loss: moving that scalar by one ulp moves no
+    gradient (the band was nothing: CPU dry run with transformers' Llama, 2026-12-07), so the run also moves by up to
+    one ulp the gradients the part's backward returns: the head weight's, and the hidden states' (the output of the
+    holder's submodule the chain reads); the loss itself is left as it is, and the model still compiles whole."""
+    import torch
+
+    from kernelpilot.dropin.apply_perturb import gradient_hooks
+
+    problem, _ = in_forward
+    plain, _, _, _ = _pair(tmp_path, problem, "sensitivity")
+    dropin_path = tmp_path / problem.name / "candidate" / "dropin.py"
+    ids = torch.randint(0, VOCAB, (2, 8))
+
+    def grads(model, compiled: bool = False):
+        model.zero_grad()
+        loss = (torch.compile(model, fullgraph=True) if compiled else model)(ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    loss0, g0 = grads(plain)
+    handles = gradient_hooks(plain, dropin_path)
+    try:
+        loss1, g1 = grads(plain)
+        loss2, g2 = grads(plain, compiled=True)  # a graph break would raise
+    finally:
+        for h in handles:
+            h.remove()
+    assert torch.equal(loss1, loss0)
+    head = "lm_head.weight"
+    step = (g1[head] - g0[head]).abs()
+    wide = g0[head].abs()
+    assert bool((step <= torch.finfo(torch.float32).eps * wide + 1e-30).all()) and bool((step > 0).any())
+    body = [n for n in g0 if not n.startswith("lm_head")]
+    assert body and any(not torch.equal(g1[n], g0[n]) for n in body)  # the hidden states' gradient moved
+    torch.testing.assert_close(g2[head], g1[head])
+    _, g3 = grads(plain)
+    assert all(torch.equal(g3[n], g0[n]) for n in g0)  # removed: the model as it was
+
+
 def test_the_swap_for_a_loss_in_the_script_defers_the_logits(in_script, tmp_path: Path) -> None:
     import torch
     import torch.nn.functional as F

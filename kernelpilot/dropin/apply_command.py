@@ -16,8 +16,9 @@ against the unmodified run's, Dynamo's graph breaks and recompilations under ``-
 normalized difference of the first step's output and of the gradients at the first optimizer step against the
 unmodified run. A swap passes when it ran the kernel, the script did not fail, both differences
 are within ``max(4 x yardstick, floor, 2 x sensitivity)`` (floor: 1e-5 for float32 results, 1e-2 for half
-types; sensitivity: the difference one more run makes with the swapped modules' outputs moved by up to one
-ulp, ``_bound``) and its loss stayed inside the band that run's loss makes over the same steps (``loss_band``).
+types; sensitivity: the difference one more run makes with the swapped parts' outputs, and the gradients their
+backward returns, moved by up to one ulp, ``_bound``) and its loss stayed inside the band that run's loss makes over
+the same steps (``loss_band``).
 Nothing in your files changes unless ``--write`` (``kernelpilot.dropin.apply_write``).
 """
 
@@ -143,14 +144,15 @@ def _best_compile(run: _Script, modes: list[str]) -> tuple[_Script, RunResult | 
 def _bound(run: _Script, base: RunResult, bound: float,
            dropins: list[Path]) -> tuple[float, str, list[float | None] | None]:
     """The bound for swapping ``dropins``: the run-to-run yardstick and dtype floor (``bound``), or twice what
-    moving the swapped modules' outputs by up to one ulp changes end to end, whichever is larger; and the band of
+    moving the swapped parts' outputs and the gradients their backward returns by up to one ulp changes end to end
+    (apply_perturb.py), whichever is larger; and the band of
     the loss (``loss_band``) from the same run, as long as the swap's. In half precision a deep model amplifies
     rounding: a kernel that rounds differently, and no worse, than the original moves the result by about that
     much; the swap's own verdict (against float64) is where its accuracy is checked, this run only that the model
     still computes the same thing."""
     paths = list(dict.fromkeys(p for d in dropins for p in swap_paths(d)))
     res = measure(run.path, run.argv, steps=run.steps, warmup=WARMUP, dropins=[], compile_root=run.compile_root,
-                  perturb=paths, compile_mode=run.compile_mode)
+                  perturb=paths, compile_mode=run.compile_mode, perturb_grads=dropins)
     band = loss_band(base, res)
     if res.error:
         return bound, f"not measured ({res.error}); bound {bound:.1e}", band

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.dropin.apply_measure import CompileCounts, DynamoWatch, LossRecorder, Memory, MemoryWatch
+from kernelpilot.dropin.apply_perturb import gradient_hooks, perturbed
 from kernelpilot.errors import ScriptError
 from kernelpilot.profiling.script_run import median_spread, run_script
 
@@ -88,7 +89,8 @@ class _RunHooks:
     of the parts they replace, the perturbed outputs, the first output and the first optimizer step's gradients."""
 
     def __init__(self, result: RunResult, dropins: list[Path], *, swap: bool, perturb: list[str], time_parts: bool,
-                 compile_root: bool, warmup: int, compile_mode: str = "default") -> None:
+                 compile_root: bool, warmup: int, compile_mode: str = "default",
+                 perturb_grads: list[Path] | None = None) -> None:
         self.result = result
         self.warmup = warmup
         self.memory = MemoryWatch()
@@ -100,6 +102,7 @@ class _RunHooks:
         self.step = 0
         self.forward_ms: dict[str, list[tuple[int, Any, Any]]] = {}  # dropin -> (step, start, end or None)
         self.perturb_state: dict[str, Any] = {}  # perturbed's own random generators
+        self.perturb_grads = list(perturb_grads or [])  # drop-ins whose parts' gradients move by one ulp too
         self.handles: list[Any] = []
 
     def on_root(self, root: Any) -> None:
@@ -119,6 +122,8 @@ class _RunHooks:
         for sub in self.perturb:
             self.handles.append((model.get_submodule(sub) if sub else model).register_forward_hook(
                 lambda m, i, o: perturbed(o, self.perturb_state)))
+        for dropin in self.perturb_grads:  # what the part's backward returns (apply_perturb.py)
+            self.handles += gradient_hooks(model, dropin)
         self.handles.append(model.register_forward_hook(lambda m, i, o: self._first_output(o)))
         if self.compile_root:
             model.forward = torch.compile(model.forward, mode=self.compile_mode)
@@ -227,22 +232,24 @@ class CompiledLoss:
 
 def measure(script: Path, argv: list[str], *, steps: int, warmup: int, dropins: list[Path], compile_root: bool = False,
             seed: int = 0, swap: bool = True, perturb: list[str] | None = None, time_parts: bool = False,
-            compile_mode: str = "default") -> RunResult:
+            compile_mode: str = "default", perturb_grads: list[Path] | None = None) -> RunResult:
     """One run; ``swap=False`` installs nothing. ``compile_root``: the model's forward compiled in
     ``compile_mode`` (torch.compile's ``mode``; "default" passes none). ``time_parts`` times the forward of
     each module the drop-ins replace (or would) with CUDA events around it (host clock on the CPU): the hooks
     cost host time, so a run whose step times are compared is never one that times its parts;
     ``perturb`` (module paths) moves every element of those modules' floating outputs by up to one unit in
     the last place of its dtype, at random (``perturbed``): what a kernel that rounds differently, and no
-    worse, could change end to end."""
+    worse, could change end to end; ``perturb_grads`` (drop-ins) moves the gradients their parts' backward returns
+    by up to one ulp too (apply_perturb.gradient_hooks)."""
     import torch
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     result = RunResult()
     hooks = _RunHooks(result, dropins, swap=swap, perturb=list(perturb or []), time_parts=time_parts,
-                      compile_root=compile_root, warmup=warmup, compile_mode=compile_mode)
+                      compile_root=compile_root, warmup=warmup, compile_mode=compile_mode, perturb_grads=perturb_grads)
     hooks.handles.append(register_optimizer_step_pre_hook(hooks.before_optimizer_step))
-    _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), time_parts, compile_root, compile_mode))
+    _fresh_compile((tuple(map(str, dropins)), swap, tuple(perturb or ()), tuple(map(str, perturb_grads or ())),
+                    time_parts, compile_root, compile_mode))
     hooks.memory.start()
     dynamo = DynamoWatch()
     torch.manual_seed(seed)
@@ -282,33 +289,6 @@ def _fresh_compile(config: Any) -> None:
     if _LAST_RUN and _LAST_RUN[0] != config:
         torch._dynamo.reset()
     _LAST_RUN[:] = [config]
-
-
-def perturbed(value: Any, state: dict[str, Any]) -> Any:
-    """``value`` with each floating tensor's elements moved one ulp up, one down, or left, at random (a third
-    each; the ulp is the spacing of the element's binade, 0 for zeros). A generator of its own (seeded)
-    leaves the script's random draws alone."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        if not value.is_floating_point():
-            return value
-        gens = state.setdefault("generators", {})
-        if value.device not in gens:
-            gens[value.device] = torch.Generator(device=value.device).manual_seed(20261203)
-        wide = value.double() if value.dtype == torch.float64 else value.float()
-        mantissa, exponent = torch.frexp(wide)  # wide = mantissa * 2**exponent, |mantissa| in [0.5, 1)
-        ulp = torch.where(wide == 0, torch.zeros_like(wide),
-                          torch.ldexp(torch.full_like(wide, torch.finfo(value.dtype).eps / 2), exponent))
-        step = torch.randint(-1, 2, value.shape, generator=gens[value.device], device=value.device).to(wide.dtype)
-        return (wide + step * ulp).to(value.dtype)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(perturbed(v, state) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(perturbed(v, state) for v in value)
-    if type(value) is dict:
-        return {k: perturbed(v, state) for k, v in value.items()}
-    return value
 
 
 def flat_tensors(value: Any) -> list[Any]:
