@@ -31,28 +31,38 @@ def _ulp(wide: Any, dtype: Any) -> Any:
                        torch.ldexp(torch.full_like(wide, torch.finfo(dtype).eps / 2), exponent))
 
 
+def _each_tensor(value: Any, leaf: Any) -> Any:
+    """``value`` with ``leaf`` applied to each tensor in it (tuples, named tuples, lists and plain dicts kept)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return leaf(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_each_tensor(v, leaf) for v in value))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_each_tensor(v, leaf) for v in value)
+    if type(value) is dict:
+        return {k: _each_tensor(v, leaf) for k, v in value.items()}
+    return value
+
+
 def perturbed(value: Any, state: dict[str, Any]) -> Any:
     """``value`` with each floating tensor's elements moved one ulp up, one down, or left, at random (a third
     each; the ulp is the spacing of the element's binade, 0 for zeros). A generator of its own (seeded)
     leaves the script's random draws alone."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        if not value.is_floating_point():
-            return value
+    def one(tensor: Any) -> Any:
+        if not tensor.is_floating_point():
+            return tensor
         gens = state.setdefault("generators", {})
-        if value.device not in gens:
-            gens[value.device] = torch.Generator(device=value.device).manual_seed(20261203)
-        wide = value.double() if value.dtype == torch.float64 else value.float()
-        step = torch.randint(-1, 2, value.shape, generator=gens[value.device], device=value.device).to(wide.dtype)
-        return (wide + step * _ulp(wide, value.dtype)).to(value.dtype)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(perturbed(v, state) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(perturbed(v, state) for v in value)
-    if type(value) is dict:
-        return {k: perturbed(v, state) for k, v in value.items()}
-    return value
+        if tensor.device not in gens:
+            gens[tensor.device] = torch.Generator(device=tensor.device).manual_seed(20261203)
+        wide = tensor.double() if tensor.dtype == torch.float64 else tensor.float()
+        step = torch.randint(-1, 2, tensor.shape, generator=gens[tensor.device], device=tensor.device).to(wide.dtype)
+        return (wide + step * _ulp(wide, tensor.dtype)).to(tensor.dtype)
+
+    return _each_tensor(value, one)
 
 
 def moved(grad: Any) -> Any:
@@ -89,22 +99,16 @@ _GRAD_MOVED: Any = None
 
 def through(value: Any) -> Any:
     """``value`` with every floating tensor that requires grad passed through ``GradMoved`` (structures kept)."""
-    global _GRAD_MOVED
-    import torch
 
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and value.requires_grad:
-            if _GRAD_MOVED is None:
-                _GRAD_MOVED = _grad_moved()
-            return _GRAD_MOVED.apply(value)
-        return value
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(through(v) for v in value))
-    if isinstance(value, (tuple, list)):
-        return type(value)(through(v) for v in value)
-    if type(value) is dict:
-        return {k: through(v) for k, v in value.items()}
-    return value
+    def one(tensor: Any) -> Any:
+        global _GRAD_MOVED
+        if not (tensor.is_floating_point() and tensor.requires_grad):
+            return tensor
+        if _GRAD_MOVED is None:
+            _GRAD_MOVED = _grad_moved()
+        return _GRAD_MOVED.apply(tensor)
+
+    return _each_tensor(value, one)
 
 
 def gradient_hooks(model: Any, dropin: Path) -> list[Any]:
