@@ -167,16 +167,76 @@ def test_budget_too_small_keeps_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     _same(first, second)
 
 
-def test_budget_evicts_least_recently_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+ONE = 32 * 128 * 4 + 32 * 128 * 8  # one trial's entry: the float32 output and the float64 one
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the reference computations (the dtype and float64 outputs of one trial's inputs) verify makes."""
+    from kernelpilot.evaluation.correctness import verify
+
+    calls = [0]
+    real = verify.reference_outputs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(verify, "reference_outputs", counting)
+    return calls
+
+
+def test_a_budget_smaller_than_the_trials_keeps_the_first_ones_for_every_edit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verification visits its trials in one order every edit: evicting the oldest entry for the newest only
+    moved the miss (every trial missed, and paid its reference twice to prove the entry it then evicted)."""
     from kernelpilot.evaluation.correctness import reference_cache
 
-    one = 32 * 128 * 4 + 32 * 128 * 8  # one trial's entry: the float32 output and the float64 one
-    monkeypatch.setattr(reference_cache, "CPU_BYTES", 2 * one)
+    monkeypatch.setattr(reference_cache, "CPU_BYTES", 2 * ONE)
+    calls = _counted(monkeypatch)
     s = Session(tmp_path)
     s.evaluate()
     cache = s.cache()
-    assert len(cache.entries) == 2 and cache.bytes <= 2 * one
-    assert [k[1] for k in cache.entries] == [42002, 42003]  # the last two trials' seeds
+    assert [k[1] for k in cache.entries] == [42000, 42001] and cache.bytes <= 2 * ONE  # the first two trials
+    assert cache.refused == 2  # the other two were refused before their second computation
+    assert calls[0] == 2 * 2 + 2  # two proved (twice each), two computed once
+    for _ in range(2):
+        calls[0] = 0
+        again = s.evaluate()
+        assert again["correctness"]["references_cached"] == 2 and again["correctness"]["passed"]
+        assert calls[0] == 2  # the trials that do not fit cost one computation each, as without a cache
+        assert [k[1] for k in cache.entries] == [42000, 42001]
+
+
+def test_entries_of_another_context_make_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries no trial of this verification can hit (other settings) are evicted for this one's."""
+    from kernelpilot.evaluation.correctness import reference_cache
+
+    monkeypatch.setattr(reference_cache, "CPU_BYTES", 4 * ONE)
+    s = Session(tmp_path)
+    s.evaluate()
+    old = {k[0] for k in s.cache().entries}
+    looser = {"tolerances": {"float32": (1e-3, 1e-3)}}
+    s.evaluate(**looser)
+    cache = s.cache()
+    assert len(cache.entries) == 4 and cache.bytes <= 4 * ONE
+    assert not old & {k[0] for k in cache.entries}  # every entry is the new context's
+    assert s.evaluate(**looser)["correctness"]["references_cached"] == 4
+
+
+def test_a_budget_that_shrank_evicts_this_contexts_oldest_entries(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Less free memory than when the entries were stored (the budget is a share of it): the next verification
+    gives back the least recently used ones before its first trial."""
+    from kernelpilot.evaluation.correctness import reference_cache
+
+    monkeypatch.setattr(reference_cache, "CPU_BYTES", 4 * ONE)
+    s = Session(tmp_path)
+    s.evaluate()
+    assert len(s.cache().entries) == 4
+    monkeypatch.setattr(reference_cache, "CPU_BYTES", 2 * ONE)
+    again = s.evaluate()
+    assert [k[1] for k in s.cache().entries] == [42002, 42003] and s.cache().bytes <= 2 * ONE
+    assert again["correctness"]["references_cached"] == 2 and again["correctness"]["passed"]
 
 
 def test_the_environment_variable_turns_it_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

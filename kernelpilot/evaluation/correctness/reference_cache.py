@@ -39,7 +39,15 @@ reference output exists for a candidate to find (without the cache none existed 
 
 Memory: an entry is stored only if its bytes fit the budget, 10% of free device memory (plus what the
 cache holds) on CUDA, 256 MiB on the CPU, at most ``$KERNELPILOT_REFERENCE_CACHE_BYTES`` when set (0
-turns the cache off); least recently used entries are evicted to make room.
+turns the cache off). Entries of another context (other weights, settings or global state: no trial of this
+verification can hit them) are evicted to make room; entries of this context are not, and one that does not
+fit beside them is refused before its second computation. A verification visits its trials in the same order
+every edit, and evicting the least recently used entry to keep the newest one only moves the miss: with a
+budget smaller than the trials' references (softmax's 1 GiB bf16 input, 5 GiB of references a trial, five
+trials, a budget of about 7 GiB on an H100), every trial missed, and paid the reference twice (the second
+computation that proves an entry) on every edit. Now the first entries stay and are served on every edit, and
+the rest cost what they cost without a cache. A budget that shrank (less free memory) is kept at the next
+verification's start: this context's least recently used entries go.
 
 Measured (benchmarks/verify_cache.py --edits 5, the shared 2-core CPU machine, 2026-12-02, torch
 2.14.1, 5 trials, PyTorch candidate equal to the reference; noisy, other jobs ran beside it): softmax
@@ -177,6 +185,10 @@ class ReferenceCache:
     def context(self, ref: Reference, tol: Tolerance) -> tuple[object, ...]:
         """The key's part that holds for one verdict: weights, global state, dtype, device, tolerance."""
         self.verdicts += 1
+        if self.entries:  # a budget that shrank since the entries were stored (less free memory) is kept to
+            budget = self.budget()
+            while self.entries and self.bytes > budget:
+                self.bytes -= self.entries.popitem(last=False)[1].nbytes
         return (self.device, model_print(ref.model, ref.model64), global_state.Snapshot.take(),
                 (tol.atol, tol.rtol, tol.max_normalized))
 
@@ -198,16 +210,29 @@ class ReferenceCache:
             room = CPU_BYTES
         return room if fixed is None else min(room, fixed)
 
-    def fits(self, out_ref: object, out64: object) -> bool:
-        """Whether an entry for these outputs could be stored at all (checked before the second computation)."""
+    def fits(self, key: tuple[object, ...], out_ref: object, out64: object) -> bool:
+        """Whether an entry for these outputs could be stored beside this context's entries (checked before the
+        second computation)."""
         ref, ref64 = _tensors(out_ref), _tensors(out64)
         if self.disabled or ref is None or ref64 is None:
             return False
         need = _sizes(ref) + (0 if out64 is out_ref else _sizes(ref64))
-        if need > self.budget():
+        if need > self.budget() - self._held(key):
             self.refused += 1
             return False
         return True
+
+    def _held(self, key: tuple[object, ...]) -> int:
+        """The bytes of the entries of ``key``'s context, other than ``key``'s own (those are never evicted to
+        make room for another of the same context)."""
+        return sum(e.nbytes for k, e in self.entries.items() if k[0] == key[0] and k != key)
+
+    def _evict(self, key: tuple[object, ...], need: int, budget: int) -> bool:
+        """Room for ``need`` bytes under ``key``: ``key``'s old entry and the entries of other contexts go (this
+        context's stay: see the module's docstring). Whether it fits."""
+        for k in [k for k in self.entries if k == key or k[0] != key[0]]:
+            self.bytes -= self.entries.pop(k).nbytes
+        return self.bytes + need <= budget
 
     # ---- entries ------------------------------------------------------------------------------
     def lookup(self, key: tuple[object, ...], inputs_print: Fingerprint
@@ -230,14 +255,10 @@ class ReferenceCache:
         if self.disabled or ref is None or ref64 is None:
             return False
         flat = ref + ([] if out64 is out_ref else ref64)
-        need, budget = _sizes(flat), self.budget()
-        if need > budget:
+        need = _sizes(flat)
+        if not self._evict(key, need, self.budget()):
             self.refused += 1
             return False
-        old = self.entries.pop(key, None)
-        self.bytes -= old.nbytes if old is not None else 0
-        while self.entries and self.bytes + need > budget:
-            self.bytes -= self.entries.popitem(last=False)[1].nbytes
         packed = torch.empty(need, dtype=torch.uint8, device=flat[0].device)
         layout, off = [], 0
         for o in flat:
@@ -316,7 +337,7 @@ class TrialReference:
         # each), and the second computation that proves a reference repeatable would only cost them time;
         # from the second verdict on (an edit of the same problem) entries are proved and kept
         if cache is None or self.context is None or cache.verdicts < cache.STORE_FROM_VERDICT \
-                or not cache.fits(out_ref, out64):
+                or not cache.fits(self._key(), out_ref, out64):
             return
         has64 = self.ref.model64 is not None
         again_ref, again64 = self.compute(self.ref, self.pristine, self.device)
