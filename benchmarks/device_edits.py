@@ -57,7 +57,8 @@ def record(v: Any, wall: float, what: str) -> dict[str, Any]:
             "build_s": b.seconds if b else None, "command": b.command[:120] if b else "",
             "sass_check": b.sass_check if b else "", "notes": [d.message[:160] for d in (b.diagnostics if b else [])
                                                               if d.severity != "warning"][:3],
-            "error": (v.error or "")[:300], "summary": v.summary[:160]}
+            "error": (v.error or "")[:300], "summary": v.summary[:160],
+            "references_cached": v.correctness.references_cached if v.correctness else None}
 
 
 def measure(name: str, edits: int, work: Path) -> dict[str, Any]:

@@ -180,7 +180,8 @@ def verdict_record(v: Any, wall: float, what: str) -> dict[str, Any]:
     b = v.build
     return {"edit": what, "status": v.status, "wall_s": round(wall, 3), "phases": dict(v.phases),
             "build_s": b.seconds if b else None, "rebuilt": list(b.rebuilt) if b else [],
-            "build_dir": b.build_dir if b else "", "summary": v.summary[:200], "flags": v.flags[:4]}
+            "build_dir": b.build_dir if b else "", "summary": v.summary[:200], "flags": v.flags[:4],
+            "references_cached": v.correctness.references_cached if v.correctness else None}
 
 
 def timed(ev: Any, problem: Path, candidate: Path, mode: str, what: str) -> dict[str, Any]:
