@@ -56,7 +56,9 @@ class Session:
         msg = {"op": "evaluate", "problem": str(self.problem), "candidate_model": str(cand),
                "candidate_dir": str(self.dir), "mode": "test", "settings": s.to_dict(), "own_kernels": [],
                "kind": "pytorch"}
-        verdict = self.worker.evaluate(msg)["verdict"]
+        answer = self.worker.evaluate(msg)
+        assert "verdict" in answer, answer
+        verdict = answer["verdict"]
         assert self.worker.tidy()  # the worker's loop tidies after each answer, before the next request
         return verdict
 
@@ -193,6 +195,14 @@ def test_a_budget_smaller_than_the_trials_keeps_the_first_ones_for_every_edit(
 
     monkeypatch.setattr(reference_cache, "CPU_BYTES", 2 * ONE)
     calls = _counted(monkeypatch)
+    prints = [0]
+    real_print = reference_cache.fingerprint
+
+    def counting_print(inputs: Any) -> Any:
+        prints[0] += 1
+        return real_print(inputs)
+
+    monkeypatch.setattr(reference_cache, "fingerprint", counting_print)  # before the worker's integrity baseline
     s = Session(tmp_path)
     s.evaluate()
     cache = s.cache()
@@ -200,10 +210,11 @@ def test_a_budget_smaller_than_the_trials_keeps_the_first_ones_for_every_edit(
     assert cache.refused == 2  # the other two were refused before their second computation
     assert calls[0] == 2 * 2 + 2  # two proved (twice each), two computed once
     for _ in range(2):
-        calls[0] = 0
+        calls[0] = prints[0] = 0
         again = s.evaluate()
         assert again["correctness"]["references_cached"] == 2 and again["correctness"]["passed"]
         assert calls[0] == 2  # the trials that do not fit cost one computation each, as without a cache
+        assert prints[0] == 2  # and no fingerprint of their inputs (a pass over every input in float64)
         assert [k[1] for k in cache.entries] == [42000, 42001]
 
 
