@@ -106,7 +106,7 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
             "files": git(repo, "show", "--name-only", "--format=", commit), "approved_build_rc": again}
 
 
-PHASES = ("prepare", "approve", "eager", "compile", "opaque", "write")
+PHASES = ("prepare", "approve", "eager", "compile", "opaque", "profile", "write")
 
 
 EXTRACTIONS = ("module", "chain", "add_norm", "head_loss")
@@ -219,7 +219,7 @@ def main() -> int:
                         help="run only these phases (repeatable; default all, in order): prepare (hotspots, extract), "
                              "approve (candidates: eval, approve), eager, compile, opaque (compile again with "
                              "KERNELPILOT_DROPIN_OPAQUE=1, only if a swap failed under compile), write; each stays under "
-                             "a 10-minute device call")
+                             "a 10-minute device call; profile (not by default: only when named) profiles the compiled step")
     parser.add_argument("--small", action="store_true", help="a tiny model (2 layers, hidden 64, vocab 256, seq 32, "
                         "batch 2): a smoke run of the orchestration, on the CPU too; no evidence of speed")
     parser.add_argument("--batch", type=int, help="sequences per step (default 4 full size, 2 --small); at 4 x 1024 "
@@ -251,7 +251,7 @@ def main() -> int:
     summary["torch"], summary["gpu"] = torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else None
     kp = [sys.executable, "-m", "kernelpilot"]
     runs = dict(summary.get("apply_rc") or {})  # type: ignore[call-overload]
-    for phase in args.phase or PHASES:
+    for phase in args.phase or [p for p in PHASES if p != "profile"]:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
             only = tuple(x for x in EXTRACTIONS if x in args.only.split(","))
@@ -280,6 +280,11 @@ def main() -> int:
                 keep_measures(summary, "compile_opaque", logs / "apply_compile_opaque.json")
             else:
                 print("opaque: skipped, every swap ran under torch.compile as a triton_op", flush=True)
+        elif phase == "profile":  # where the compiled step's GPU time goes, as it is and swapped (step_profile.py)
+            mode = (args.compile_modes or "default").split(",")[0]
+            runs["profile"], _ = sh([sys.executable, str(Path(__file__).resolve().parent / "step_profile.py"), "--mode",
+                                     mode, "--out", str(logs / "step_profile.json"), "train.py"], repo,
+                                    logs / "step_profile.txt")
         elif phase == "write":
             runs["write"], _ = sh(kp + ["apply", "--steps", "3", "--write", "--yes", "train.py"], repo, logs / "apply_write.txt")
             summary["git_log"] = git(repo, "log", "--stat", "--format=%h %s")
