@@ -7,8 +7,13 @@ python -m kernelpilot.evaluation.build.triton_child MODEL_FILE PROBLEM CAPABILIT
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
+import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -78,16 +83,92 @@ class _Recorder:
             grid = kwargs.pop("grid", None)
             tuner.nargs = dict(zip(tuner.arg_names, args))
             configs = tuner.prune_configs(kwargs)
-            if len(configs) > 1:
-                recorder.notes.append(f"{_name(tuner.fn)} is autotuned over {len(configs)} configs: each is compiled "
-                                      "here, the fastest is chosen by benchmarking at the worker's warm-up")
-            for config in configs:
+
+            def compile_one(config: Any) -> None:
                 tuner.fn.run(*args, grid=grid, warmup=True, **kwargs, **config.all_kwargs())
+
+            apart = compile_configs(compile_one, configs)
+            if len(configs) > 1:
+                beside = f" ({apart} of them in forked processes, beside the first)" if apart else ""
+                recorder.notes.append(f"{_name(tuner.fn)} is autotuned over {len(configs)} configs: each is compiled "
+                                      f"here{beside}, the fastest is chosen by benchmarking at the worker's warm-up")
             tuner.nargs = None
             return None
 
         JITFunction.run = run  # type: ignore[method-assign]
         Autotuner.run = tuned  # type: ignore[method-assign]
+
+
+
+def compile_configs(compile_one: Callable[[Any], None], configs: list[Any]) -> int:
+    """Every config compiled, in order, by ``compile_one``; the configs after the first are compiled at the same time
+    in forked copies of this process (the build never touches CUDA), so their kernels are in Triton's cache when
+    their turn comes and load from it. Triton compiles one config at a time (an autotuned Inductor reduction: two,
+    0.5-0.6 s each of a Triton edit's build). A config whose fork failed, did not compile (its error is raised here,
+    where the recorder gives its line) or took too long is compiled in this process. Returns how many configs were
+    compiled in forks."""
+    forks = _fork(compile_one, configs[1:MAX_FORKS + 1])
+    try:
+        started = time.monotonic()
+        for config in configs[:1]:
+            compile_one(config)
+        deadline = time.monotonic() + (FORK_PATIENCE - 1) * (time.monotonic() - started) + FORK_GRACE_S
+        compiled = 0
+        for i, config in enumerate(configs[1:]):
+            if i < len(forks):  # the fork's kernel first: then this call loads it from the cache
+                compiled += _reap(forks[i], deadline)
+            compile_one(config)
+        return compiled
+    finally:
+        for pid in forks:  # a compile error above: the forks still running are not waited for
+            _reap(pid, 0.0)
+
+
+MAX_FORKS = max((os.cpu_count() or 2) - 1, 1)
+FORK_PATIENCE = 3.0  # a fork may take this many times the first config's compile (more configs than cores)
+FORK_GRACE_S = 5.0  # and this much longer
+
+
+def _fork(compile_one: Callable[[Any], None], configs: list[Any]) -> list[int]:
+    """One forked process per config, each compiling it and exiting (0: compiled); none where fork fails."""
+    pids: list[int] = []
+    for config in configs:
+        try:
+            with warnings.catch_warnings():  # Python 3.12 warns about fork in a process with threads: the
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork runs only Triton's compiler
+                pid = os.fork()
+        except OSError:  # not allowed here (the build's confinement): compiled in this process
+            break
+        if pid == 0:
+            code = 1
+            try:
+                compile_one(config)
+                code = 0
+            except BaseException:  # noqa: BLE001 - compiled again in the parent, which reports it
+                pass
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    return pids
+
+
+def _reap(pid: int, deadline: float) -> int:
+    """1 when the fork ``pid`` compiled its config by ``deadline``; otherwise it is killed and 0."""
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already
+            return 0
+        if done:
+            return int(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
+        if time.monotonic() >= deadline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            return 0
+        time.sleep(0.005)
 
 
 
