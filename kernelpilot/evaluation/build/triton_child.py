@@ -124,7 +124,8 @@ def compile_configs(compile_one: Callable[[Any], None], configs: list[Any]) -> i
             _reap(pid, 0.0)
 
 
-MAX_FORKS = max((os.cpu_count() or 2) - 1, 1)
+# forks at once besides the builder: the cores this process may run on, less its own
+MAX_FORKS = max((len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2) - 1, 1)
 FORK_PATIENCE = 3.0  # a fork may take this many times the first config's compile (more configs than cores)
 FORK_GRACE_S = 5.0  # and this much longer
 
