@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
+
+from kernelpilot.evaluation.forks import end_child, fork_quietly
 
 if TYPE_CHECKING:  # torch and Triton are imported in the child's run, not here
     import torch
@@ -112,7 +112,8 @@ def compile_configs(compile_one: Callable[[Any], None], configs: list[Any]) -> i
         started = time.monotonic()
         for config in configs[:1]:
             compile_one(config)
-        deadline = time.monotonic() + (FORK_PATIENCE - 1) * (time.monotonic() - started) + FORK_GRACE_S
+        now = time.monotonic()
+        deadline = now + (FORK_PATIENCE - 1) * (now - started) + FORK_GRACE_S
         compiled = 0
         for i, config in enumerate(configs[1:]):
             if i < len(forks):  # the fork's kernel first: then this call loads it from the cache
@@ -135,9 +136,7 @@ def _fork(compile_one: Callable[[Any], None], configs: list[Any]) -> list[int]:
     pids: list[int] = []
     for config in configs:
         try:
-            with warnings.catch_warnings():  # Python 3.12 warns about fork in a process with threads: the
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork runs only Triton's compiler
-                pid = os.fork()
+            pid = fork_quietly()  # the fork runs only Triton's compiler
         except OSError:  # not allowed here (the build's confinement): compiled in this process
             break
         if pid == 0:
@@ -163,11 +162,7 @@ def _reap(pid: int, deadline: float) -> int:
         if done:
             return int(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0)
         if time.monotonic() >= deadline:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
+            end_child(pid)
             return 0
         time.sleep(0.005)
 

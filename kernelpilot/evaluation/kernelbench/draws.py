@@ -18,11 +18,11 @@ import mmap
 import os
 import pickle
 import select
-import signal
 import struct
-import warnings
 from collections.abc import Callable
 from typing import Any
+
+from kernelpilot.evaluation.forks import end_child, fork_quietly
 
 _LEN = struct.Struct("<Q")
 _ALIGN = 64
@@ -137,9 +137,7 @@ def draw(seeds: list[int], get_inputs: Callable[[], list[Any]], set_seed: Callab
                     pending.clear()  # no memory for it: the rest draw serially
                     break
                 try:
-                    with warnings.catch_warnings():  # Python 3.12 warns of fork in a threaded process: the child
-                        warnings.simplefilter("ignore", DeprecationWarning)  # only draws on one thread and exits
-                        pid = os.fork()
+                    pid = fork_quietly()  # the child only draws on one thread and exits
                 except OSError:
                     os.close(r)
                     os.close(w)
@@ -171,26 +169,15 @@ def draw(seeds: list[int], get_inputs: Callable[[], list[Any]], set_seed: Callab
                     pending.clear()
                     for _seed, other, other_r, _shared in running:
                         os.close(other_r)
-                        _reap(other)
+                        end_child(other)
                     running.clear()
             except Exception:  # noqa: BLE001 - this seed draws serially
                 pass
             finally:
                 os.close(r)
-                _reap(pid)
+                end_child(pid)
     finally:
         for _seed, pid, r, _shared in running:
             os.close(r)
-            _reap(pid)
+            end_child(pid)
     return out
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)  # done or stuck: either way it has nothing more to give
-    except ProcessLookupError:
-        pass
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
