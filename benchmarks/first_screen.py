@@ -118,7 +118,7 @@ def baseline_parts(app: Any) -> dict[str, Any]:
         start, steps = client.ready_at - client.launched_at, dict(getattr(client, "start_steps", {}) or {})
     return {"worker_start_s": round(start, 3), "worker_start_steps": steps,
             "measure_s": getattr(b, "seconds", None), "compile_s": getattr(b, "compile_s", None),
-            "exclusive_s": getattr(b, "exclusive_s", None)}
+            "exclusive_s": getattr(b, "exclusive_s", None), "measure_steps": getattr(b, "steps", None)}
 
 
 def launch(problem: Path, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _app(evaluator: object) -> SimpleNamespace:
-    baselines = SimpleNamespace(seconds=6.3, compile_s=3.8, exclusive_s=0.43)
+    baselines = SimpleNamespace(seconds=6.3, compile_s=3.8, exclusive_s=0.43, steps={"problem": 1.1, "compile": 3.8})
     return SimpleNamespace(startup=SimpleNamespace(evaluator=evaluator),
                            card_facts=SimpleNamespace(baselines=baselines))
 
@@ -23,7 +23,7 @@ def test_the_worker_start_of_the_baselines_comes_from_the_client_when_the_evalua
     client = SimpleNamespace(launched_at=100.0, ready_at=107.5, start_steps={"import_torch": 3.2})
     parts = baseline_parts(_app(SimpleNamespace(last_worker_start_s=0.0, last_worker_start_steps={}, _client=client)))
     assert parts == {"worker_start_s": 7.5, "worker_start_steps": {"import_torch": 3.2}, "measure_s": 6.3,
-                     "compile_s": 3.8, "exclusive_s": 0.43}
+                     "compile_s": 3.8, "exclusive_s": 0.43, "measure_steps": {"problem": 1.1, "compile": 3.8}}
     recorded = SimpleNamespace(last_worker_start_s=2.25, last_worker_start_steps={"cuda": 0.1}, _client=client)
     assert baseline_parts(_app(recorded))["worker_start_s"] == 2.25  # the evaluator's own record first
     waiting = SimpleNamespace(launched_at=100.0, ready_at=0.0, start_steps={})  # not up yet: no start to report

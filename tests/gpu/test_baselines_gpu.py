@@ -30,6 +30,8 @@ def test_baselines_on_the_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert 0 < (b.eager_pct_of_ceiling or 0) <= 105  # eager cannot beat the roofline by much
         assert b.triton and b.cuda and b.gpu_uuid and b.driver  # the identity the machine's cache is keyed on
         assert 0 < b.exclusive_s < b.seconds  # the timing held the GPU exclusively, the compile did not
+        assert list(b.steps) == ["problem", "compile", "check", "pool", "timing", "ceiling"]  # where its seconds went
+        assert sum(b.steps.values()) <= b.seconds + 0.01 and b.steps["timing"] >= b.exclusive_s - 0.002
         cached = lookup(PROBLEM, settings)  # kept on this machine for the next session's card, as this process names it
         assert cached is not None and cached.baselines.eager is not None
         assert cached.baselines.eager.median_ms == b.eager.median_ms

@@ -30,6 +30,7 @@ from kernelpilot.evaluation.timing import interleaved as tm
 from kernelpilot.evaluation.timing.speed_of_light import for_problem
 from kernelpilot.evaluation.worker import watchdog
 from kernelpilot.evaluation.worker.pipeline import tolerance_for
+from kernelpilot.evaluation.worker.start_steps import StartSteps
 
 if TYPE_CHECKING:
     from kernelpilot.evaluation.correctness.reference import Forward
@@ -73,8 +74,10 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     if not device.startswith("cuda"):
         return {"ok": False, "error": "eager and torch.compile timings need a CUDA GPU"}
     lock = gpu_lock.current()
+    steps = StartSteps()  # where the measurement's seconds go (Baselines.steps)
     with lock.shared():  # the problem's model and one eager call: GPU work, not timed
         state = worker.problem_state(msg["problem"], seed)
+    steps.mark("problem")
     watchdog.set_reference_seconds(state.reference_s)  # the timed rounds get the eager-based allowance
     watchdog.step("compile_baseline")
     mode = str(s.compile_mode)
@@ -89,20 +92,24 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
         compiled = worker.compiled(state, mode, sample)  # its graphs' runs take the lock shared themselves
         del sample
         out.compile_s = round(time.monotonic() - started, 3)
+        steps.mark("compile")
         if compiled is not None:
             impls["compiled"] = compiled
             with lock.shared():  # its own check: the candidates' check, once per problem, shared with their verdicts
                 tol = tolerance_for(s, dtype_name(state.dtype))
                 out.compiled_check = compiled_check.once(state, compiled, tol, s, device)
+            steps.mark("check")
         else:
             out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
             out.notes.append(out.compiled_missing)
     with lock.shared():
         pool, refill = engine.input_pool(state, s, device)
+    steps.mark("pool")
     with lock.exclusive():  # a timing: nothing else on this GPU meanwhile
         held = time.monotonic()
         run = tm.measure(impls, pool, refill, engine.timing_settings(s, state.reference_s), worker.pristine, device)
         out.exclusive_s = round(time.monotonic() - held, 3)
+    steps.mark("timing")
     del pool, refill
     out.notes += run.notes
     out.eager, out.compiled = run.timings["eager"], run.timings.get("compiled")
@@ -117,6 +124,8 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
         out.speed_of_light = sol
         if sol.floor_ms and out.eager.median_ms > 0:
             out.eager_pct_of_ceiling = 100.0 * sol.floor_ms / out.eager.median_ms
+    steps.mark("ceiling")
+    out.steps = steps.steps
     out.seconds = round(time.monotonic() - t0, 3)
     if msg.get("forget"):  # the baseline service's worker: nothing of this problem stays on the GPU
         del impls, state

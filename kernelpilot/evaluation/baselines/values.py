@@ -40,6 +40,9 @@ class Baselines:
     # torch.compile's output through the candidates' check (compiled_check.py): the same for every candidate of
     # the problem (same seeds, trials and tolerance), so it is shared like the analysis ("" before 2026-12-06)
     compiled_check: str = ""
+    # the measurement's seconds step by step (problem: its model built and one eager call; compile; check:
+    # torch.compile's own check; pool: the timing's inputs; timing; ceiling: the speed of light); {} before 2026-12-07
+    steps: dict[str, float] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         return {"gpu_uuid": self.gpu_uuid, "driver": self.driver, "torch": self.torch, "clocks": dict(self.clocks),
