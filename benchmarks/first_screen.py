@@ -99,16 +99,17 @@ async def child(problem: Path, t0: float, seconds: float, timeout: float) -> dic
         prompt.value = ""
         while not {"baselines_s", "facts_s"} <= set(seen) and time.time() - start < timeout:
             await pilot.pause(0.05)
+        out["baselines_parts"] = baseline_parts(app, t0)  # before quitting: closing the session stops its worker client
         await pilot.press("ctrl+q")
     for name in ("card_s", "facts_s", "cached_baselines_s", "baselines_s", "startup_s"):
         out[name] = since(t0, seen.get(name))
-    out["baselines_parts"] = baseline_parts(app)
     return out
 
 
-def baseline_parts(app: Any) -> dict[str, Any]:
-    """Where the session's baselines went: the worker's start step by step, then the measurement's own seconds,
-    torch.compile's compile and the exclusive timing (each as the engine reports it)."""
+def baseline_parts(app: Any, t0: float | None = None) -> dict[str, Any]:
+    """Where the session's baselines went: when the worker was launched (seconds after ``t0``, the process's start,
+    by the wall clock), its start step by step, then the measurement's own seconds, torch.compile's compile and the
+    exclusive timing, and the measurement step by step (each as the engine reports it)."""
     evaluator = getattr(app.startup, "evaluator", None) if app.startup is not None else None
     b = app.card_facts.baselines if app.card_facts is not None else None
     start = float(getattr(evaluator, "last_worker_start_s", 0.0) or 0.0)
@@ -116,7 +117,12 @@ def baseline_parts(app: Any) -> dict[str, Any]:
     client = getattr(evaluator, "_client", None)  # the baselines' request records no start of its own (2026-12-07)
     if not start and client is not None and getattr(client, "ready_at", 0.0) > getattr(client, "launched_at", 0.0):
         start, steps = client.ready_at - client.launched_at, dict(getattr(client, "start_steps", {}) or {})
-    return {"worker_start_s": round(start, 3), "worker_start_steps": steps,
+    launched = float(getattr(client, "launched_at", 0.0) or 0.0) if client is not None else 0.0
+    if launched and t0 is not None:  # the client's monotonic clock on the wall clock's scale
+        launched = round(launched + time.time() - time.monotonic() - t0, 3)
+    else:
+        launched = None
+    return {"worker_launched_s": launched, "worker_start_s": round(start, 3), "worker_start_steps": steps,
             "measure_s": getattr(b, "seconds", None), "compile_s": getattr(b, "compile_s", None),
             "exclusive_s": getattr(b, "exclusive_s", None), "measure_steps": getattr(b, "steps", None)}
 
