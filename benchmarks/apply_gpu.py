@@ -21,6 +21,8 @@
    against float64);
 5. ``kernelpilot apply train.py`` eager and ``--compile`` (and, if the triton_op form fails under
    torch.compile, once more with ``KERNELPILOT_DROPIN_OPAQUE=1``: phase ``opaque``), then ``--write --yes``;
+6. only when named, phase ``profile``: where the compiled step's GPU time goes, as it is and swapped
+   (``benchmarks/step_profile.py``: GEMMs, attention, Inductor's kernels, the drop-ins', the optimizer, copies);
 
 everything under ``--out`` (logs, tables, problems, verdicts, the repository, ``summary.json``: per mode and run
 of `apply` the step time and spread, peak memory, the loss's largest difference and its band, graph breaks,
