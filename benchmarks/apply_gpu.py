@@ -283,7 +283,9 @@ def main() -> int:
             else:
                 print("opaque: skipped, every swap ran under torch.compile as a triton_op", flush=True)
         elif phase == "profile":  # where the compiled step's GPU time goes, as it is and swapped (step_profile.py)
-            mode = (args.compile_modes or "default").split(",")[0]
+            compiled = logs / "apply_compile.json"  # the mode the compile phase took as its baseline (the faster)
+            mode = json.loads(compiled.read_text()).get("compile_mode") if compiled.is_file() else None
+            mode = mode or (args.compile_modes or "default").split(",")[0]
             runs["profile"], _ = sh([sys.executable, str(Path(__file__).resolve().parent / "step_profile.py"), "--mode",
                                      mode, "--out", str(logs / "step_profile.json"), "train.py"], repo,
                                     logs / "step_profile.txt")

@@ -62,14 +62,15 @@ def profile_run(script: Path, argv: list[str], dropins: list[Path], *, swap: boo
         elif event.device_type == torch.autograd.DeviceType.CUDA:
             per[event.name] += event.device_time_total / 1000 / steps  # ms per step
     triton_names = {name for name in per if not re.search(r"[<(:]", name)}  # plain names: jit-compiled kernels
+    kind = {name: kind_of(name, triton_names) for name in per}
     kinds: dict[str, float] = defaultdict(float)
     for name, ms in per.items():
-        kinds[kind_of(name, triton_names)] += ms
+        kinds[kind[name]] += ms
     step = sorted(result.step_ms[warmup:])
     return {"swap": swap, "compiled": compiled, "mode": mode if compiled else "eager", "error": result.error,
             "step_ms_median": step[len(step) // 2] if step else None, "gpu_ms": sum(per.values()),
             "kinds_ms": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
-            "top": sorted(([n[:110], round(ms, 3), kind_of(n, triton_names)] for n, ms in per.items()),
+            "top": sorted(([n[:110], round(ms, 3), kind[n]] for n, ms in per.items()),
                           key=lambda r: -r[1])[:25],
             "peak_mem_bytes": result.memory.peak_mem_bytes}
 
