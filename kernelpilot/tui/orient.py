@@ -195,6 +195,12 @@ class ProblemCardView:
             self.post_message(BaselinesMeasured(error=str(err).removeprefix("the baselines were not measured: ")))
             return
         self.post_message(BaselinesMeasured(baselines))
+        check = getattr(s.evaluator, "check_compiled", None)
+        if callable(check):  # torch.compile's own check, which the card's times did not wait for; a save goes first
+            try:
+                s.call_engine(lambda: check(Path(s.problem.path), readable=readable))
+            except Exception:  # noqa: BLE001 - deferred or failed: the first benchmark verdict makes it itself
+                pass
 
     # ---- messages ----------------------------------------------------------------------------
     def on_problem_analysed(self, message: ProblemAnalysed) -> None:

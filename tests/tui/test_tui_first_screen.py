@@ -175,6 +175,32 @@ async def test_a_save_during_the_baselines_is_judged_first_and_they_follow(tmp_p
         await pilot.press("ctrl+q")
 
 
+async def test_the_card_shows_the_baselines_before_torch_compiles_own_check_is_made(tmp_path: Path) -> None:
+    """A pairing session's baselines come without torch.compile's own check (3.1-3.9 s of their measurement on an
+    H100): the card draws their times, then the session asks for the check alone, on the engine thread, with the
+    problem and the worktree the baselines were measured with."""
+    release = threading.Event()
+    asked: list[tuple[Path, list[Path], str]] = []
+
+    class Baselines(FixtureBaselines):
+        def check_compiled(self, problem: Path, *, readable: list[Path] | None = None) -> str:
+            asked.append((Path(problem), list(readable or []), threading.current_thread().name))
+            release.wait(30)  # the check in flight: the card must be drawn meanwhile
+            return "passed"
+
+    baselines = Baselines()
+    app = make_app(tmp_path, baselines)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: bool(asked) and app.card_facts is not None
+                       and app.card_facts.baselines is not None, timeout=60, what="the check asked, the card drawn")
+        assert "eager     0.957 ms" in card_text(app) and not release.is_set()
+        (problem, readable, thread), = asked
+        assert problem == baselines.calls[0] and readable == baselines.readable
+        assert thread == baselines.threads[0] and baselines.deferrable == [True]
+        release.set()
+        await pilot.press("ctrl+q")
+
+
 async def test_baselines_that_fail_say_why(tmp_path: Path) -> None:
     app = make_app(tmp_path, FixtureBaselines(fail="CUDA out of memory: tried to allocate 2.00 GiB"))
     async with app.run_test(size=(120, 40)) as pilot:

@@ -34,7 +34,9 @@ from kernelpilot.evaluation.worker.start_steps import StartSteps
 
 if TYPE_CHECKING:
     from kernelpilot.evaluation.correctness.reference import Forward
+    from kernelpilot.evaluation.settings import EvalSettings
     from kernelpilot.evaluation.worker.interface import BaselineWorker
+    from kernelpilot.evaluation.worker.problem_state import ProblemState
 
 
 def answer(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
@@ -87,18 +89,14 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
     out.triton, out.cuda = software_versions()
     if s.compile_baseline:
         started = time.monotonic()
-        with lock.shared():
-            sample = draw_inputs(state.module, seed + 500, "normal", device)
-        compiled = worker.compiled(state, mode, sample)  # its graphs' runs take the lock shared themselves
-        del sample
+        compiled = _compiled(worker, state, s)
         out.compile_s = round(time.monotonic() - started, 3)
         steps.mark("compile")
         if compiled is not None:
             impls["compiled"] = compiled
-            with lock.shared():  # its own check: the candidates' check, once per problem, shared with their verdicts
-                tol = tolerance_for(s, dtype_name(state.dtype))
-                out.compiled_check = compiled_check.once(state, compiled, tol, s, device)
-            steps.mark("check")
+            if not msg.get("check_later"):  # a pairing session asks for the check after the card's times (check_answer)
+                out.compiled_check = _check(worker, state, s, compiled)
+                steps.mark("check")
         else:
             out.compiled_missing = state.compile_note or "torch.compile produced nothing to time"
             out.notes.append(out.compiled_missing)
@@ -131,6 +129,44 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
         del impls, state
         worker.forget_problems()
     return {"ok": True, "baselines": out.to_dict()}
+
+
+def _compiled(worker: BaselineWorker, state: ProblemState, s: EvalSettings) -> Forward | None:
+    """torch.compile's build of the problem's model, compiled once per problem in this worker."""
+    with gpu_lock.current().shared():
+        sample = draw_inputs(state.module, int(s.seed) + 500, "normal", worker.device)
+    return worker.compiled(state, str(s.compile_mode), sample)  # its graphs' runs take the lock shared themselves
+
+
+def _check(worker: BaselineWorker, state: ProblemState, s: EvalSettings, compiled: Forward) -> str:
+    """torch.compile's own check: the candidates' check, once per problem, shared with their verdicts."""
+    with gpu_lock.current().shared():
+        return compiled_check.once(state, compiled, tolerance_for(s, dtype_name(state.dtype)), s, worker.device)
+
+
+def check_answer(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
+    """The worker's answer to ``{"op": "compiled_check", "problem": PATH, "settings": {...}}``: torch.compile's own
+    check of the problem, asked by a pairing session after its baselines were answered without it (``check_later``:
+    the card's times do not wait for it). ``ok`` and ``compiled_check`` ("" when torch.compile built nothing), or
+    ``superseded`` when a save came first: that save's benchmark verdict makes the check itself."""
+    try:
+        s = settings_of(msg)
+        watchdog.begin(watchdog.Allowance.from_settings(s))
+        watchdog.step("problem")
+        if not s.compile_baseline:
+            return {"ok": True, "compiled_check": ""}
+        with gpu_lock.current().shared():
+            state = worker.problem_state(msg["problem"], int(s.seed))
+        watchdog.set_reference_seconds(state.reference_s)  # the check's calls get the allowance the baselines' get
+        watchdog.step("compile_baseline")
+        compiled = _compiled(worker, state, s)
+        watchdog.step("compile_check")
+        return {"ok": True, "compiled_check": _check(worker, state, s, compiled) if compiled is not None else ""}
+    except supersede.Superseded:
+        return {"ok": False, "superseded": True, "error": "superseded: a save came first"}
+    except Exception as exc:  # the problem's own code failed: say so, keep the worker if healthy
+        message, fatal = worker.classify(exc)
+        return {"ok": False, "error": message.splitlines()[0] if message else type(exc).__name__, "exit": fatal}
 
 
 def gpu_fingerprint(device: str) -> tuple[str, str, str, dict[str, int]]:

@@ -82,8 +82,35 @@ class SessionBaselines:
         key = request_key(path, settings or self.settings)
         if key in self._baselines and not fresh and not forget:
             return self._baselines[key]
+        # a pairing session's card does not wait for torch.compile's own check: check_compiled makes it next
         message = {"op": "baselines", "problem": str(path), "settings": (settings or self.settings).to_dict(),
-                   "forget": forget, "exclusive": exclusive}
+                   "forget": forget, "exclusive": exclusive, "check_later": deferrable}
+        response = self._deferrable_request(message, path, readable, deferrable, "the baselines were not measured")
+        measured = Baselines.from_dict(response["baselines"])
+        if not forget:
+            self._baselines[key] = measured
+        return record(path, settings or self.settings, self.gpu, measured)  # for the next session's card
+
+    def check_compiled(self, problem: ProblemRef, *, readable: list[Path] | None = None,
+                       settings: EvalSettings | None = None) -> str:
+        """torch.compile's own check of ``problem`` (worker op ``compiled_check``: ``passed``, ``failed: why``, or ""
+        when torch.compile built nothing), made after a pairing session's baselines, which were answered without
+        it. Deferrable like them: a save about to be evaluated makes it give way (BaselinesDeferred), and that
+        save's benchmark verdict makes the check itself. The session's baselines and the machine's record of them
+        get the answer."""
+        path = Path(load_problem(path_of(problem)).path).resolve()
+        message = {"op": "compiled_check", "problem": str(path), "settings": (settings or self.settings).to_dict()}
+        response = self._deferrable_request(message, path, readable, True, "torch.compile's own check was not made")
+        result = str(response.get("compiled_check") or "")
+        measured = self._baselines.get(request_key(path, settings or self.settings))
+        if measured is not None and result and not measured.compiled_check:
+            measured.compiled_check = result
+            record(path, settings or self.settings, self.gpu, measured)
+        return result
+
+    def _deferrable_request(self, message: dict[str, object], path: Path, readable: list[Path] | None, deferrable: bool,
+                 failed: str) -> dict[str, object]:
+        """One request to the warm worker, deferrable by a save (BaselinesDeferred); ``failed`` begins the error."""
         with self._lock:
             token = self._deferrable_token() if deferrable else None
             try:
@@ -93,7 +120,7 @@ class SessionBaselines:
             except WorkerFailure as exc:
                 if token is not None and token.cancelled:
                     raise BaselinesDeferred("the baselines gave way to a save") from None
-                raise KernelpilotError(f"the baselines were not measured: {exc}") from None
+                raise KernelpilotError(f"{failed}: {exc}") from None
             finally:
                 if token is not None:
                     with self._defer_guard:
@@ -101,8 +128,5 @@ class SessionBaselines:
         if response.get("superseded") or (token is not None and token.cancelled and not response.get("ok")):
             raise BaselinesDeferred("the baselines gave way to a save; they are measured after its verdict")
         if not response.get("ok"):
-            raise KernelpilotError(f"the baselines were not measured: {response.get('error', 'the worker refused')}")
-        measured = Baselines.from_dict(response["baselines"])
-        if not forget:
-            self._baselines[key] = measured
-        return record(path, settings or self.settings, self.gpu, measured)  # for the next session's card
+            raise KernelpilotError(f"{failed}: {response.get('error', 'the worker refused')}")
+        return response

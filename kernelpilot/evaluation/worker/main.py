@@ -42,6 +42,7 @@ import kernelpilot.evaluation.supersede as supersede
 import kernelpilot.problem  # noqa: F401 - imported before the integrity baseline, as everything the harness uses
 from kernelpilot.evaluation.audit.identities import Identities
 from kernelpilot.evaluation.baselines.measure import answer as baselines_answer
+from kernelpilot.evaluation.baselines.measure import check_answer
 from kernelpilot.evaluation.build import load_inline as inline_build
 from kernelpilot.evaluation.correctness import verify  # noqa: F401 - imported before the integrity baseline
 from kernelpilot.evaluation.correctness.compare import warm_comparison
@@ -365,11 +366,12 @@ def _serve(worker: Worker, in_fd: int, out_fd: int) -> int:
             answer = worker.prepare(msg)
             prepared_s += time.time() - started
             protocol.send(out_fd, answer)
-        elif op in ("evaluate", "baselines"):
+        elif op in ("evaluate", "baselines", "compiled_check"):
             started = time.time()
-            # eager and torch.compile timed before any candidate: baselines/measure.py
+            # eager and torch.compile timed before any candidate, torch.compile's own check: baselines/measure.py
+            answer = baselines_answer if op == "baselines" else check_answer
             response = profiled(_evaluate, worker, msg) if op == "evaluate" else \
-                supersede.cancellable(lambda m: baselines_answer(worker, m), msg)
+                supersede.cancellable(lambda m: answer(worker, m), msg)
             response["window"] = [started, time.time()]
             # this evaluation's GPU work: the request, and its preparation (problem, baseline) before it
             response["busy_s"] = round(prepared_s + response["window"][1] - started, 3)
