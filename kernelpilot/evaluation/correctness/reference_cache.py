@@ -300,11 +300,14 @@ class TrialReference:
         return ReferenceCache.key(self.context, *self.trial, self.ref.model64 is not None)
 
     def _lookup(self) -> tuple[list[torch.Tensor], list[torch.Tensor]] | None:
-        if self.cache is None or self.context is None or self.cache.disabled or self._key() not in self.cache.entries:
+        if self.cache is None or self.context is None or self.cache.disabled:
+            return None
+        key = self._key()
+        if key not in self.cache.entries:
             return None  # nothing kept for this trial (a problem's first verdict, or no room): no fingerprint to take
         if self.print is None:  # once per trial: a reference-first trial looks up before and after the candidate
             self.print = fingerprint(self.pristine)
-        return self.cache.lookup(self._key(), self.print)
+        return self.cache.lookup(key, self.print)
 
     def before_candidate(self) -> None:
         if self._lookup() is not None:  # the state the reference leaves, as without the cache
