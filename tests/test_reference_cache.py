@@ -387,3 +387,26 @@ def test_the_fingerprint_is_the_same_in_chunks_and_sees_positions(monkeypatch: p
     swapped = x.clone().reshape(-1)
     swapped[[10, 300]] = swapped[[300, 10]]  # two values in different chunks trade places
     assert fingerprint([swapped.view(37, 101)]) != chunked
+
+
+def test_only_as_many_entries_of_other_contexts_go_as_the_room_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storing an entry evicts other contexts' entries least recently used first, and no more than it needs; a store
+    that could not fit even without them evicts nothing."""
+    import torch
+
+    from kernelpilot.evaluation.correctness import reference_cache
+    from kernelpilot.evaluation.correctness.reference_cache import ReferenceCache, fingerprint
+
+    out = torch.zeros(256)  # 1 KiB: its float64 twice that
+    entry = 256 * 4 + 256 * 8
+    monkeypatch.setattr(reference_cache, "CPU_BYTES", 3 * entry)
+    cache = ReferenceCache("cpu")
+    print_ = fingerprint([out])
+    for i in range(3):
+        assert cache.store(("old", i), print_, out, out.double())
+    assert cache.lookup(("old", 0), print_) is not None  # ("old", 1) is now the least recently used
+    assert cache.store(("new", 0), print_, out, out.double())
+    assert list(cache.entries) == [("old", 2), ("old", 0), ("new", 0)] and cache.bytes == 3 * entry
+    big = torch.zeros(4 * 256)
+    assert not cache.store(("new", 1), print_, big, big.double())  # 4 entries' worth: never fits
+    assert list(cache.entries) == [("old", 2), ("old", 0), ("new", 0)] and cache.bytes == 3 * entry

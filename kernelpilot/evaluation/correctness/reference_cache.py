@@ -228,11 +228,19 @@ class ReferenceCache:
         return sum(e.nbytes for k, e in self.entries.items() if k[0] == key[0] and k != key)
 
     def _evict(self, key: tuple[object, ...], need: int, budget: int) -> bool:
-        """Room for ``need`` bytes under ``key``: ``key``'s old entry and the entries of other contexts go (this
-        context's stay: see the module's docstring). Whether it fits."""
-        for k in [k for k in self.entries if k == key or k[0] != key[0]]:
+        """Room for ``need`` bytes under ``key``: ``key``'s old entry goes, then entries of other contexts, least
+        recently used first and only as many as the room needs (this context's stay: see the module's docstring).
+        Whether it fits; when it cannot, the other contexts' entries are kept."""
+        if key in self.entries:
+            self.bytes -= self.entries.pop(key).nbytes
+        others = [k for k in self.entries if k[0] != key[0]]  # least recently used first
+        if self.bytes - sum(self.entries[k].nbytes for k in others) + need > budget:
+            return False
+        for k in others:
+            if self.bytes + need <= budget:
+                break
             self.bytes -= self.entries.pop(k).nbytes
-        return self.bytes + need <= budget
+        return True
 
     # ---- entries ------------------------------------------------------------------------------
     def lookup(self, key: tuple[object, ...], inputs_print: Fingerprint
