@@ -44,13 +44,24 @@ from pathlib import Path
 from apply_templates import ADD_RMSNORM, HEAD_LOSS, RMSNORM, SILU_MUL, train_source
 
 def sh(cmd: list[str], cwd: Path, log: Path, timeout: float = 1800, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``cmd`` with its output written into ``log`` as it comes (gpu_env.sh makes Python unbuffered), so that a
+    device call cut at its limit still brings back what the command printed; the log then gets its rc and stderr."""
     start = time.time()
-    try:
-        res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
-        text, rc = res.stdout + ("\n[stderr]\n" + res.stderr if res.stderr.strip() else ""), res.returncode
-    except subprocess.TimeoutExpired as exc:
-        text, rc = f"timed out after {timeout} s\n{exc.stdout or ''}", 124
-    log.write_text(f"$ {' '.join(cmd)}\n# rc={rc}, {time.time() - start:.1f} s\n{text}")
+    head = f"$ {' '.join(cmd)}\n"
+    errors = log.with_name(log.name + ".stderr")
+    with log.open("w") as out, errors.open("w") as err:
+        out.write(head + "# running: cut here if the call ended first\n")
+        out.flush()
+        try:
+            rc = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=err, text=True, timeout=timeout,
+                                env={**os.environ, **(env or {})}).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    stdout = log.read_text().split("\n", 2)[2]
+    stderr = errors.read_text()
+    errors.unlink()
+    text = stdout + ("\n[stderr]\n" + stderr if stderr.strip() else "") + (f"\ntimed out after {timeout} s" if rc == 124 else "")
+    log.write_text(f"{head}# rc={rc}, {time.time() - start:.1f} s\n{text}")
     print(f"[{rc}] {' '.join(cmd[2:5])} ... -> {log.name} ({time.time() - start:.0f} s)", flush=True)
     return rc, text
 
