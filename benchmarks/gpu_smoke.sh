@@ -80,8 +80,11 @@ except (OSError, ValueError):
     sys.exit(0)
 print(f"pairing session (TUI, Pilot): card {d.get('card_s')} s, baselines {d.get('baselines_s')} s after launch")
 for e in d.get("edits", []):
+    # every save edits its kernel anew: one whose build compiled nothing was judged on an older library
+    stale = "no edited file" in (e.get("build") or "") and e.get("kind") in ("kernel", "break")
     print(f"  save of {e.get('file')}: {e.get('status')} drawn {e.get('drawn_s')} s (engine {e.get('engine_s')} s), "
-          f"benchmark {e.get('benchmark_status')} drawn {e.get('benchmark_drawn_s')} s, sass {e.get('sass_check')}")
+          f"benchmark {e.get('benchmark_status')} drawn {e.get('benchmark_drawn_s')} s, sass {e.get('sass_check')}"
+          + ("  <- STALE: this kernel save compiled nothing" if stale else ""))
 PY
 # only the archive comes back (a device call returns at most 8 files)
 mv "$dir/doctor.txt" "$OUT/doctor.txt" 2>/dev/null; rm -rf "$dir"
