@@ -119,7 +119,7 @@ def approve(repo: Path, problem: Path, source: str, logs: Path, device: str) -> 
             "files": git(repo, "show", "--name-only", "--format=", commit), "approved_build_rc": again}
 
 
-PHASES = ("prepare", "approve", "eager", "compile", "opaque", "profile", "write")
+PHASES = ("prepare", "approve", "eager", "compile", "opaque", "profile", "loss", "write")
 
 
 EXTRACTIONS = ("module", "chain", "add_norm", "head_loss")
@@ -224,6 +224,37 @@ def keep_measures(summary: dict[str, object], mode: str, path: Path) -> None:
     summary["apply"] = kept
 
 
+def compile_name(modes: str | None) -> str:
+    """The compile phase's log and summary name: ``apply_compile`` for apply's own modes (both: the faster is the
+    baseline), ``apply_compile-<mode>`` for one mode, so that modes run in separate device calls keep their runs."""
+    return "apply_compile" if not modes or "," in modes else f"apply_compile-{modes}"
+
+
+def faster_compile(logs: Path) -> tuple[str | None, str | None]:
+    """(the faster compiled baseline's mode, the summary that measured it) over every compile phase's summary."""
+    best: tuple[float, str, str] | None = None
+    for path in sorted(logs.glob("apply_compile*.json")):
+        data = json.loads(path.read_text())
+        for mode, base in (data.get("compile_baselines") or {}).items():
+            if base.get("step_ms") and (best is None or base["step_ms"] < best[0]):
+                best = (base["step_ms"], mode, path.name)
+    return (best[1], best[2]) if best else (None, None)
+
+
+def loss_run(repo: Path, logs: Path, kp: list[str], steps: int, mode: str) -> tuple[int, Path]:
+    """Issue 52's loss over ``steps`` steps under torch.compile in ``mode``, with the head+loss drop-in alone (its
+    problems copied to loss-kernels/, outside git): `apply --summary` keeps every step's loss and its band."""
+    kernels = repo / "loss-kernels"
+    shutil.rmtree(kernels, ignore_errors=True)
+    kernels.mkdir()
+    for problem in sorted((repo / "problems").glob("*head_loss*")):
+        shutil.copytree(problem, kernels / problem.name)
+    out = logs / f"apply_loss{steps}.json"
+    rc, _ = sh(kp + ["apply", "--kernels", "loss-kernels", "--steps", str(steps), "--compile", "--compile-modes",
+                     mode, "--summary", str(out), "train.py"], repo, logs / f"apply_loss{steps}.txt")
+    return rc, out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.environ.get("OUT", "apply-evidence"))
@@ -232,7 +263,8 @@ def main() -> int:
                         help="run only these phases (repeatable; default all, in order): prepare (hotspots, extract), "
                              "approve (candidates: eval, approve), eager, compile, opaque (compile again with "
                              "KERNELPILOT_DROPIN_OPAQUE=1, only if a swap failed under compile), write; each stays under "
-                             "a 10-minute device call; profile (not by default: only when named) profiles the compiled step")
+                             "a 10-minute device call; not by default, only when named: profile (the compiled step's "
+                             "GPU time by kind) and loss (--loss-steps steps compiled, the head+loss alone)")
     parser.add_argument("--small", action="store_true", help="a tiny model (2 layers, hidden 64, vocab 256, seq 32, "
                         "batch 2): a smoke run of the orchestration, on the CPU too; no evidence of speed")
     parser.add_argument("--batch", type=int, help="sequences per step (default 4 full size, 2 --small); at 4 x 1024 "
@@ -247,6 +279,8 @@ def main() -> int:
                              "add_norm, head_loss); with fewer, the hotspot tables are not saved on their own")
     parser.add_argument("--compile-modes", help="passed to `apply --compile` (default: apply's own, default and "
                         "max-autotune-no-cudagraphs)")
+    parser.add_argument("--loss-steps", type=int, default=200, help="steps of the loss phase (issue 52: >= 200), "
+                        "under torch.compile in the faster mode the compile phases measured, the head+loss alone")
     parser.add_argument("--device", default="cuda", help="where train.py runs (default cuda); with cpu the Triton "
                         "candidates run under TRITON_INTERPRET=1")
     args = parser.parse_args()
@@ -264,7 +298,7 @@ def main() -> int:
     summary["torch"], summary["gpu"] = torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else None
     kp = [sys.executable, "-m", "kernelpilot"]
     runs = dict(summary.get("apply_rc") or {})  # type: ignore[call-overload]
-    for phase in args.phase or [p for p in PHASES if p != "profile"]:
+    for phase in args.phase or [p for p in PHASES if p not in ("profile", "loss")]:
         summary[f"{phase}_started"] = time.strftime("%F %T")
         if phase == "prepare":
             only = tuple(x for x in EXTRACTIONS if x in args.only.split(","))
@@ -279,10 +313,12 @@ def main() -> int:
             keep_measures(summary, "eager", logs / "apply_eager.json")
         elif phase == "compile":
             modes = ["--compile-modes", args.compile_modes] if args.compile_modes else []
-            runs["compile"], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", *modes, "--summary",
-                                             str(logs / "apply_compile.json"), "train.py"], repo,
-                                    logs / "apply_compile.txt")
-            keep_measures(summary, "compile", logs / "apply_compile.json")
+            name = compile_name(args.compile_modes)
+            key = name.replace("apply_", "")  # compile, or compile-<mode>
+            runs[key], text = sh(kp + ["apply", "--steps", str(args.steps), "--compile", *modes, "--summary",
+                                       str(logs / f"{name}.json"), "train.py"], repo, logs / f"{name}.txt")
+            keep_measures(summary, key, logs / f"{name}.json")
+            runs["compile"] = runs[key]
             # the triton_op form failed under torch.compile for some swap: the opaque phase tries the custom_op form
             summary["compile_failed"] = runs["compile"] != 0 or "the script failed with it" in text
         elif phase == "opaque":
@@ -294,12 +330,14 @@ def main() -> int:
             else:
                 print("opaque: skipped, every swap ran under torch.compile as a triton_op", flush=True)
         elif phase == "profile":  # where the compiled step's GPU time goes, as it is and swapped (step_profile.py)
-            compiled = logs / "apply_compile.json"  # the mode the compile phase took as its baseline (the faster)
-            mode = json.loads(compiled.read_text()).get("compile_mode") if compiled.is_file() else None
-            mode = mode or (args.compile_modes or "default").split(",")[0]
+            mode = faster_compile(logs)[0] or (args.compile_modes or "default").split(",")[0]  # the faster baseline
             runs["profile"], _ = sh([sys.executable, str(Path(__file__).resolve().parent / "step_profile.py"), "--mode",
                                      mode, "--out", str(logs / "step_profile.json"), "train.py"], repo,
                                     logs / "step_profile.txt")
+        elif phase == "loss":
+            mode = faster_compile(logs)[0] or (args.compile_modes or "default").split(",")[0]
+            runs["loss"], path = loss_run(repo, logs, kp, args.loss_steps, mode)
+            keep_measures(summary, f"compile_loss{args.loss_steps}", path)
         elif phase == "write":
             runs["write"], _ = sh(kp + ["apply", "--steps", "3", "--write", "--yes", "train.py"], repo, logs / "apply_write.txt")
             summary["git_log"] = git(repo, "log", "--stat", "--format=%h %s")
