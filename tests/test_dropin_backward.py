@@ -155,6 +155,52 @@ def test_a_gradient_is_moved_by_at_most_one_ulp_in_the_same_pattern_each_time() 
     assert moved(torch.arange(4)).equal(torch.arange(4))  # integers have no gradient to move
 
 
+def test_the_ulp_from_the_exponent_bits_is_frexps_for_every_dtype() -> None:
+    import torch
+
+    from kernelpilot.dropin.apply_perturb import _ulp
+
+    torch.manual_seed(0)
+    x = torch.randn(5000) * torch.logspace(-30, 30, 5000)
+    x[:3] = torch.tensor([0.0, -0.0, 1.0])
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        wide = x.to(dtype).double() if dtype == torch.float64 else x.to(dtype).float()
+        mantissa, exponent = torch.frexp(wide)  # the definition: wide = m * 2**e, |m| in [0.5, 1)
+        expected = torch.where(wide == 0, torch.zeros_like(wide),
+                               torch.ldexp(torch.full_like(wide, torch.finfo(dtype).eps / 2), exponent))
+        finite = torch.isfinite(wide)  # float16 overflows: an infinity has nothing to move either way
+        assert torch.equal(_ulp(wide, dtype)[finite], expected[finite]), dtype
+    special = torch.tensor([float("inf"), float("-inf"), float("nan"), 1e-40])  # 1e-40: a float32 subnormal
+    assert torch.equal(_ulp(special, torch.bfloat16), torch.zeros(4))  # nothing to move, and no NaN made
+
+
+def test_outputs_and_gradients_are_moved_inside_a_compiled_forward_without_a_graph_break(tmp_path: Path) -> None:
+    """The per-module sensitivity run: hooks on modules inside the compiled forward are traced (on an H100 the
+    per-module run failed in Inductor's compilation, 2026-12-07); fullgraph=True raises at a graph break."""
+    import json
+
+    import torch
+
+    from kernelpilot.dropin import apply_perturb
+    from kernelpilot.dropin.apply_perturb import gradient_hooks, perturbed
+
+    torch.manual_seed(0)
+    apply_perturb._GRAD_MOVED = None  # as in a fresh process
+    inner = torch.nn.Linear(64, 64)
+    outer = torch.nn.Sequential(inner, torch.nn.Tanh())
+    (tmp_path / "origin.json").write_text(json.dumps({"kind": "module", "path": "0", "params": {}}))
+    (tmp_path / "candidate").mkdir()
+    assert len(gradient_hooks(outer, tmp_path / "candidate" / "dropin.py")) == 1
+    inner.register_forward_hook(lambda m, i, o: perturbed(o, {}))
+    x = torch.randn(32, 64, requires_grad=True)
+    plain = torch.tanh(torch.nn.functional.linear(x, inner.weight, inner.bias))
+    got = torch.compile(outer, fullgraph=True)(x)
+    got.sum().backward()
+    moved = (got - plain).detach().abs()
+    assert 0 < float((moved > 0).float().mean()) and float(moved.max()) < 1e-5  # one ulp of the linear's output
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
 def test_a_chain_whose_holder_cannot_be_replayed_is_refused_with_the_reason(tmp_path: Path) -> None:
     from kernelpilot.dropin.swap import install
 
@@ -229,3 +275,17 @@ def test_the_profiler_times_each_traced_call(monkeypatch: pytest.MonkeyPatch) ->
     assert not any(o.name.startswith("profiler::") for o in prof.ops)
     timed = [o for o in prof.ops if o.ms > 0]
     assert len(timed) > 0.9 * len(prof.ops)
+
+
+def test_gradients_of_one_shape_are_moved_unalike() -> None:
+    """Two layers' gradients of one shape get different patterns (by index alone they moved alike: a band made of
+    correlated moves), and each still moves a third up and a third down."""
+    import torch
+
+    from kernelpilot.dropin.apply_perturb import moved
+
+    torch.manual_seed(1)
+    a, b = torch.randn(30000), torch.randn(30000)
+    up_a, up_b = moved(a) > a, moved(b) > b
+    assert 0.28 < float(up_a.float().mean()) < 0.39 and 0.28 < float(up_b.float().mean()) < 0.39
+    assert 0.2 < float((up_a & up_b).float().mean()) / float(up_a.float().mean()) < 0.5  # about independent

@@ -116,11 +116,11 @@ def in_script(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return problem, origin
 
 
-def with_candidate(problem: Path, tmp: Path, scale: str = "1.0") -> Path:
+def with_candidate(problem: Path, tmp: Path, scale: str = "1.0", source: str = "head_loss_chunked.py") -> Path:
     directory = tmp / problem.name
     shutil.copytree(problem, directory)
     (directory / "candidate").mkdir()
-    text = (DATA / "dropin" / "head_loss_chunked.py").read_text().replace("GW_SCALE = 1.0", f"GW_SCALE = {scale}")
+    text = (DATA / "dropin" / source).read_text().replace("GW_SCALE = 1.0", f"GW_SCALE = {scale}")
     (directory / "candidate" / "model_new.py").write_text(text)
     return directory
 
@@ -178,12 +178,12 @@ def test_a_chunked_candidate_passes_the_gradient_check_and_a_wrong_one_fails(cas
     assert not reg.training and "parameter p_lm_head_weight" in reg.gradient
 
 
-def _pair(tmp_path: Path, problem: Path, name: str):
+def _pair(tmp_path: Path, problem: Path, name: str, source: str = "head_loss_chunked.py"):
     import torch
 
     from kernelpilot.dropin.registration import write_registration
 
-    directory = with_candidate(problem, tmp_path)
+    directory = with_candidate(problem, tmp_path, source=source)
     assert write_registration(directory / "candidate", candidate_id="c1").training
     (tmp_path / "lm_src.py").write_text(MODEL)
     (tmp_path / "lm_outputs.py").write_text(OUTPUTS)
@@ -237,6 +237,27 @@ def test_under_torch_compile_the_swap_in_the_forward_is_one_graph(in_forward, tm
 
     problem, _ = in_forward
     plain, swapped, dropin, _ = _pair(tmp_path, problem, "forward")
+    assert dropin.install(swapped) == [""]
+    ids = torch.randint(0, VOCAB, (2, 8))
+    compiled = torch.compile(swapped, fullgraph=True)  # a graph break would raise
+    _same_step(plain, compiled, lambda m: m(ids, labels=ids).loss)
+    assert swapped.forward.kernelpilot_stats["compiled_kernel"] == 1
+
+
+def test_a_triton_candidate_keeping_its_gradients_for_its_backward_compiles_as_an_opaque_operator(
+        in_forward, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Triton candidate with its own backward that reads what its forward kept (the benchmark's chunked head+loss):
+    as a triton_op, torch.compile traced its forward on fake tensors ("RuntimeError when making fake tensor call" at
+    its data_ptr(), `apply --compile` on an H100, 2026-12-07), and would have kept nothing real for the backward. Its
+    operator is an opaque custom_op: under torch.compile the forward runs, and the step is the unmodified model's."""
+    import torch
+
+    pytest.importorskip("triton")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv("KERNELPILOT_DROPIN_OPAQUE", raising=False)
+    problem, _ = in_forward
+    plain, swapped, dropin, _ = _pair(tmp_path, problem, "kept", source="head_loss_kept.py")
+    assert dropin.TRITON and dropin.OWN_BACKWARD and "triton_op(" not in Path(dropin.__file__).read_text()
     assert dropin.install(swapped) == [""]
     ids = torch.randint(0, VOCAB, (2, 8))
     compiled = torch.compile(swapped, fullgraph=True)  # a graph break would raise

@@ -87,13 +87,17 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
     names = inputs + params
     signature = ", ".join(f"{n}: torch.Tensor" for n in names)
     returns = "torch.Tensor" if outputs == 1 else "tuple[" + ", ".join(["torch.Tensor"] * outputs) + "]"
-    definition = (TRITON_OP if triton else CUSTOM_OP).replace("@@SIGNATURE@@", signature).replace(
+    own = _has_own_backward(model_file)
+    # a candidate's own backward may read what its forward kept (a chunked head+loss keeps its gradients): a
+    # triton_op's forward is traced by torch.compile on fake tensors, not run, so it would keep nothing real (on an
+    # H100, 2026-12-07: "RuntimeError when making fake tensor call" at its data_ptr()); such an operator is opaque
+    traced = triton and not own
+    definition = (TRITON_OP if traced else CUSTOM_OP).replace("@@SIGNATURE@@", signature).replace(
         "@@RETURNS@@", returns).replace("@@ARGS@@", ", ".join(names))
     where = f"model.{origin['path']}" if origin.get("path") else "model"
     if origin.get("kind") == "chain":
         where = f"the chain {origin.get('chain', '')} in {where}"
     rel = os.path.relpath(problem_dir / "problem.py", candidate_dir)
-    own = _has_own_backward(model_file)
     how = ("the candidate's own (ModelNew.backward, as an opaque operator of its own)" if own else
            "the reference's own (torch.func.vjp of the problem's Model, as an opaque operator of its own)")
     backward = f"{how}, checked against float64: {gradient}." if gradient is not None else f"none: {refusal}"
@@ -102,6 +106,9 @@ def dropin_source(candidate_dir: Path, problem_dir: Path, *, candidate_id: str, 
         "TRITON_NOTE": " and triton" if triton else "",
         "KIND_NOTE": ("torch.library.triton_op, its Triton kernels wrapped with wrap_triton "
                       "(KERNELPILOT_DROPIN_OPAQUE=1, or Triton's interpreter, makes it an opaque custom_op)")
+                     if traced else
+                     ("an opaque torch.library.custom_op, not a triton_op: its own backward may read what\n  its "
+                      "forward kept, and torch.compile would trace that forward on fake tensors instead of running it")
                      if triton else
                      "an opaque torch.library.custom_op",
         "BACKWARD_NOTE": backward, "PROBLEM_FROM_HERE": repr(rel), "INPUTS": str(len(inputs)), "PARAMS": repr(params),
