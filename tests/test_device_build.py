@@ -310,3 +310,32 @@ def test_every_flag_of_the_full_build_reaches_the_device_only_command(tmp_path: 
     values = {"-ccbin", "-isystem", "-o"}
     inputs = [a for i, a in enumerate(argv[1:], 1) if not a.startswith("-") and argv[i - 1] not in values]
     assert inputs == [str(tmp_path / "part-0.cu")]
+
+
+@pytest.mark.slow
+def test_a_save_landing_during_a_full_build_is_compiled_by_the_next_build(pristine: Built,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save written while a full build runs (a pairing session's first save as its first build finishes: the GPU
+    smoke of 2026-12-07 drew it as "0 part(s) of no edited file"): the library holds what nvcc read, and the record
+    must say so. Digested after the build, the record called the new source built, and the next save ran the old
+    kernel without compiling anything."""
+    from kernelpilot.evaluation.build import step
+
+    real = step.run_in_session
+    saved: list[bool] = []
+
+    def build_then_save(*args: object, **kwargs: object) -> object:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        if not saved:  # the save lands after nvcc read scale.cu, before the build is recorded
+            pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha + 1.0f;")
+            saved.append(True)
+        return out
+
+    pristine.edit("binding.cpp", "// Torch glue", "// The torch glue")  # host code: a full build
+    monkeypatch.setattr(step, "run_in_session", build_then_save)
+    report = pristine.build()
+    assert report.ok and not report.command.startswith(DEVICE_ONLY) and saved
+    monkeypatch.setattr(step, "run_in_session", real)
+    again = pristine.build()
+    assert again.ok, again.log_tail
+    assert again.rebuilt == ["scale.cu"], again.command  # the saved kernel compiled, not the old one kept

@@ -141,8 +141,21 @@ def stubs_and_host_code(obj: Path) -> tuple[list[str], list[str]]:
     return stubs, other
 
 
-def record_full_build(directory: Path, build_dir: Path, library: Path, sources: list[Path]) -> FullBuild | None:
-    """After a full build: snapshot its library and write what the next device-only build needs."""
+def full_build_files(directory: Path, sources: list[Path]) -> list[Path]:
+    """Every file a full build of ``sources`` (binding.cpp first) reads from ``directory``: the sources and their
+    local includes."""
+    binding, kernels = sources[0], [s for s in sources if s.suffix == ".cu"]
+    every = {binding, *kernels, *local_includes(binding, directory)}
+    every.update(p for cu in kernels for p in local_includes(cu, directory))
+    return sorted(every)
+
+
+def record_full_build(directory: Path, build_dir: Path, library: Path, sources: list[Path],
+                      before: dict[str, str] | None = None) -> FullBuild | None:
+    """After a full build: snapshot its library and write what the next device-only build needs. ``before``: the
+    digest of ``full_build_files`` taken as the build started, recorded as the sources it built. A file saved during
+    the build (the library holds either version) then differs from the record, and the next save compiles it again;
+    a digest taken now would call the library current and the next save would run the old kernel."""
     binding, kernels = sources[0], [s for s in sources if s.suffix == ".cu"]
     commands = ninja_commands(build_dir)
     stubs: dict[str, list[str]] = {}
@@ -170,7 +183,7 @@ def record_full_build(directory: Path, build_dir: Path, library: Path, sources: 
     kernel_files = {str(cu): [str(p) for p in local_includes(cu, directory)] for cu in kernels}
     every = {binding, *kernels, *binding_files, *(Path(p) for ps in kernel_files.values() for p in ps)}
     record = FullBuild(
-        library=str(snapshot), fingerprint=fingerprint, sources=digest(sorted(every)),
+        library=str(snapshot), fingerprint=fingerprint, sources=digest(sorted(every)) if before is None else before,
         binding_files=[str(p) for p in binding_files], kernel_files=kernel_files, commands=commands,
         stubs=stubs, host_code=host_code, undefined=elf.undefined_dynamic(library))
     write(build_dir / FULL_FILE, record)

@@ -34,10 +34,12 @@ from kernelpilot.native.device_build import DevicePlan, Part
 from kernelpilot.native.records import (
     FULL_FILE,
     clear_device,
+    full_build_files,
     read_device,
     read_full,
     record_full_build,
 )
+from kernelpilot.native.sources import digest
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
 DEVICE_ONLY = "device code only"  # how the report's command starts, and the note's word for this path
@@ -154,8 +156,16 @@ def _resources(plan: DevicePlan, directory: Path) -> list[KernelResources]:
     return out
 
 
+def sources_before_full_build(candidate: Candidate, spec: ExtensionSpec | str) -> dict[str, str] | None:
+    """The digest of what a full build of ``candidate`` reads, taken as it starts (``after_full_build``'s
+    ``before``)."""
+    if isinstance(spec, str):
+        return None
+    return digest(full_build_files(candidate.path.resolve(), spec.sources))
+
+
 def after_full_build(report: BuildReport, candidate: Candidate, directory: Path, env: dict[str, str],
-                     spec: ExtensionSpec | str, reason: str) -> None:
+                     spec: ExtensionSpec | str, reason: str, before: dict[str, str] | None = None) -> None:
     """Record a successful full build for the next edit's device-only build; say why this save took it. A
     build by ninja alone is not test-loaded: a library that needs symbols the last full build did not need
     (a kernel instance binding.cpp launches and no .cu defines any more) is loaded here first."""
@@ -167,7 +177,7 @@ def after_full_build(report: BuildReport, candidate: Candidate, directory: Path,
     if isinstance(spec, str) or not spec.library.is_file():
         return
     previous = read_full(directory)
-    record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources)
+    record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources, before=before)
     if record is None or previous is None or "kernelpilot.extension" in report.command:
         return
     if set(record.undefined) - set(previous.undefined):

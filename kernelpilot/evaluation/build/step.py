@@ -29,6 +29,7 @@ from kernelpilot.evaluation.build.builder_notes import builder_notes
 from kernelpilot.evaluation.build.cute_build import build_cute
 from kernelpilot.evaluation.build.device_only import (
     after_full_build,
+    sources_before_full_build,
     device_only_build,
     directory_spec,
 )
@@ -182,6 +183,8 @@ def build_candidate(
     start = time.monotonic()
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
+    # what the full build reads, as it starts: recorded for the next save's device-only build
+    before = sources_before_full_build(candidate, spec) if candidate.kind == "directory" else None
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
         waiting = standby.take(candidate.kind, argv[3:], run_env, str(cwd))
     output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting,
@@ -208,7 +211,7 @@ def build_candidate(
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
-        after_full_build(report, candidate, directory, run_env, spec, full_reason)
+        after_full_build(report, candidate, directory, run_env, spec, full_reason, before)
     return report
 
 
