@@ -7,6 +7,7 @@ makes it when nothing did before."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ class _Worker:
         self.loads += 1
         return self.real.problem_state(path, seed)
 
-    def compiled(self, state: Any, mode: str, sample: Any) -> Any:
+    def compiled(self, state: Any, mode: str, sample: Callable[[], Any]) -> Any:
         self.builds += 1
         return self.build(state)
 

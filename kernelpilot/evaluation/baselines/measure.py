@@ -22,7 +22,7 @@ from kernelpilot.evaluation.baselines.identity import nvml_facts
 from kernelpilot.evaluation.baselines.values import Baselines, software_versions  # noqa: F401 - measure's names too
 from kernelpilot.evaluation.correctness import compiled_check
 from kernelpilot.evaluation.correctness.compare import dtype_name
-from kernelpilot.evaluation.correctness.inputs import draw_inputs
+from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs
 from kernelpilot.evaluation.settings import settings_of
 from kernelpilot.evaluation.timing import candidate as engine
 from kernelpilot.evaluation.timing import gpu_lock
@@ -132,9 +132,13 @@ def _measure(worker: BaselineWorker, msg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _compiled(worker: BaselineWorker, state: ProblemState, s: EvalSettings) -> Forward | None:
-    """torch.compile's build of the problem's model, compiled once per problem in this worker."""
-    with gpu_lock.current().shared():
-        sample = draw_inputs(state.module, int(s.seed) + 500, "normal", worker.device)
+    """torch.compile's build of the problem's model, compiled once per problem in this worker (its sample input
+    drawn only then)."""
+
+    def sample() -> Inputs:
+        with gpu_lock.current().shared():
+            return draw_inputs(state.module, int(s.seed) + 500, "normal", worker.device)
+
     return worker.compiled(state, str(s.compile_mode), sample)  # its graphs' runs take the lock shared themselves
 
 

@@ -108,8 +108,8 @@ class SessionBaselines:
             record(path, settings or self.settings, self.gpu, measured)
         return result
 
-    def _deferrable_request(self, message: dict[str, object], path: Path, readable: list[Path] | None, deferrable: bool,
-                 failed: str) -> dict[str, object]:
+    def _deferrable_request(self, message: dict[str, object], path: Path, readable: list[Path] | None,
+                            deferrable: bool, failed: str) -> dict[str, object]:
         """One request to the warm worker, deferrable by a save (BaselinesDeferred); ``failed`` begins the error."""
         with self._lock:
             token = self._deferrable_token() if deferrable else None

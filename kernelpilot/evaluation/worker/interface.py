@@ -12,6 +12,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
     from kernelpilot.evaluation.audit.identities import Identities
@@ -43,7 +45,7 @@ class ProblemWorker(TimingWorker, Protocol):
 
     def problem_state(self, path: str, seed: int) -> ProblemState: ...
 
-    def compiled(self, state: ProblemState, mode: str, sample: Inputs) -> Forward | None: ...
+    def compiled(self, state: ProblemState, mode: str, sample: Callable[[], Inputs]) -> Forward | None: ...
 
 
 @runtime_checkable

@@ -140,8 +140,8 @@ class Worker(ProblemCache):
             warm_comparison(state.dtype, self.device)
             if msg.get("mode") == "benchmark" and self.device.startswith("cuda") and s.compile_baseline:
                 watchdog.step("compile_baseline")
-                sample = draw_inputs(state.module, int(s.seed) + 500, "normal", self.device)
-                self.compiled(state, s.compile_mode, sample)
+                self.compiled(state, s.compile_mode,
+                              lambda: draw_inputs(state.module, int(s.seed) + 500, "normal", self.device))
         except Exception as exc:  # noqa: BLE001 - the evaluation request meets the same error and reports it
             return {"ok": False, "op": protocol.PREPARED, "error": f"{type(exc).__name__}: {exc}"[:600]}
         return {"ok": True, "op": protocol.PREPARED}

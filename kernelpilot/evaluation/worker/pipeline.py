@@ -154,7 +154,7 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     # in this worker (from Inductor's caches where the baseline service compiled it), its own check made once
     if mode == "benchmark" and cuda and s.compile_baseline:
         with _phase(phases, "compile_baseline"):
-            compiled = worker.compiled(state, s.compile_mode, sample)
+            compiled = worker.compiled(state, s.compile_mode, lambda: sample)
         if state.compile_note:
             notes.append(state.compile_note)
         elif compiled is not None:

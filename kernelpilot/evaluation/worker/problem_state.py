@@ -214,7 +214,9 @@ class ProblemCache:
             torch._dynamo.reset()  # the compiled baseline's graphs, guards and code caches
         memory.release(self.device)
 
-    def compiled(self, state: ProblemState, mode: str, sample: Inputs) -> Forward | None:
+    def compiled(self, state: ProblemState, mode: str, sample: Callable[[], Inputs]) -> Forward | None:
+        """torch.compile's build of the problem's model, compiled once per problem (or its failure noted once);
+        ``sample`` draws the inputs of the first call only when this call compiles."""
         import torch
 
         if state.compiled is None and not state.compile_note:
@@ -224,7 +226,7 @@ class ProblemCache:
             try:
                 fn = torch.compile(state.reference.model, backend=gpu_shared_backend(mode))
                 with torch.no_grad():
-                    fn(*sample)  # compile now, before any candidate code is in the process
+                    fn(*sample())  # compile now, before any candidate code is in the process
                 torch.cuda.synchronize()
                 state.compiled = fn
             except Exception as exc:
