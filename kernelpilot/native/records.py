@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kernelpilot.extension_reload import file_fingerprint
 from kernelpilot.native import elf
-from kernelpilot.native.sources import digest, local_includes
+from kernelpilot.native.sources import local_includes
 
 FULL_FILE = "kernelpilot-full.json"
 DEVICE_FILE = "kernelpilot-device.json"
@@ -151,7 +151,7 @@ def full_build_files(directory: Path, sources: list[Path]) -> list[Path]:
 
 
 def record_full_build(directory: Path, build_dir: Path, library: Path, sources: list[Path],
-                      before: dict[str, str] | None = None) -> FullBuild | None:
+                      before: dict[str, str]) -> FullBuild | None:
     """After a full build: snapshot its library and write what the next device-only build needs. ``before``: the
     digest of ``full_build_files`` taken as the build started, recorded as the sources it built. A file saved during
     the build (the library holds either version) then differs from the record, and the next save compiles it again;
@@ -181,9 +181,8 @@ def record_full_build(directory: Path, build_dir: Path, library: Path, sources: 
             old.unlink(missing_ok=True)  # a worker that mapped it keeps its mapping
     binding_files = [binding, *local_includes(binding, directory)]
     kernel_files = {str(cu): [str(p) for p in local_includes(cu, directory)] for cu in kernels}
-    every = {binding, *kernels, *binding_files, *(Path(p) for ps in kernel_files.values() for p in ps)}
     record = FullBuild(
-        library=str(snapshot), fingerprint=fingerprint, sources=digest(sorted(every)) if before is None else before,
+        library=str(snapshot), fingerprint=fingerprint, sources=before,
         binding_files=[str(p) for p in binding_files], kernel_files=kernel_files, commands=commands,
         stubs=stubs, host_code=host_code, undefined=elf.undefined_dynamic(library))
     write(build_dir / FULL_FILE, record)

@@ -165,8 +165,10 @@ def sources_before_full_build(candidate: Candidate, spec: ExtensionSpec | str) -
 
 
 def after_full_build(report: BuildReport, candidate: Candidate, directory: Path, env: dict[str, str],
-                     spec: ExtensionSpec | str, reason: str, before: dict[str, str] | None = None) -> None:
-    """Record a successful full build for the next edit's device-only build; say why this save took it. A
+                     spec: ExtensionSpec | str, reason: str, before: dict[str, str] | None) -> None:
+    """Record a successful full build for the next edit's device-only build (``before``: its sources' digest as it
+    started, ``sources_before_full_build``; without it nothing is recorded and the next save builds in full); say
+    why this save took it. A
     build by ninja alone is not test-loaded: a library that needs symbols the last full build did not need
     (a kernel instance binding.cpp launches and no .cu defines any more) is loaded here first."""
     if reason and reason != device_build.NO_FULL_BUILD:
@@ -174,7 +176,7 @@ def after_full_build(report: BuildReport, candidate: Candidate, directory: Path,
     if not report.ok:
         clear_device(directory)
         return
-    if isinstance(spec, str) or not spec.library.is_file():
+    if isinstance(spec, str) or before is None or not spec.library.is_file():
         return
     previous = read_full(directory)
     record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources, before=before)
