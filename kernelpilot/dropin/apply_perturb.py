@@ -100,23 +100,6 @@ def moved(grad: Any) -> Any:
     return (wide + step * _ulp(wide, grad.dtype)).to(grad.dtype)
 
 
-def _grad_moved() -> Any:
-    import torch
-
-    class GradMoved(torch.autograd.Function):
-        """The identity forward; its backward moves the gradient by up to one ulp (``moved``)."""
-
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx: Any, grad: Any) -> Any:
-            return moved(grad)
-
-    return GradMoved
-
-
 _GRAD_MOVED: Any = None
 
 
@@ -125,7 +108,20 @@ def _grad_moved_class() -> Any:
     statement (a hook traced inside a compiled forward would break the graph there)."""
     global _GRAD_MOVED
     if _GRAD_MOVED is None:
-        _GRAD_MOVED = _grad_moved()
+        import torch
+
+        class GradMoved(torch.autograd.Function):
+            """The identity forward; its backward moves the gradient by up to one ulp (``moved``)."""
+
+            @staticmethod
+            def forward(ctx: Any, x: Any) -> Any:
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:
+                return moved(grad)
+
+        _GRAD_MOVED = GradMoved
     return _GRAD_MOVED
 
 
