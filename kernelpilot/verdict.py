@@ -165,6 +165,9 @@ class Performance:
     baseline_source: str = "interleaved"
     noise_pct: float | None = None  # spread of round medians, percent of median
     tier: Tier = "incorrect"
+    # what each timed call ran: "forward", or "forward+backward" for a training drop-in (its ModelNew defines
+    # backward: evaluation/timing/training.py)
+    timed: str = "forward"
 
 
 @dataclass

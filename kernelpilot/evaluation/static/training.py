@@ -30,7 +30,8 @@ def defines_backward(model_file: Path) -> bool:
 
 
 def forward_only_flag(model_file: Path | None, performance: Performance | None) -> list[str]:
-    """The flag for a timed verdict of a training drop-in; none otherwise."""
-    if performance is None or performance.candidate is None or model_file is None:
+    """The flag for a verdict of a training drop-in timed forward alone (a worker of an older kernelpilot); none
+    otherwise: the worker times a training drop-in forward and backward (timing/training.py)."""
+    if performance is None or performance.candidate is None or model_file is None or performance.timed != "forward":
         return []
     return [FORWARD_ONLY] if defines_backward(model_file) else []

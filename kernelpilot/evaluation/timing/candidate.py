@@ -22,11 +22,14 @@ from kernelpilot.evaluation.correctness.inputs import Inputs, draw_inputs
 from kernelpilot.evaluation.settings import EvalSettings
 from kernelpilot.evaluation.timing import gpu_lock
 from kernelpilot.evaluation.timing import interleaved as tm
+from kernelpilot.evaluation.timing import training
 from kernelpilot.evaluation.timing.speed_of_light import for_problem, suspicion_flags
 from kernelpilot.evaluation.worker import memory
 from kernelpilot.verdict import Finding, Performance, Timing, tier_for
 
 if TYPE_CHECKING:
+    import torch
+
     from kernelpilot.evaluation.correctness.reference import Forward
     from kernelpilot.evaluation.worker.interface import TimingWorker
     from kernelpilot.evaluation.worker.problem_state import ProblemState
@@ -62,14 +65,16 @@ def _replay_check(device: str, tol: Tolerance | None = None) -> Callable[[object
     return check
 
 
-def input_pool(state: ProblemState, s: EvalSettings, device: str) -> tuple[list[Inputs], Callable[[Inputs], None]]:
-    """Input sets with distinct storage for timing, and the refill that re-draws one in place."""
+def input_pool(state: ProblemState, s: EvalSettings, device: str, call_factor: int = 1) -> tuple[
+        list[Inputs], Callable[[Inputs], None]]:
+    """Input sets with distinct storage for timing, and the refill that re-draws one in place; ``call_factor``:
+    a timed call's peak against the eager forward's measured one (a training step's is larger)."""
     import torch
 
     seed = int(s.seed)
     wanted = max(int(s.input_pool), 2)
     # as many distinct input sets as fit beside the three implementations' calls (at least 2)
-    pool_n = memory.input_pool_size(state.input_bytes, state.call_bytes, wanted,
+    pool_n = memory.input_pool_size(state.input_bytes, call_factor * state.call_bytes, wanted,
                                     reserve=1 << 30) if device.startswith("cuda") else wanted
     pool = [draw_inputs(state.module, seed + 7000 + j, "normal", device) for j in range(pool_n)]
     signed = [[bool((x < 0).any()) if isinstance(x, torch.Tensor) and x.is_floating_point() else True for x in p]
@@ -99,18 +104,23 @@ def timing_settings(s: EvalSettings, call_s: float = 0.0) -> tm.TimingSettings:
 
 
 def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compiled: Forward | None, s: EvalSettings,
-              tol: Tolerance, shared: dict[str, Any] | None = None) -> tuple[
+              tol: Tolerance, shared: dict[str, Any] | None = None,
+              train: torch.nn.Module | None = None) -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Finding]]:
     """Time the candidate beside eager and the compiled baseline (when this worker compiled one), under the GPU's
     exclusive lock. ``shared``: the problem's baselines measured once by the baseline service; its analysis is
-    used, its times only to say when the GPU's state has changed since."""
+    used, its times only to say when the GPU's state has changed since. ``train``: a training drop-in's ModelNew
+    (it defines backward): each implementation is then timed forward and backward (timing/training.py)."""
     device = worker.device
-    pool, refill = input_pool(state, s, device)
+    pool, refill = input_pool(state, s, device, training.POOL_FACTOR if train is not None else 1)
     impls: dict[str, Forward] = {"eager": state.reference.model}
     if compiled is not None:
         impls["compiled"] = compiled
     impls["candidate"] = model
     ts = timing_settings(s, state.reference_s)
+    if train is not None:
+        impls = training.training_impls(impls, state.reference.model, train, int(s.seed))
+        ts.cuda_graphs = False  # autograd's backward is not captured; every implementation runs as a step does
     threads0 = threads.ThreadSnapshot.take()
     with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
         run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device, tol))
@@ -126,7 +136,8 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     flags = list(run.notes)
     comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags)
     perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.compile_mode,
-                       cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source)
+                       cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source,
+                       timed=training.TIMED if train is not None else "forward")
     perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
     perf.speedup_vs_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
     perf.noise_pct = tm.noise_pct(cand)
@@ -135,6 +146,9 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     if gap:
         flags.append(gap)
     sol_dict = None
+    if train is not None:  # the problem's analysis (bytes, flops) is its forward's
+        flags.append(training.FLAG)
+        return asdict(perf), None, flags, findings
     ceil = worker.ceilings
     if ceil is None:
         flags.append(f"speed of light unavailable: {worker.ceilings_note or 'no measured ceilings'}")
@@ -156,7 +170,7 @@ def _compiled_baseline(timed: Timing | None, eager: Timing, shared: dict[str, An
     GPU's state). ``shared`` (the baseline service's measurement of the problem) gives the problem's analysis,
     and a note when eager has moved since. The time (None: why not, in the third field), where it comes from,
     and the problem's analysis when the shared baselines carry it."""
-    missing = "" if timed is not None else state.compile_note or (
+    missing = "" if timed is not None else state.compile_note or state.compiled_backward or (
         "the torch.compile baseline is turned off (compile_baseline = false)"
         if not s.compile_baseline else "not measured")
     if shared is None:

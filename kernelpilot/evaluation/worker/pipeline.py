@@ -29,19 +29,18 @@ from kernelpilot.evaluation.correctness.inputs import (
     clone_inputs,
     draw_inputs,
 )
-from kernelpilot.evaluation.kernelbench import harness as kb
-from kernelpilot.evaluation.kernelbench.inputs import KernelBenchInputs
 from kernelpilot.evaluation.settings import EvalSettings, settings_of
 from kernelpilot.evaluation.static import self_timing
+from kernelpilot.evaluation.static.training import defines_backward
 from kernelpilot.evaluation.timing import gpu_lock
+from kernelpilot.evaluation.timing import training as train_timing
 from kernelpilot.evaluation.timing.candidate import (  # noqa: F401 - engine's names too
     benchmark,
     input_pool,
     timing_settings,
 )
-from kernelpilot.evaluation.worker import compile_hook, cute_hook, watchdog
+from kernelpilot.evaluation.worker import compile_hook, cute_hook, kb_score, watchdog
 from kernelpilot.evaluation.worker import global_state as gs
-from kernelpilot.evaluation.worker.cuda_errors import is_cuda_error
 from kernelpilot.rules import Rules, get_rules
 from kernelpilot.verdict import Correctness, Finding
 
@@ -103,6 +102,7 @@ class _Job:
     tol: Tolerance
     phases: dict[str, float]
     stage: bool = False  # send the test verdict before timing (a benchmark with "stage_test": _stage_test)
+    train: bool = False  # a training drop-in (ModelNew defines backward): timed forward and backward
 
     @property
     def device(self) -> str:
@@ -145,7 +145,8 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     with _phase(phases, "problem"):
         state = worker.problem_state(msg["problem"], seed)
     watchdog.set_reference_seconds(state.reference_s)
-    job = _Job(worker, msg, s, state, tolerance_for(s, dtype_name(state.dtype)), phases)
+    job = _Job(worker, msg, s, state, tolerance_for(s, dtype_name(state.dtype)), phases,
+               train=defines_backward(Path(msg["candidate_model"])))
     notes: list[str] = []
     sample = draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
@@ -160,6 +161,10 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
         elif compiled is not None:
             with _phase(phases, "compile_check"), gpu_lock.current().shared():
                 compiled_check.once(state, compiled, job.tol, s, device, shared_check)
+            if job.train and state.compiled_backward is None:  # its backward too, before the candidate's import
+                with _phase(phases, "compile_backward"), gpu_lock.current().shared():
+                    state.compiled_backward = train_timing.warm_compiled(compiled, state.reference.model,
+                                                                         lambda: sample, seed)
 
     threads0 = threads.ThreadSnapshot.take()
     watch = threads.ThreadWatch()
@@ -239,7 +244,7 @@ def _run_with_watch(job: _Job, sample: Inputs, compiled: Forward | None, threads
     _judge_and_time(job, cand, compiled, corr, findings, watch, out)
     if rules.kernelbench:
         with _phase(job.phases, "kernelbench"):
-            out["kernelbench"] = _kernelbench_score(state, cand.module, rules, s, job.device, job.timed,
+            out["kernelbench"] = kb_score.score(state, cand.module, rules, s, job.device, job.timed,
                                                     worker.initial_state, cand.state)
     out["flags"] += _check_flags(corr)
     exit_after = False
@@ -339,8 +344,10 @@ def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr:
     with _phase(job.phases, "timing"):
         # no guard's host time if needless
         timed_call: Forward = cand.call if cand.call.state != job.worker.initial_state else cand.model
+        if job.train and job.state.compiled_backward:  # torch.compile's step could not be built: said, not timed
+            compiled = None
         perf, sol, flags, timed = benchmark(job.worker, job.state, timed_call, compiled, job.s, job.tol,
-                                            job.msg.get("baseline"))
+                                            job.msg.get("baseline"), train=cand.model if job.train else None)
     findings += timed
     out["performance"], out["speed_of_light"] = perf, sol
     out["flags"] += flags
@@ -365,34 +372,3 @@ def _stage_test(job: _Job, corr: Correctness, findings: list[Finding], out: dict
     part = {"status": "ok", "error": "", "correctness": out["correctness"], "findings": [asdict(f) for f in findings],
             "flags": out["flags"] + _check_flags(corr), "phases": dict(job.phases)}
     watchdog.announce({"op": protocol.TESTED, "ok": True, "verdict": part})
-
-
-def _kernelbench_score(state: ProblemState, module: ModuleType, rules: Rules, s: EvalSettings, device: str,
-                       measure: bool, default: gs.Snapshot, mine: gs.Snapshot) -> dict[str, Any]:
-    """KernelBench's own score (kernelbench_harness.py), run as KernelBench runs it: in the candidate's
-    global state for the reference too; every candidate call under one watchdog allowance."""
-    harness = rules.harness
-    assert harness is not None  # rules.kernelbench: a KernelBench preset
-    if state.kb_inputs is None:
-        state.kb_inputs = KernelBenchInputs(state.module, device)
-    changes = default.changes(mine)
-    note = ("KernelBench's harness imports ModelNew before running anything: its reference ran in the "
-            f"candidate's global state ({'; '.join(changes)}), here too") if changes else ""
-    calls = 2 * (harness.trials + (harness.warmup + harness.perf_trials + harness.discard_first if measure else 0)) + 2
-    try:
-        # KernelBench runs on a GPU of its own: ModelNew(...), its trials (a first call that may tune itself) and
-        # its timing get this GPU to themselves here too, never beside another process's compile (self_timing.py)
-        with self_timing.gpu_alone("KernelBench's harness"), \
-                watchdog.calls("kernelbench", "KernelBench's harness (its trials and timing)", n=calls), \
-                gs.applied(mine):
-            return kb.score(state.module, module.ModelNew, harness, str(s.kb_precision or "fp32"), device,
-                            measure, note, inputs_cache=state.kb_inputs)
-    except Exception as exc:
-        if is_cuda_error(exc):
-            raise
-        # what escapes KernelBench's eval_kernel_against_ref (ModelNew(...) raising anything but a RuntimeError,
-        # say) is caught by its batch scorer as "other_error", with compiled=False
-        return {"preset": harness.version, "commit": harness.commit, "status": "compile_error", "compiled": False,
-                "error": f"{type(exc).__name__}: {str(exc)[:400]}",
-                "notes": ([note] if note else []) + ["KernelBench's batch scorer records an exception that escapes its "
-                                                     "harness as not compiled (other_error)"]}

@@ -53,6 +53,7 @@ class ProblemState:
     compiled: Forward | None = None
     compile_note: str = ""
     compiled_check: str = ""  # torch.compile's output through the candidates' check, once (compiled_check.py)
+    compiled_backward: str | None = None  # its backward built for a training step: None not tried, "" built, or why not
     info: dict[str, Any] | None = None  # the problem's analysis (bytes moved, flops): analysis() makes it once
     path: str = ""  # the problem file, for analysis()
     reference_s: float = 0.0  # one warm call of the reference, synchronised: the watchdog's yardstick
