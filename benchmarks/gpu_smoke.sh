@@ -38,11 +38,16 @@ eval_one() {
 export -f eval_one
 export dir
 printf '%s\n' "${examples[@]}" | xargs -P 4 -I{} bash -c 'eval_one {}'
-# the CuTe-DSL example where the [cute] extra is installed on this machine; said when it is not
+# the CuTe-DSL example where the [cute] extra is installed on this machine, or where an earlier call on it stashed
+# the DSL's wheels (.carry/ and stash.sh, as benchmarks/cute_gpu.sh does) or installed them (/tmp/cute-site); said
+# when it is not
+if [ -d /tmp/cute-site/nvidia_cutlass_dsl ] || ls /tmp/kp-stash/files/nvidia_cutlass_dsl_libs_cu13-*.whl >/dev/null 2>&1
+then . "$root/benchmarks/cute_site.sh" >/dev/null 2>&1; fi
 if python3 -c "import cutlass.cute" 2>/dev/null; then
   eval_one rmsnorm_cute; examples+=(rmsnorm_cute)
 else
-  echo "CuTe example: not run (the [cute] extra is not installed here: pip install 'kernelpilot[cute]')" \
+  echo "CuTe example: not run (the [cute] extra is not installed here: pip install 'kernelpilot[cute]'; on the" \
+    "device, stash the DSL's wheels in an earlier call on the same machine, as benchmarks/cute_gpu.sh says)" \
     | tee "$dir/cute.txt"
 fi
 rows=()
