@@ -4,6 +4,7 @@ process in its CPU test mode (device="cpu"), including crash and hang recovery."
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -247,7 +248,10 @@ def test_worker_crash_and_hang_do_not_break_the_next_evaluation(cpu_evaluator: E
     # the watchdog, not the 60 s request limit: the first call's allowance is floor + first-call extra
     assert hang.status == "timeout" and "killed" in hang.error, hang.error
     assert "candidate call, trial 1 of 5" in hang.error and "phase verify" in hang.error
-    assert "within its 15.0 s allowance" in hang.error
+    # floor + first-call extra (15 s) plus the call multiple times the reference's own seconds, which a loaded
+    # machine stretches (15.4 s seen on 2026-12-07)
+    allowance = re.search(r"within its ([0-9.]+) s allowance", hang.error)
+    assert allowance is not None and 15.0 <= float(allowance.group(1)) < 20.0, hang.error
     assert 14 < hang.phases["verify"] < 20, hang.phases
     assert any(f.startswith("watchdog: candidate call, trial 1 of 5") for f in hang.flags)
     after = _ask(cpu_evaluator, "good.py")
