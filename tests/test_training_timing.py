@@ -57,8 +57,18 @@ def _inputs() -> list[torch.Tensor]:
     return [torch.randn(16, 8), torch.randint(0, 32, (16,))]
 
 
-def _benchmark(candidate: ModelNew) -> tuple[dict[str, Any], dict[str, Any] | None, list[str], list[Any]]:
-    reference = Model()
+class TooBigToTrain(Model):
+    """A reference whose backward would not fit: its forward under grad runs out of memory."""
+
+    def forward(self, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+        return super().forward(hidden, labels)
+
+
+def _benchmark(candidate: ModelNew, reference: Model | None = None) -> tuple[
+        dict[str, Any], dict[str, Any] | None, list[str], list[Any]]:
+    reference = reference or Model()
     candidate.load_state_dict(reference.state_dict())
     clock = [0.0]
 
@@ -103,6 +113,16 @@ def test_a_backward_with_wrong_gradients_is_caught_while_it_is_timed() -> None:
     assert "outside" in findings[0].evidence
 
 
+def test_a_step_that_does_not_fit_is_timed_forward_only_and_says_so() -> None:
+    """A head+loss whose reference step needs the full logits and their gradient may not fit where the candidate's
+    does: the candidate is never failed for that; the verdict times forwards and says why."""
+    candidate = ModelNew()
+    perf, _sol, flags, findings = _benchmark(candidate, TooBigToTrain())
+    assert findings == [] and perf["timed"] == "forward" and perf["speedup_vs_eager"] is not None
+    assert any(f.startswith("timed forward only: a training step") and "16.00 GiB" in f for f in flags)
+    assert training.FLAG not in flags
+
+
 def test_the_steps_return_the_same_gradients_as_autograd() -> None:
     reference = Model()
     candidate = ModelNew()
@@ -126,3 +146,20 @@ def test_a_forward_only_timing_is_still_flagged_for_a_training_drop_in(tmp_path:
     t = Timing(median_ms=1.0, q1_ms=1.0, q3_ms=1.0, min_ms=1.0, samples=4)
     assert forward_only_flag(model, Performance(candidate=t)) == [FORWARD_ONLY]
     assert forward_only_flag(model, Performance(candidate=t, timed="forward+backward")) == []
+
+
+def test_a_step_timed_verdict_says_so_wherever_it_is_read() -> None:
+    from kernelpilot.evaluation.render import render_text, summary_line
+    from kernelpilot.verdict import Correctness, Performance, Timing, Verdict
+
+    t = Timing(median_ms=44.7, q1_ms=44.6, q3_ms=44.9, min_ms=44.5, samples=20)
+    v = Verdict(status="ok", mode="benchmark", correctness=Correctness(passed=True),
+                performance=Performance(candidate=t, eager=t, compiled=t, speedup_vs_eager=1.0, speedup_vs_compile=1.0,
+                                        timed="forward+backward"))
+    assert "a training step (forward+backward)" in summary_line(v)
+    assert "each call forward+backward" in render_text(v)
+    from kernelpilot.tui.verdict_view import _timing_section
+
+    assert "Timing (per training step: forward and backward):" in str(_timing_section(v.performance))
+    v.performance.timed = "forward"  # type: ignore[union-attr]
+    assert "training step" not in summary_line(v) and "each call forward," in render_text(v)

@@ -63,7 +63,8 @@ def _summary(v: Verdict) -> str:
         worst = max((t.normalized_error or 0.0) for t in c.trials)
         text += f" ({len(c.trials)} trials, max normalised error {worst:.2g})"
     if p and p.candidate:
-        text += (f"; {_ms(p.candidate.median_ms)}, {_x(p.speedup_vs_eager)} vs eager, "
+        step = " a training step (forward+backward)" if p.timed != "forward" else ""
+        text += (f"; {_ms(p.candidate.median_ms)}{step}, {_x(p.speedup_vs_eager)} vs eager, "
                  f"{_x(p.speedup_vs_compile)} vs torch.compile")
         if v.speed_of_light and v.speed_of_light.pct_of_ceiling is not None:
             text += f", {v.speed_of_light.pct_of_ceiling:.0f}% of speed of light"
@@ -123,7 +124,7 @@ def render_text(v: Verdict) -> str:
         lines += [f"  note: {n}" for n in c.notes]
     p = v.performance
     if p and p.candidate:
-        lines.append(f"timing (median of {p.candidate.samples}, L2 flushed={p.l2_flushed}, "
+        lines.append(f"timing (median of {p.candidate.samples}, each call {p.timed}, L2 flushed={p.l2_flushed}, "
                      f"CUDA graphs={p.cuda_graphs}, noise {_g(p.noise_pct)}%):")
         if p.candidate.launch_median_ms is not None:
             lines.append("  device time: each timed call queued behind a GPU spin, so host launch overhead is "

@@ -226,7 +226,8 @@ def _findings_section(v: Verdict) -> Text:
 def _timing_section(p: Any) -> Text | None:
     if p is None:
         return None
-    lines = ["Timing (per call):",
+    per = "per training step: forward and backward" if p.timed != "forward" else "per call"
+    lines = [f"Timing ({per}):",
              _timing_line("candidate", p.candidate),
              _timing_line("eager", p.eager),
              _timing_line(f"compile ({p.compile_mode})", p.compiled),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.evaluation.audit import threads
@@ -117,13 +117,9 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     if compiled is not None:
         impls["compiled"] = compiled
     impls["candidate"] = model
-    ts = timing_settings(s, state.reference_s)
-    if train is not None:
-        impls = training.training_impls(impls, state.reference.model, train, int(s.seed))
-        ts.cuda_graphs = False  # autograd's backward is not captured; every implementation runs as a step does
     threads0 = threads.ThreadSnapshot.take()
     with gpu_lock.current().exclusive():  # a timing: nothing else runs on this GPU meanwhile
-        run = tm.measure(impls, pool, refill, ts, worker.pristine, device, check=_replay_check(device, tol))
+        run, ts, stepped, flags = _measure(worker, state, impls, train, pool, refill, s, tol)
     del pool, refill
     findings: list[Finding] = threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False)
     findings += worker.identities.findings("while the candidate was timed")
@@ -133,11 +129,11 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
                                         f"returned a wrong result ({run.replay_failures[0]}); results must not be "
                                         "cached."))
     cand, eager = run.timings["candidate"], run.timings["eager"]
-    flags = list(run.notes)
+    flags += run.notes
     comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags)
     perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.compile_mode,
                        cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source,
-                       timed=training.TIMED if train is not None else "forward")
+                       timed=training.TIMED if stepped else "forward")
     perf.speedup_vs_eager = eager.median_ms / cand.median_ms if cand.median_ms > 0 else None
     perf.speedup_vs_compile = comp.median_ms / cand.median_ms if comp and cand.median_ms > 0 else None
     perf.noise_pct = tm.noise_pct(cand)
@@ -146,7 +142,7 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     if gap:
         flags.append(gap)
     sol_dict = None
-    if train is not None:  # the problem's analysis (bytes, flops) is its forward's
+    if stepped:  # the problem's analysis (bytes, flops) is its forward's
         flags.append(training.FLAG)
         return asdict(perf), None, flags, findings
     ceil = worker.ceilings
@@ -161,6 +157,27 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     except Exception as exc:
         flags.append(f"speed of light unavailable ({type(exc).__name__}: {exc})")
     return asdict(perf), sol_dict, flags, findings
+
+
+def _measure(worker: TimingWorker, state: ProblemState, impls: dict[str, Forward], train: torch.nn.Module | None,
+             pool: list[Inputs], refill: Callable[[Inputs], None], s: EvalSettings, tol: Tolerance) -> tuple[
+        tm.TimingRun, tm.TimingSettings, bool, list[str]]:
+    """The interleaved timing: a training drop-in's as training steps (no CUDA graph: autograd's backward is not
+    captured), or its forward where a step does not fit in the GPU's memory, said in a flag (a candidate that saves
+    memory is never failed for the reference's backward). The run, its settings, whether it timed steps, flags."""
+    import torch
+
+    ts, check = timing_settings(s, state.reference_s), _replay_check(worker.device, tol)
+    flags: list[str] = []
+    if train is not None:
+        steps = replace(ts, cuda_graphs=False)
+        try:
+            return (tm.measure(training.training_impls(impls, state.reference.model, train, int(s.seed)), pool,
+                               refill, steps, worker.pristine, worker.device, check=check), steps, True, flags)
+        except torch.OutOfMemoryError as exc:
+            memory.release(worker.device)
+            flags.append(training.out_of_memory(exc))
+    return tm.measure(impls, pool, refill, ts, worker.pristine, worker.device, check=check), ts, False, flags
 
 
 def _compiled_baseline(timed: Timing | None, eager: Timing, shared: dict[str, Any] | None, state: ProblemState,

@@ -27,6 +27,8 @@ TIMED = "forward+backward"
 FLAG = ("timed as a training step (ModelNew defines backward): eager, torch.compile and the candidate each ran "
         "forward then backward with the same cotangents, and the timed calls' gradients were checked against "
         "eager's; the speed of light is not given (the problem's analysis counts the forward only)")
+OUT_OF_MEMORY = ("timed forward only: a training step (eager's, torch.compile's or the candidate's) did not fit in the "
+                 "GPU's memory beside the timing's input sets ({error}); these are forward times, not a step's")
 POOL_FACTOR = 3  # a step's peak against its forward's, for sizing the input pool only (never for a verdict)
 
 
@@ -141,3 +143,8 @@ def warm_compiled(compiled: Forward, reference: torch.nn.Module, sample: Callabl
         return ""
     except Exception as exc:  # noqa: BLE001 - the step's torch.compile time is then missing, and says why
         return f"torch.compile's backward could not be built ({type(exc).__name__}: {str(exc).strip()[:300]})"
+
+
+def out_of_memory(exc: BaseException) -> str:
+    """The flag of a training step that ran out of memory while it was timed."""
+    return OUT_OF_MEMORY.format(error=(str(exc).splitlines() or [type(exc).__name__])[0][:200])
