@@ -16,7 +16,7 @@ from kernelpilot.profiling.extract_graph import (Extracted, chain_problem, modul
                                                  write_extracted)
 from kernelpilot.profiling.fusion import find_chains, fusion_table
 from kernelpilot.profiling.head_loss import find_head_losses
-from kernelpilot.profiling.module_table import module_groups, module_table
+from kernelpilot.profiling.module_table import module_groups, module_table, outside_modules
 from kernelpilot.profiling.script_run import median_step_ms
 from kernelpilot.profiling.trace import record_script
 
@@ -46,6 +46,8 @@ def grouped_command(args: Any) -> int:
         if not groups:
             raise KernelpilotError(f"{script}'s model has no modules at depth {args.depth}; pass a larger --depth.")
         print(module_table(groups, steps=len(measured), step_ms=step_ms, clock=clock, top=top))
+        if outside := outside_modules(trace, steps=measured, step_ms=step_ms):
+            print(outside)
         if extract is not None:
             extract = _pick(extract, [f"{g.label()} ({g.cls})" for g in groups])
             ex = module_problem(trace, groups[extract - 1], groups, script=str(script))

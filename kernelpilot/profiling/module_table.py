@@ -124,3 +124,29 @@ def module_table(groups: list[ModuleGroup], *, steps: int, step_ms: float, clock
         lines.append(f"{i:>3}  {g.forward_ms / per:9.3f}  {g.backward_ms / per:9.3f}  {share:6.1f}  {count:>4}  "
                      f"{g.label()} ({g.cls}) [{g.signature}]")
     return "\n".join(lines)
+
+
+def outside_modules(trace: Trace, *, steps: list[int], step_ms: float) -> str:
+    """What the step spends outside the model's modules, per step: the optimizer's step() and the script's other
+    calls (a loss computed after the forward, its backward, gradients cleared); "" when none was recorded."""
+    wanted, per = set(steps), max(len(steps), 1)
+    optimizer = rest = 0.0
+    for op in trace.ops:
+        if op.step not in wanted:
+            continue
+        if op.phase == "optimizer":
+            optimizer += op.ms
+        elif op.phase == "other" or (op.phase == "backward" and not op.stack):
+            rest += op.ms
+
+    def share(ms: float) -> str:
+        return f"{100 * ms / per / step_ms:.1f}% of the step" if step_ms > 0 else "share unknown"
+
+    lines = []
+    if optimizer > 0:
+        lines.append(f"outside the model: the optimizer's step() {optimizer / per:.3f} ms per step "
+                     f"({share(optimizer)})")
+    if rest > 0:
+        lines.append(f"outside the model: the script's other calls (loss, its backward, zero_grad) {rest / per:.3f} "
+                     f"ms per step ({share(rest)})")
+    return "\n".join(lines)

@@ -70,7 +70,7 @@ class OpRecord:
     outputs: list[int | None]  # value ids of the flattened result (None: not a tensor)
     out_kind: str  # "tensor" | "tuple" | "list" | "none" | "other"
     out_bytes: int
-    phase: str  # "forward" | "backward" | "other"
+    phase: str  # "forward" | "backward" | "optimizer" (inside an optimizer's step()) | "other"
     stack: tuple[str, ...]  # module paths active (outermost first); backward: the creating module's ancestry
     step: int
     ms: float = 0.0

@@ -68,6 +68,7 @@ class Trace:
         self._pending: list[tuple[int, Any, Any]] = []
         self._handles: list[Any] = []
         self._paths: dict[int, str] = {}
+        self.optimizing = 0  # inside an optimizer's step(): its calls' phase is "optimizer"
 
     # ---- values ----------------------------------------------------------------------------------
     def vid(self, t: Any) -> int:
@@ -213,7 +214,7 @@ class Trace:
         elif self._stack:
             phase, stack = "forward", tuple(c.path for c in self._stack)
         else:
-            phase, stack = "other", ()
+            phase, stack = ("optimizer" if self.optimizing else "other"), ()
         if func._schema.name in LIFT_OPS:  # a tensor made from Python data (torch.tensor(...)) inside a forward
             self._constant(args[0])
         spec_args = [self.spec(a) for a in args]
@@ -311,6 +312,7 @@ def _flat(values: Any) -> list[Any]:
 def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]:
     """Run ``script`` for ``steps`` steps under the trace; returns (trace, ScriptRun)."""
     import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
     from torch.utils._python_dispatch import TorchDispatchMode
 
     trace = Trace()
@@ -332,10 +334,19 @@ def record_script(script: Any, argv: list[str], steps: int) -> tuple[Trace, Any]
         with Mode(), torch.autograd.graph.saved_tensors_hooks(trace.pack, lambda t: t):
             yield
 
+    def optimizing(delta: int) -> Any:
+        def hook(*_: Any) -> None:
+            trace.optimizing = max(trace.optimizing + delta, 0)
+        return hook
+
+    # every optimizer's step() (torch.optim's global hooks): its calls are the step's "optimizer" part
+    hooks = [register_optimizer_step_pre_hook(optimizing(1)), register_optimizer_step_post_hook(optimizing(-1))]
     try:
         with trace.timer if trace.timer is not None else contextlib.nullcontext():
             run = run_script(script, argv, steps=steps, context=context(), on_root=trace.attach, on_step=on_step)
     finally:
+        for h in hooks:
+            h.remove()
         trace.detach_hooks()
         trace.collect()
     return trace, run
