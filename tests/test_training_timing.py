@@ -110,7 +110,7 @@ def test_a_training_drop_in_is_timed_forward_and_backward_with_its_gradients_che
 def test_a_backward_with_wrong_gradients_is_caught_while_it_is_timed() -> None:
     _perf, _sol, _flags, findings = _benchmark(ModelNew(skew=1.5))
     assert [f.rule for f in findings] == ["result-replay"]
-    assert "outside" in findings[0].evidence
+    assert "outside" in findings[0].evidence and "a wrong backward" in findings[0].message
 
 
 def test_a_step_that_does_not_fit_is_timed_forward_only_and_says_so() -> None:

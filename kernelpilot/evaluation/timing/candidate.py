@@ -124,10 +124,11 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
     findings: list[Finding] = threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False)
     findings += worker.identities.findings("while the candidate was timed")
     if run.replay_failures:
+        must = ("a training step's outputs and gradients must match eager's on the same inputs: a wrong backward or a "
+                "stale result" if stepped else "results must not be cached")
         findings.append(Finding(rule="result-replay", evidence=run.replay_failures[0],
                                 message=f"{len(run.replay_failures)} of {run.replay_checked} re-checked timed calls "
-                                        f"returned a wrong result ({run.replay_failures[0]}); results must not be "
-                                        "cached."))
+                                        f"returned a wrong result ({run.replay_failures[0]}); {must}."))
     cand, eager = run.timings["candidate"], run.timings["eager"]
     flags += run.notes
     comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags)
