@@ -66,7 +66,7 @@ class TooBigToTrain(Model):
         return super().forward(hidden, labels)
 
 
-def _benchmark(candidate: ModelNew, reference: Model | None = None) -> tuple[
+def _benchmark(candidate: ModelNew, reference: Model | None = None, compiled_backward: str = "") -> tuple[
         dict[str, Any], dict[str, Any] | None, list[str], list[Any]]:
     reference = reference or Model()
     candidate.load_state_dict(reference.state_dict())
@@ -90,7 +90,7 @@ def _benchmark(candidate: ModelNew, reference: Model | None = None) -> tuple[
     module.get_inputs = _inputs  # type: ignore[attr-defined]
     module.get_init_inputs = lambda: []  # type: ignore[attr-defined]
     state = types.SimpleNamespace(module=module, reference=types.SimpleNamespace(model=reference), reference_s=0.0,
-                                  input_bytes=0, call_bytes=0, compile_note="", compiled_backward="")
+                                  input_bytes=0, call_bytes=0, compile_note="", compiled_backward=compiled_backward)
     s = EvalSettings(device="cpu", rounds=2, samples_per_round=4, warmup=1, replay_checks=4, flush_bytes=1 << 16,
                      cuda_graphs=True)
     return timing.benchmark(worker, state, candidate, reference, s, Tolerance(1e-4, 1e-4, 1e-4),  # type: ignore[arg-type]
@@ -105,6 +105,15 @@ def test_a_training_drop_in_is_timed_forward_and_backward_with_its_gradients_che
     assert training.FLAG in flags and sol is None  # the analysis counts the forward: no speed of light
     assert candidate.calls.count("backward") == candidate.calls.count("forward") > 8  # each timed call is a step
     assert perf["compiled"] is not None and perf["speedup_vs_compile"] is not None
+
+
+def test_a_torch_compile_whose_backward_failed_is_left_out_of_the_step_timing_and_says_why() -> None:
+    why = "torch.compile's backward could not be built (RuntimeError: no)"
+    perf, _sol, _flags, findings = _benchmark(ModelNew(), compiled_backward=why)
+    assert findings == [] and perf["timed"] == "forward+backward"
+    assert perf["compiled"] is None and perf["compiled_missing"] == why
+    perf, _sol, _flags, _findings = _benchmark(ModelNew(), TooBigToTrain(), compiled_backward=why)
+    assert perf["timed"] == "forward" and perf["compiled"] is not None  # its forward still times beside the rest
 
 
 def test_a_backward_with_wrong_gradients_is_caught_while_it_is_timed() -> None:

@@ -184,7 +184,7 @@ def build_candidate(
     waiting = None
     cwd = candidate.root if candidate.kind == "directory" else scratch_dir(directory)
     # what the full build reads, as it starts: recorded for the next save's device-only build
-    before = sources_before_full_build(candidate, spec) if candidate.kind == "directory" else None
+    before = sources_before_full_build(candidate, spec)  # None where spec is no directory candidate's
     if standby is not None and fast is None:  # torch's builder: a process that imported it already
         waiting = standby.take(candidate.kind, argv[3:], run_env, str(cwd))
     output, timed_out, returncode = run_in_session(argv, run_env, cwd=cwd, timeout_s=timeout_s, proc=waiting,

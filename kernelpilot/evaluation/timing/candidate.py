@@ -131,7 +131,8 @@ def benchmark(worker: TimingWorker, state: ProblemState, model: Forward, compile
                                         f"returned a wrong result ({run.replay_failures[0]}); {must}."))
     cand, eager = run.timings["candidate"], run.timings["eager"]
     flags += run.notes
-    comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags)
+    comp, source, missing, known = _compiled_baseline(run.timings.get("compiled"), eager, shared, state, s, flags,
+                                                      stepped)
     perf = Performance(candidate=cand, eager=eager, compiled=comp, compile_mode=s.compile_mode,
                        cuda_graphs=ts.cuda_graphs, l2_flushed=True, compiled_missing=missing, baseline_source=source,
                        timed=training.TIMED if stepped else "forward")
@@ -172,8 +173,10 @@ def _measure(worker: TimingWorker, state: ProblemState, impls: dict[str, Forward
     flags: list[str] = []
     if train is not None:
         steps = replace(ts, cuda_graphs=False)
+        # torch.compile's step where its backward was built (pipeline: compile_backward); else said, not timed
+        stepping = {k: f for k, f in impls.items() if k != "compiled" or not state.compiled_backward}
         try:
-            return (tm.measure(training.training_impls(impls, state.reference.model, train, int(s.seed)), pool,
+            return (tm.measure(training.training_impls(stepping, state.reference.model, train, int(s.seed)), pool,
                                refill, steps, worker.pristine, worker.device, check=check), steps, True, flags)
         except torch.OutOfMemoryError as exc:
             memory.release(worker.device)
@@ -182,13 +185,16 @@ def _measure(worker: TimingWorker, state: ProblemState, impls: dict[str, Forward
 
 
 def _compiled_baseline(timed: Timing | None, eager: Timing, shared: dict[str, Any] | None, state: ProblemState,
-                       s: EvalSettings, flags: list[str]) -> tuple[Timing | None, str, str, dict[str, Any]]:
+                       s: EvalSettings, flags: list[str], stepped: bool = False) -> tuple[
+        Timing | None, str, str, dict[str, Any]]:
     """The torch.compile time the candidate is compared with: always the one timed beside it, in the same rounds
     as eager and the candidate (issue 51: a ratio against a time measured minutes earlier moved 10-50% with the
     GPU's state). ``shared`` (the baseline service's measurement of the problem) gives the problem's analysis,
     and a note when eager has moved since. The time (None: why not, in the third field), where it comes from,
-    and the problem's analysis when the shared baselines carry it."""
-    missing = "" if timed is not None else state.compile_note or state.compiled_backward or (
+    and the problem's analysis when the shared baselines carry it. ``stepped``: timed as training steps, where a
+    torch.compile whose backward could not be built is not timed."""
+    backward = state.compiled_backward if stepped else ""
+    missing = "" if timed is not None else state.compile_note or backward or (
         "the torch.compile baseline is turned off (compile_baseline = false)"
         if not s.compile_baseline else "not measured")
     if shared is None:

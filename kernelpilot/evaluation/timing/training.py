@@ -91,11 +91,11 @@ def reference_step(fn: Forward, module: torch.nn.Module, names: list[str], cot: 
     params = [dict(module.named_parameters())[n] for n in names]
 
     def step(*inputs: Any) -> tuple[torch.Tensor, ...]:
+        floats = _float_positions(inputs)
         with torch.enable_grad():
-            leaves = [x.detach().requires_grad_() if i in set(_float_positions(inputs)) else x
-                      for i, x in enumerate(inputs)]
+            leaves = [x.detach().requires_grad_() if i in floats else x for i, x in enumerate(inputs)]
             outs = _tensor_outputs(fn(*leaves))
-            wrt = [leaves[i] for i in _float_positions(inputs)] + params
+            wrt = [leaves[i] for i in floats] + params
             grads = torch.autograd.grad(outs, wrt, cot.for_outputs(outs), allow_unused=True)
         return (*[o.detach() for o in outs], *_filled(grads, wrt))
 

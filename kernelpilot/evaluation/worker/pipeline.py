@@ -145,8 +145,8 @@ def run_candidate(worker: CandidateWorker, msg: dict[str, Any]) -> dict[str, Any
     with _phase(phases, "problem"):
         state = worker.problem_state(msg["problem"], seed)
     watchdog.set_reference_seconds(state.reference_s)
-    job = _Job(worker, msg, s, state, tolerance_for(s, dtype_name(state.dtype)), phases,
-               train=defines_backward(Path(msg["candidate_model"])))
+    job = _Job(worker, msg, s, state, tolerance_for(s, dtype_name(state.dtype)), phases)
+    job.train = job.timed and defines_backward(Path(msg["candidate_model"]))  # read only where it is timed
     notes: list[str] = []
     sample = draw_inputs(state.module, seed + 500, "normal", device)
     compiled = None
@@ -344,8 +344,6 @@ def _judge_and_time(job: _Job, cand: _Candidate, compiled: Forward | None, corr:
     with _phase(job.phases, "timing"):
         # no guard's host time if needless
         timed_call: Forward = cand.call if cand.call.state != job.worker.initial_state else cand.model
-        if job.train and job.state.compiled_backward:  # torch.compile's step could not be built: said, not timed
-            compiled = None
         perf, sol, flags, timed = benchmark(job.worker, job.state, timed_call, compiled, job.s, job.tol,
                                             job.msg.get("baseline"), train=cand.model if job.train else None)
     findings += timed
