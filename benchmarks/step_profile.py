@@ -5,7 +5,8 @@ drop-ins swapped in, each under torch.compile (``--mode``) or eager, profiled ov
 
 Per run: the GPU time of a step (kernels summed, ms per step) by kind (GEMM, attention, Inductor's Triton kernels,
 other Triton kernels (the drop-ins'), the optimizer's, memory copies and fills, everything else) and the kernels
-that take most of it. Issue 52 asks for this where `apply --compile` misses its goals: it says which share of the
+that take most of it. ``--fused-adamw``: both runs with torch's own fused AdamW (``fused=True`` made the default of
+``torch.optim.AdamW`` for the run), to see what of the optimizer's share torch itself already closes. Issue 52 asks for this where `apply --compile` misses its goals: it says which share of the
 compiled step a head+loss or norm kernel can still move. Runs in the repository of the script (its
 ``problems/*/candidate/dropin.py``, as `apply --kernels` finds them).
 """
@@ -34,6 +35,19 @@ def kind_of(name: str, triton_names: set[str]) -> str:
         if re.search(pattern, name, re.I):
             return kind
     return "triton (drop-in)" if name in triton_names else "other"
+
+
+def fused_adamw_default() -> None:
+    """``torch.optim.AdamW(...)`` as ``AdamW(..., fused=True)`` unless the script says otherwise."""
+    import torch
+
+    init = torch.optim.AdamW.__init__
+
+    def fused_init(self: object, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("fused", True)
+        init(self, *args, **kwargs)
+
+    torch.optim.AdamW.__init__ = fused_init  # type: ignore[method-assign]
 
 
 def profile_run(script: Path, argv: list[str], dropins: list[Path], *, swap: bool, compiled: bool, mode: str,
@@ -88,6 +102,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--out", default="step_profile.json")
+    parser.add_argument("--fused-adamw", action="store_true", help="both runs with AdamW(fused=True) as its default")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -96,11 +111,15 @@ def main() -> int:
     script = Path(args.script).resolve()
     dropins = find_dropins(Path(args.kernels), script)
     compiled = args.mode != "eager"
+    if args.fused_adamw:
+        fused_adamw_default()
     runs = [profile_run(script, args.args, dropins, swap=swap, compiled=compiled, mode=args.mode, warmup=args.warmup,
                         steps=args.steps) for swap in (False, True)]
-    Path(args.out).write_text(json.dumps({"dropins": [str(d) for d in dropins], "runs": runs}, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps({"dropins": [str(d) for d in dropins], "fused_adamw": args.fused_adamw,
+                                          "runs": runs}, indent=1) + "\n")
     kinds = sorted({k for run in runs for k in run["kinds_ms"]}, key=lambda k: -runs[0]["kinds_ms"].get(k, 0.0))
-    print(f"GPU ms per step, {args.mode}; swapped: {', '.join(d.parent.parent.name for d in dropins)}")
+    fused = ", AdamW fused" if args.fused_adamw else ""
+    print(f"GPU ms per step, {args.mode}{fused}; swapped: {', '.join(d.parent.parent.name for d in dropins)}")
     print(f"{'kind':<22}{'as it is':>10}{'swapped':>10}")
     for kind in kinds:
         print(f"{kind:<22}" + "".join(f"{run['kinds_ms'].get(kind, 0.0):>10.2f}" for run in runs))
