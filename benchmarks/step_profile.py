@@ -6,8 +6,9 @@ drop-ins swapped in, each under torch.compile (``--mode``) or eager, profiled ov
 Per run: the GPU time of a step (kernels summed, ms per step) by kind (GEMM, attention, Inductor's Triton kernels,
 other Triton kernels (the drop-ins'), the optimizer's, memory copies and fills, everything else) and the kernels
 that take most of it. ``--fused-adamw``: both runs with torch's own fused AdamW (``fused=True`` made the default of
-``torch.optim.AdamW`` for the run), to see what of the optimizer's share torch itself already closes. Issue 52 asks for this where `apply --compile` misses its goals: it says which share of the
-compiled step a head+loss or norm kernel can still move. Runs in the repository of the script (its
+``torch.optim.AdamW`` for the run), to see what of the optimizer's share torch itself already closes. Issue 52
+asks for this where `apply --compile` misses its goals: it says which share of the compiled step a head+loss or
+norm kernel can still move. Runs in the repository of the script (its
 ``problems/*/candidate/dropin.py``, as `apply --kernels` finds them).
 """
 
