@@ -181,7 +181,10 @@ def verdict_record(v: Any, wall: float, what: str) -> dict[str, Any]:
     return {"edit": what, "status": v.status, "wall_s": round(wall, 3), "phases": dict(v.phases),
             "build_s": b.seconds if b else None, "rebuilt": list(b.rebuilt) if b else [],
             "build_dir": b.build_dir if b else "", "summary": v.summary[:200], "flags": v.flags[:4],
-            "references_cached": v.correctness.references_cached if v.correctness else None}
+            "references_cached": v.correctness.references_cached if v.correctness else None,
+            # a failed build keeps its compiler's last lines: on 2026-12-07 every build of a device call failed with
+            # "build step failed: binding.o" alone, and what the compiler said was lost
+            "build_log_tail": b.log_tail[-1500:] if b and not b.ok else ""}
 
 
 def timed(ev: Any, problem: Path, candidate: Path, mode: str, what: str) -> dict[str, Any]:
