@@ -2,10 +2,12 @@
 docs/model-to-faster-model.md), so its forward may do part of the backward's work.
 
 A chunked head+loss computes the gradients of the hidden states and the weight in its forward, chunk by chunk,
-and keeps them for ``backward``: three matmuls where the reference's forward has one. The verdict times forwards
-only, so such a candidate reads slower there than it is in a training step (2026-12-06, H100, a Llama-3.2-1B
-head: 0.48x eager, 0.23x torch.compile, while the step was faster). The verdict says so beside its times;
-``kernelpilot apply`` measures the step. Worker-free: a source scan.
+and keeps them for ``backward``: three matmuls where the reference's forward has one. Timed forward against forward,
+such a candidate reads slower than it is in a training step (2026-12-06, H100, a Llama-3.2-1B head: 0.48x eager,
+0.23x torch.compile, while the step was faster). The worker therefore times it as a training step
+(timing/training.py); where it still times forwards (a step that did not fit in the GPU's memory, or a worker of an
+older kernelpilot) the verdict says so beside its times, and ``kernelpilot apply`` measures the step. Worker-free:
+a source scan.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def defines_backward(model_file: Path) -> bool:
 
 
 def forward_only_flag(model_file: Path | None, performance: Performance | None) -> list[str]:
-    """The flag for a verdict of a training drop-in timed forward alone (a worker of an older kernelpilot); none
-    otherwise: the worker times a training drop-in forward and backward (timing/training.py)."""
+    """The flag for a verdict of a training drop-in timed forward alone (its training step did not fit in the GPU's
+    memory, beside that timing's own flag, or a worker of an older kernelpilot); none otherwise: the worker times a
+    training drop-in forward and backward (timing/training.py)."""
     if performance is None or performance.candidate is None or model_file is None or performance.timed != "forward":
         return []
     return [FORWARD_ONLY] if defines_backward(model_file) else []

@@ -88,7 +88,8 @@ def reference_step(fn: Forward, module: torch.nn.Module, names: list[str], cot: 
     outputs with the cotangents, to the floating-point inputs and the named parameters (nothing accumulates)."""
     import torch
 
-    params = [dict(module.named_parameters())[n] for n in names]
+    named = dict(module.named_parameters())
+    params = [named[n] for n in names]
 
     def step(*inputs: Any) -> tuple[torch.Tensor, ...]:
         floats = _float_positions(inputs)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def score(state: ProblemState, module: ModuleType, rules: Rules, s: EvalSettings, device: str,
-                       measure: bool, default: gs.Snapshot, mine: gs.Snapshot) -> dict[str, Any]:
+          measure: bool, default: gs.Snapshot, mine: gs.Snapshot) -> dict[str, Any]:
     """KernelBench's own score (kernelbench_harness.py), run as KernelBench runs it: in the candidate's
     global state for the reference too; every candidate call under one watchdog allowance."""
     harness = rules.harness

@@ -245,7 +245,7 @@ def _run_with_watch(job: _Job, sample: Inputs, compiled: Forward | None, threads
     if rules.kernelbench:
         with _phase(job.phases, "kernelbench"):
             out["kernelbench"] = kb_score.score(state, cand.module, rules, s, job.device, job.timed,
-                                                    worker.initial_state, cand.state)
+                                                worker.initial_state, cand.state)
     out["flags"] += _check_flags(corr)
     exit_after = False
     if threads.thread_findings(threads0, threads.ThreadSnapshot.take(), native=False) or worker.identities.changed():
