@@ -26,10 +26,11 @@ def compare(a: Any, b: Any, dtype: Any, eps: float, device: str) -> dict[str, fl
     """``a`` against ``b`` (the unmodified run's gradient of one parameter), on ``device`` in float64."""
     import torch
 
+    from kernelpilot.dropin.apply_perturb import _ulp  # the one-ulp run's own ulp
+
     x, y = a.to(device).double(), b.to(device).double()
     d = x - y
-    binade = (y.float().abs().view(torch.int32) & 0x7F800000).view(torch.float32).double()
-    ulp = binade * torch.finfo(dtype).eps
+    ulp = _ulp(b.to(device).float(), dtype).double()
     nonzero = y != 0
     ulps = (d.abs()[nonzero] / ulp[nonzero]).max().item() if bool(nonzero.any()) else 0.0
     ux, uy = x / (x.abs() + eps), y / (y.abs() + eps)
