@@ -365,8 +365,8 @@ model rounds its logits there too); one Triton program per row reads its row twi
 then the gradient) and overwrites it in place with its gradient for a loss gradient of 1: (softmax - one-hot) / the
 count of kept labels, in fp32, rounded once to bf16 as autograd rounds it. The forward computes the gradients too
 and keeps them until ModelNew.backward, which scales them by the loss's gradient: the full logits are never held,
-the weight's gradient is accumulated over chunks in fp32 and rounded once, and the head's matmul runs three times a
-step, as unfused."""
+the weight's gradient is accumulated over chunks in fp32 (by the GEMMs themselves) and rounded once, and the head's
+matmul runs three times a step, as unfused."""
 import torch
 import torch.nn as nn
 import triton
@@ -406,11 +406,15 @@ def _key(x):
     return (x.data_ptr(), x._version, tuple(x.shape))
 
 
-def _mm_fp32(a, b):
-    """a @ b accumulated and returned in fp32 (on CUDA one bf16 GEMM with an fp32 output)."""
+def _mm_fp32(a, b, acc=None):
+    """a @ b accumulated in fp32, added to ``acc`` (fp32, in place) when given: on CUDA one bf16 GEMM with an fp32
+    output, the accumulator read and written by the GEMM itself (beta = 1), no product buffer between chunks."""
     if a.is_cuda:
-        return torch.mm(a, b, out_dtype=torch.float32)
-    return a.float() @ b.float()
+        if acc is None:
+            return torch.mm(a, b, out_dtype=torch.float32)
+        return torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+    product = a.float() @ b.float()
+    return product if acc is None else acc.add_(product)
 
 
 class ModelNew(nn.Module):
@@ -426,7 +430,7 @@ class ModelNew(nn.Module):
         inv_count = 1.0 / count.float()  # on the device: no synchronisation
         losses = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
         gh = torch.empty_like(h)
-        gw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        gw = None  # the first chunk's product, then every later chunk added into it by its GEMM
         for start in range(0, h.shape[0], CHUNK):
             rows = slice(start, start + CHUNK)
             logits = h[rows] @ weight.t()
@@ -434,7 +438,7 @@ class ModelNew(nn.Module):
             _row_loss_grad[(n,)](logits, x1[rows], losses[rows], inv_count, logits.stride(0), vocab, IGNORE,
                                  BLOCK=4096)
             torch.mm(logits, weight, out=gh[rows])  # the rows' gradient, rounded as autograd's backward rounds it
-            gw += _mm_fp32(logits.t(), h[rows])
+            gw = _mm_fp32(logits.t(), h[rows], gw)
         self._kept = (_key(x0), gh, gw)
         return losses.sum() / count  # float32: the script upcasts the logits before its cross-entropy
 
@@ -445,5 +449,5 @@ class ModelNew(nn.Module):
         self._kept = None
         g = grads[0]  # 1 for loss.backward(): both products below are then exact
         return ((gh * g.to(gh.dtype)).view_as(x0), None), {
-            "p_lm_head_weight": (gw * g.float()).to(self.p_lm_head_weight.dtype)}
+            "p_lm_head_weight": gw.mul_(g.float()).to(self.p_lm_head_weight.dtype)}  # gw is not used again
 '''
