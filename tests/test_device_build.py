@@ -180,10 +180,43 @@ def test_a_compile_error_in_a_part_is_reported_at_the_file_s_own_line(pristine: 
 
 @pytest.mark.slow
 def test_host_code_changes_take_the_full_build(pristine: Built) -> None:
-    pristine.edit("binding.cpp", "// Torch glue", "// The torch glue")
+    pristine.edit("binding.cpp", '"fill kernel launch failed: "', '"the fill kernel did not launch: "')
     report = pristine.build()
     assert report.ok and not report.command.startswith(DEVICE_ONLY)
     assert "full build: binding.cpp changed (host code)" in _notes(report)
+
+
+@pytest.mark.slow
+def test_a_shared_header_s_code_change_takes_the_full_build(pristine: Built) -> None:
+    """scale.h is read by binding.cpp and scale.cu: a declaration added there is host code."""
+    pristine.edit("scale.h", "__global__ void fill_kernel(", "__global__ void zero_kernel(float* y, long n);\n"
+                                                             "__global__ void fill_kernel(")
+    report = pristine.build()
+    assert report.ok and not report.command.startswith(DEVICE_ONLY)
+    assert "full build: scale.h changed (host code)" in _notes(report)
+
+
+@pytest.mark.slow
+def test_comments_in_binding_s_files_keep_the_device_only_build(pristine: Built) -> None:
+    """Comments changed in binding.cpp and in the header it shares with scale.cu, with a kernel edit: the host code
+    is what the full build compiled, so only scale.cu's device code compiles, and its SASS is a full build's."""
+    pristine.edit("binding.cpp", "// Torch glue", "// The torch glue")
+    pristine.edit("scale.h", "// The kernels of scale.cu", "// The kernels (scale.cu)")
+    with (pristine.candidate.path / "scale.h").open("a") as fh:
+        fh.write("// a note at the end\n")
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha + 1.0f;")
+    report = pristine.build()
+    assert report.ok, report.log_tail
+    assert report.command.startswith(DEVICE_ONLY) and report.rebuilt == ["scale.cu"], _notes(report)
+    device, full = read_device(pristine.build_dir), read_full(pristine.build_dir)
+    assert device is not None and full is not None
+    env = build_env(pristine.candidate, build_dir=pristine.build_dir, arch="sm_90")
+    assert identity.summary(identity.check(device, full, env)) == "same (4 kernels)"
+
+    pristine.edit("scale.h", "// a note at the end", "long scale_count();  // a declaration now")
+    report = pristine.build()  # code this time, in the same file
+    assert report.ok and not report.command.startswith(DEVICE_ONLY)
+    assert "full build: scale.h changed (host code)" in _notes(report)
 
 
 @pytest.mark.slow

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from kernelpilot.native import elf
 from kernelpilot.native.records import DEVICE_FILE, DeviceBuild, FullBuild, read_full, write
-from kernelpilot.native.sources import digest, host_launch_problem, instances, keep_only, local_includes
+from kernelpilot.native.code_text import code_digests
+from kernelpilot.native.sources import host_launch_problem, instances, keep_only, local_includes
 
 PARTS_DIR = "device"
 MAX_PARTS = 16
@@ -116,10 +117,12 @@ def plan(directory: Path, build_dir: Path, *, parts: int) -> DevicePlan | str:
         return "binding.cpp includes other files"
     closures = {cu: local_includes(cu, directory) for cu in kernels}
     every = sorted({*binding_files, *kernels, *(p for ps in closures.values() for p in ps)})
-    now = digest(every)
-    changed_binding = [Path(p).name for p in full.binding_files if now.get(p) != full.sources.get(p)]
-    if changed_binding:
-        return f"{', '.join(changed_binding)} changed (host code)"
+    now, code = code_digests(every)
+    changed_binding = [p for p in full.binding_files if now.get(p) != full.sources.get(p)]
+    # a file of binding.cpp's whose comments alone changed leaves the host code as the full build compiled it
+    host_changed = [Path(p).name for p in changed_binding if code.get(p) != full.binding_code.get(p, "")]
+    if host_changed:
+        return f"{', '.join(host_changed)} changed (host code)"
     problem = host_launch_problem(binding, directory)
     if problem:
         return problem

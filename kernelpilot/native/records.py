@@ -43,6 +43,8 @@ class FullBuild:
     stubs: dict[str, list[str]]  # each .cu -> the kernels its host half launches (mangled names)
     host_code: dict[str, list[str]]  # each .cu -> host functions other than kernel stubs (no device-only build)
     undefined: list[str] = field(default_factory=list)  # what the library needs from other libraries
+    # binding.cpp and its local files -> sha256 of their code without comments (code_text.py), as built
+    binding_code: dict[str, str] = field(default_factory=dict)
     format: int = FORMAT
 
 
@@ -151,11 +153,13 @@ def full_build_files(directory: Path, sources: list[Path]) -> list[Path]:
 
 
 def record_full_build(directory: Path, build_dir: Path, library: Path, sources: list[Path],
-                      before: dict[str, str]) -> FullBuild | None:
+                      before: dict[str, str], before_code: dict[str, str] | None = None) -> FullBuild | None:
     """After a full build: snapshot its library and write what the next device-only build needs. ``before``: the
     digest of ``full_build_files`` taken as the build started, recorded as the sources it built. A file saved during
     the build (the library holds either version) then differs from the record, and the next save compiles it again;
-    a digest taken now would call the library current and the next save would run the old kernel."""
+    a digest taken now would call the library current and the next save would run the old kernel. ``before_code``:
+    the digests of their code without comments, read with ``before`` (code_text.code_digests); without it, any
+    change to binding.cpp's files takes a full build."""
     binding, kernels = sources[0], [s for s in sources if s.suffix == ".cu"]
     commands = ninja_commands(build_dir)
     stubs: dict[str, list[str]] = {}
@@ -184,7 +188,8 @@ def record_full_build(directory: Path, build_dir: Path, library: Path, sources: 
     record = FullBuild(
         library=str(snapshot), fingerprint=fingerprint, sources=before,
         binding_files=[str(p) for p in binding_files], kernel_files=kernel_files, commands=commands,
-        stubs=stubs, host_code=host_code, undefined=elf.undefined_dynamic(library))
+        stubs=stubs, host_code=host_code, undefined=elf.undefined_dynamic(library),
+        binding_code={str(p): (before_code or {}).get(str(p), "") for p in binding_files})
     write(build_dir / FULL_FILE, record)
     clear_device(build_dir)
     return record

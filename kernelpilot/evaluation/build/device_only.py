@@ -30,6 +30,7 @@ from kernelpilot.extension import (
     options_from_source,
 )
 from kernelpilot.native import device_build, identity
+from kernelpilot.native.code_text import code_digests
 from kernelpilot.native.device_build import DevicePlan, Part
 from kernelpilot.native.records import (
     FULL_FILE,
@@ -39,9 +40,9 @@ from kernelpilot.native.records import (
     read_full,
     record_full_build,
 )
-from kernelpilot.native.sources import digest
 from kernelpilot.verdict import BuildReport, Diagnostic, KernelResources
 
+SourcesRead = tuple[dict[str, str], dict[str, str]]  # code_text.code_digests: (bytes, code)
 DEVICE_ONLY = "device code only"  # how the report's command starts, and the note's word for this path
 
 
@@ -156,16 +157,16 @@ def _resources(plan: DevicePlan, directory: Path) -> list[KernelResources]:
     return out
 
 
-def sources_before_full_build(candidate: Candidate, spec: ExtensionSpec | str) -> dict[str, str] | None:
-    """The digest of what a full build of ``candidate`` reads, taken as it starts (``after_full_build``'s
-    ``before``)."""
+def sources_before_full_build(candidate: Candidate, spec: ExtensionSpec | str) -> SourcesRead | None:
+    """The digests of what a full build of ``candidate`` reads, taken as it starts (``after_full_build``'s
+    ``before``): of each file's bytes, and of its code without comments."""
     if isinstance(spec, str):
         return None
-    return digest(full_build_files(candidate.path.resolve(), spec.sources))
+    return code_digests(full_build_files(candidate.path.resolve(), spec.sources))
 
 
 def after_full_build(report: BuildReport, candidate: Candidate, directory: Path, env: dict[str, str],
-                     spec: ExtensionSpec | str, reason: str, before: dict[str, str] | None) -> None:
+                     spec: ExtensionSpec | str, reason: str, before: SourcesRead | None) -> None:
     """Record a successful full build for the next edit's device-only build (``before``: its sources' digest as it
     started, ``sources_before_full_build``; without it nothing is recorded and the next save builds in full); say
     why this save took it. A
@@ -179,7 +180,8 @@ def after_full_build(report: BuildReport, candidate: Candidate, directory: Path,
     if isinstance(spec, str) or before is None or not spec.library.is_file():
         return
     previous = read_full(directory)
-    record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources, before=before)
+    record = record_full_build(candidate.path.resolve(), directory, spec.library, spec.sources, before=before[0],
+                               before_code=before[1])
     if record is None or previous is None or "kernelpilot.extension" in report.command:
         return
     if set(record.undefined) - set(previous.undefined):
