@@ -275,3 +275,51 @@ def test_apply_compile_compares_against_the_faster_compile_mode(tmp_path: Path,
     assert f"baseline: mode {data['compile_mode']}, the faster" in out
     base, swap = data["runs"]
     assert swap["verdict"] == "ok" and swap["graph_breaks"] == 0
+
+
+def test_a_second_run_as_it_is_widens_the_band_where_the_script_is_not_deterministic() -> None:
+    from kernelpilot.dropin.apply_report import judge_loss, loss_band, max_gap
+
+    base = run_result([4.0, 3.0, 2.0, 1.0])
+    sens = run_result([4.0, 3.0001, 2.0, 1.0])  # the one-ulp run: one sample of the run-to-run noise, a small one
+    noise = run_result([4.0, 3.001, 2.002, 1.0])  # the script as it is again: its own runs differ more
+    swap = run_result([4.0, 2.999, 2.0015, 1.0])
+    assert judge_loss(swap, base, loss_band(base, sens))[0] == "outside"  # judged against one sample only
+    band = loss_band(base, sens, noise)
+    assert band == pytest.approx([4e-5, 2e-3, 4e-3, 4e-3])
+    assert judge_loss(swap, base, band)[0] == "inside"
+    assert max_gap(noise, base) == pytest.approx(2e-3)
+    assert loss_band(base, sens, run_result(None, error="failed")) == loss_band(base, sens)
+    assert loss_band(base, sens, run_result([4.0, 3.0])) == loss_band(base, sens)  # a run of other steps: not used
+
+
+def test_apply_runs_the_script_once_more_when_two_seeded_runs_differ(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A script whose runs differ from each other (here a weight moved by an unseeded draw; on a GPU, atomics in a
+    backward): one more run as it is over every step, whose loss widens the band; a deterministic one gets none."""
+    from kernelpilot.dropin.apply_command import apply_command
+    from kernelpilot.dropin.registration import write_registration
+
+    problems = tmp_path / "problems"
+    good = with_candidate(extract_mlp(tmp_path / "extracted"), problems)
+    assert write_registration(good / "candidate", candidate_id="c1").training
+    noisy = tmp_path / "noisy" / SCRIPT.name
+    noisy.parent.mkdir()
+    text = SCRIPT.read_text()
+    assert "    model = TinyLlama()\n" in text
+    noisy.write_text("import random\n" + text.replace(
+        "    model = TinyLlama()\n", "    model = TinyLlama()\n    with torch.no_grad():\n"
+        "        model.embed.weight.mul_(1 + 1e-3 * random.SystemRandom().random())  # unseeded\n", 1))
+    for script, differ in ((SCRIPT, False), (noisy, True)):
+        summary = tmp_path / f"{differ}.json"
+        args = SimpleNamespace(script=str(script), script_args=[], kernels=str(problems), steps=2, compile=False,
+                               write=False, yes=True, summary=str(summary))
+        assert apply_command(args) == 0
+        out = capsys.readouterr().out
+        assert ("two seeded runs as they are differ: one more run as it is over every step" in out) is differ, out
+        swap = json.loads(summary.read_text())["runs"][1]
+        assert swap["loss_verdict"] == "inside"
+        if differ:
+            said = next(line for line in out.splitlines() if line.startswith("two seeded runs as they are differ"))
+            moved = float(said.rsplit(" ", 1)[1])
+            assert moved > 0 and swap["yardstick"] >= 2 * moved  # the band holds twice the second run's gap

@@ -18,7 +18,7 @@ unmodified run. A swap passes when it ran the kernel, the script did not fail, b
 are within ``max(4 x yardstick, floor, 2 x sensitivity)`` (floor: 1e-5 for float32 results, 1e-2 for half
 types; sensitivity: the difference one more run makes with the swapped parts' outputs, and the gradients their
 backward returns, moved by up to one ulp, ``_bound``) and its loss stayed inside the band that run's loss makes over
-the same steps (``loss_band``).
+the same steps (``loss_band``), widened by a second full run as it is where two seeded runs differ (``_yardstick``).
 Nothing in your files changes unless ``--write`` (``kernelpilot.dropin.apply_write``).
 """
 
@@ -36,6 +36,7 @@ from kernelpilot.dropin.apply_report import (
     Row,
     judge_loss,
     loss_band,
+    max_gap,
     print_notes,
     record,
     table_row,
@@ -99,6 +100,7 @@ class _Script:
     compile_root: bool
     compile_mode: str = "default"
     baselines: dict[str, Any] = field(default_factory=dict)  # --compile: each mode's own run, as it is
+    noise: RunResult | None = None  # a second full run as it is, where two seeded runs differ (_yardstick)
 
     def measure(self, dropins: list[Path], *, steps: int | None = None, warmup: int = WARMUP) -> RunResult:
         return measure(self.path, self.argv, steps=self.steps if steps is None else steps, warmup=warmup,
@@ -153,7 +155,7 @@ def _bound(run: _Script, base: RunResult, bound: float,
     paths = list(dict.fromkeys(p for d in dropins for p in swap_paths(d)))
     res = measure(run.path, run.argv, steps=run.steps, warmup=WARMUP, dropins=[], compile_root=run.compile_root,
                   perturb=paths, compile_mode=run.compile_mode, perturb_grads=dropins)
-    band = loss_band(base, res)
+    band = loss_band(base, res, run.noise)
     if res.error:
         return bound, f"not measured ({res.error}); bound {bound:.1e}", band
     out = difference(res.output, base.output)
@@ -175,7 +177,8 @@ def apply_command(args: Any) -> int:
     first: RunResult | None = None
     if run.compile_root:
         run, first = _best_compile(run, compile_modes(getattr(args, "compile_modes", None)))
-    base, bound = _yardstick(run, first)
+    base, bound, noise = _yardstick(run, first)
+    run = replace(run, noise=noise)
     first_ms, first_spread = base.median(WARMUP)
     rows: list[Row] = []
     for dropin in dropins:
@@ -215,9 +218,11 @@ def _approved(args: Any, script: Path) -> list[Path]:
     return dropins
 
 
-def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, float]:
-    """The script as it is (``base``, when it has run already), and the bound on the differences: 4 x what a
-    second seeded run changes, or the dtype floor."""
+def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, float, RunResult | None]:
+    """The script as it is (``base``, when it has run already), the bound on the differences (4 x what a second
+    seeded run changes, or the dtype floor), and, where that second run differs at all, one more run as it is over
+    every step: a script that is not deterministic run to run (atomics in a backward) moves its own loss as much as
+    a one-ulp change does, and one sensitivity run alone would make the loss band one sample of that noise."""
     base = run.measure([]) if base is None else base
     if base.error:
         raise KernelpilotError(f"{run.path} fails on its own: {base.error}; fix it first.")
@@ -228,7 +233,13 @@ def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, 
     first_ms, first_spread = base.median(WARMUP)
     print(f"as it is: step {first_ms:.3f} ms median (spread {first_spread:.3f} ms); yardstick (two seeded runs): "
           f"outputs {yard_out:.1e}, gradients {_fmt(yard_grad)}; bound {bound:.1e}")
-    return base, bound
+    if not (yard_out or yard_grad) or base.losses is None:
+        return base, bound, None
+    noise = run.measure([])
+    said = f"it failed ({noise.error})" if noise.error else f"its loss differs by up to {_fmt(max_gap(noise, base))}"
+    print(f"two seeded runs as they are differ: one more run as it is over every step, whose loss widens every "
+          f"loss band as the one-ulp runs do; {said}")
+    return base, bound, None if noise.error else noise
 
 
 def _together(run: _Script, rows: list[Row], passed: list[Path], base: RunResult, bound: float,

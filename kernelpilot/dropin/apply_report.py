@@ -39,29 +39,46 @@ class Row:
     band: list[float | None] | None = None
 
 
-def loss_band(base: RunResult, sensitivity: RunResult | None) -> list[float | None] | None:
+def _losses_like(base: RunResult, other: RunResult | None) -> list[float | None] | None:
+    """``other``'s losses where it ran as many steps as ``base`` without an error; else None."""
+    if other is None or other.error or other.losses is None or base.losses is None:
+        return None
+    return other.losses if len(other.losses) == len(base.losses) else None
+
+
+def loss_band(base: RunResult, sensitivity: RunResult | None,
+              noise: RunResult | None = None) -> list[float | None] | None:
     """Per step, how far a swap's loss may be from the unmodified run's: twice the largest difference the
     sensitivity run's loss has had from it up to that step (a kernel that rounds differently, and no worse, moves
     the loss about that much, and a training run's differences grow), at least the loss dtype's floor (1e-5
-    relative for float32, 1e-2 for half types). None at a step without a loss, and None when the unmodified run
-    recorded none."""
+    relative for float32, 1e-2 for half types). ``noise``: a second unmodified run, for a script whose runs differ
+    from each other; its difference counts as the sensitivity run's does. None at a step without a loss, and None
+    when the unmodified run recorded none."""
     if base.losses is None:
         return None
     floor = LOSS_FLOOR.get(base.loss_dtype, 1e-5)
-    sens = sensitivity.losses if sensitivity is not None and not sensitivity.error else None
-    if sens is not None and len(sens) != len(base.losses):
-        sens = None
+    others = [o for o in (_losses_like(base, sensitivity), _losses_like(base, noise)) if o is not None]
     band: list[float | None] = []
     widest = 0.0
     for i, loss in enumerate(base.losses):
         if loss is None:
             band.append(None)
             continue
-        moved = sens[i] if sens is not None else None
-        if moved is not None and math.isfinite(moved - loss):
-            widest = max(widest, abs(moved - loss))
+        for losses in others:
+            moved = losses[i]
+            if moved is not None and math.isfinite(moved - loss):
+                widest = max(widest, abs(moved - loss))
         band.append(max(2 * widest, floor * max(abs(loss) if math.isfinite(loss) else 0.0, 1.0)))
     return band
+
+
+def max_gap(run: RunResult, base: RunResult) -> float | None:
+    """The largest difference of ``run``'s loss from ``base``'s over the steps both have; None without losses."""
+    losses = _losses_like(base, run)
+    if losses is None or base.losses is None:
+        return None
+    gaps = [_gap(a, b) for a, b in zip(losses, base.losses) if b is not None]
+    return max(gaps, default=None)
 
 
 def _gap(a: float | None, b: float) -> float:
