@@ -6,8 +6,9 @@ what each of SDPA's backends takes for that call, forward and forward + backward
 One layer of a Llama-3.2-1B-shaped LlamaForCausalLM (transformers, sdpa attention, bf16) is run once with labels; each
 ``scaled_dot_product_attention`` call is recorded (shapes, mask, ``is_causal``, ``enable_gqa``). That call is then
 timed with the cuDNN, flash and memory-efficient backends (CUDA events, median of ``--iters``) and scaled by
-``--layers``, to set beside the step profile's attention row (cuDNN, 43.5 ms a step on the H100, 2026-12-07). A
-backend that refuses the call is listed with its error.
+``--layers``, to set beside the step profile's attention row (cuDNN, 43.5 ms a step on the H100, 2026-12-07), once
+with contiguous q, k, v and once laid out as the model passed them. A backend that refuses the call is listed
+with its error. (2026-12-07, H100, contiguous only: cuDNN 19.3 ms a step, flash 27.9 ms.)
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def record_calls(batch: int, seq: int) -> list[dict[str, Any]]:
         calls.append({"q": list(q.shape), "k": list(k.shape), "v": list(v.shape),
                       "mask": None if attn_mask is None else [list(attn_mask.shape), str(attn_mask.dtype)],
                       "is_causal": bool(is_causal), "enable_gqa": bool(enable_gqa), "scale": scale,
-                      "q_stride": list(q.stride()), "k_stride": list(k.stride())})
+                      "q_stride": list(q.stride()), "k_stride": list(k.stride()), "v_stride": list(v.stride())})
         return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                         enable_gqa=enable_gqa, **kw)
 
@@ -51,16 +52,29 @@ def record_calls(batch: int, seq: int) -> list[dict[str, Any]]:
     return calls
 
 
-def time_backend(call: dict[str, Any], backend: SDPBackend, iters: int) -> dict[str, Any]:
-    """The recorded call's forward and forward + backward with one backend, in ms (median of ``iters``)."""
-    q = torch.randn(call["q"], device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    k = torch.randn(call["k"], device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    v = torch.randn(call["v"], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+def _tensor(shape: list[int], stride: list[int] | None) -> torch.Tensor:
+    """A random bf16 leaf of ``shape``, laid out with ``stride`` when given (the recorded call's layout)."""
+    if stride is None:
+        return torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    t = torch.empty_strided(shape, stride, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        t.normal_()
+    return t.requires_grad_()
+
+
+def time_backend(call: dict[str, Any], backend: SDPBackend, iters: int, recorded: bool = False) -> dict[str, Any]:
+    """The recorded call's forward and forward + backward with one backend, in ms (median of ``iters``); with
+    ``recorded``, q and k laid out as the model passed them (q is a transposed view of the projection's output),
+    else contiguous."""
+    q = _tensor(call["q"], call["q_stride"] if recorded else None)
+    k = _tensor(call["k"], call["k_stride"] if recorded else None)
+    v = _tensor(call["v"], call.get("v_stride") if recorded else None)
     mask = None
     if call["mask"] is not None:
         mask = torch.zeros(call["mask"][0], device="cuda", dtype=torch.bfloat16)
     grad = torch.randn(call["q"][:-1] + [call["v"][-1]], device="cuda", dtype=torch.bfloat16)
     kwargs = {"attn_mask": mask, "is_causal": call["is_causal"], "enable_gqa": call["enable_gqa"]}
+    layout = "as recorded" if recorded else "contiguous"
 
     def measure(fn) -> float:
         for _ in range(3):
@@ -80,8 +94,8 @@ def time_backend(call: dict[str, Any], backend: SDPBackend, iters: int) -> dict[
             fwd = measure(lambda: F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), **kwargs))
             both = measure(lambda: F.scaled_dot_product_attention(q, k, v, **kwargs).backward(grad))
     except RuntimeError as exc:
-        return {"backend": backend.name, "error": str(exc).splitlines()[0][:200]}
-    return {"backend": backend.name, "forward_ms": fwd, "forward_backward_ms": both}
+        return {"backend": backend.name, "layout": layout, "error": str(exc).splitlines()[0][:200]}
+    return {"backend": backend.name, "layout": layout, "forward_ms": fwd, "forward_backward_ms": both}
 
 
 def flops(call: dict[str, Any]) -> float:
@@ -103,8 +117,9 @@ def main() -> None:
     forward_calls = calls[:1]
     rows = []
     for call in forward_calls:
-        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION):
-            row = time_backend(call, backend, args.iters)
+        for backend, recorded in ((b, r) for r in (False, True) for b in (
+                SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION)):
+            row = time_backend(call, backend, args.iters, recorded)
             if "forward_ms" in row:
                 row["step_ms"] = row["forward_backward_ms"] * args.layers
                 row["forward_tflops"] = flops(call) / row["forward_ms"] / 1e9
@@ -114,12 +129,14 @@ def main() -> None:
               "timings": rows}
     args.out.write_text(json.dumps(result, indent=1))
     print(f"SDPA calls in one layer's forward: {len(calls)}; the first: {json.dumps(calls[0]) if calls else None}")
-    print(f"{'backend':22} {'fwd ms':>8} {'fwd+bwd ms':>11} {'x layers':>9} {'fwd TF/s':>9} {'f+b TF/s':>9}")
+    print(f"{'backend':22} {'layout':12} {'fwd ms':>8} {'fwd+bwd ms':>11} {'x layers':>9} {'fwd TF/s':>9} "
+          f"{'f+b TF/s':>9}")
     for r in rows:
         if "error" in r:
-            print(f"{r['backend']:22} refused: {r['error']}")
+            print(f"{r['backend']:22} {r['layout']:12} refused: {r['error']}")
         else:
-            print(f"{r['backend']:22} {r['forward_ms']:8.3f} {r['forward_backward_ms']:11.3f} {r['step_ms']:9.2f} "
+            print(f"{r['backend']:22} {r['layout']:12} {r['forward_ms']:8.3f} {r['forward_backward_ms']:11.3f} "
+                  f"{r['step_ms']:9.2f} "
                   f"{r['forward_tflops']:9.0f} {r['forward_backward_tflops']:9.0f}")
 
 
