@@ -167,9 +167,13 @@ def drop_extra_shapes(example: Path) -> list[str]:
 
 
 def editors(candidate: Path) -> dict[str, Editor]:
+    from kernelpilot.native.sources import local_includes
+
     cu = sorted(candidate.glob("*.cu"))
-    # a header of the kernels' (device code: a kernel edit's build), not one binding.cpp includes (host code)
-    headers = sorted(candidate.glob("*.cuh")) or sorted(candidate.glob("*.h"))
+    # a header of the kernels' (device code: a kernel edit's build), not one binding.cpp includes (host code: its
+    # edit takes the full build, and is no kernel edit; cross_entropy's and diag_matmul's one header is such)
+    host = set(local_includes(candidate / "binding.cpp", candidate)) if (candidate / "binding.cpp").is_file() else set()
+    headers = [h for h in sorted(candidate.glob("*.cuh")) + sorted(candidate.glob("*.h")) if h.resolve() not in host]
     found = {"kernel": Editor(cu[0], "kernel") if cu else None,
              "header": Editor(headers[0], "header") if headers else None,
              "model": Editor(candidate / "model_new.py", "model")}
