@@ -364,7 +364,7 @@ def test_a_save_landing_during_a_full_build_is_compiled_by_the_next_build(pristi
             saved.append(True)
         return out
 
-    pristine.edit("binding.cpp", "// Torch glue", "// The torch glue")  # host code: a full build
+    pristine.edit("binding.cpp", '"fill kernel launch failed: "', '"the fill kernel did not launch: "')  # host code
     monkeypatch.setattr(step, "run_in_session", build_then_save)
     report = pristine.build()
     assert report.ok and not report.command.startswith(DEVICE_ONLY) and saved
