@@ -4,6 +4,7 @@ last full build's host code for changed code, so the cases lean on literals, spl
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,46 @@ def test_digests_read_each_file_once_and_name_a_missing_one(tmp_path: Path) -> N
     raw, code = code_digests([a, b, tmp_path / "gone.h"])
     assert raw[str(a)] != raw[str(b)] and code[str(a)] == code[str(b)]
     assert raw[str(tmp_path / "gone.h")] == code[str(tmp_path / "gone.h")] == "missing"
+
+
+def _piece(rng: random.Random) -> tuple[str, str]:
+    """One random piece of a C++ file and its kind: code, a literal (code too), or a comment."""
+    kind = rng.choice(["code", "code", "string", "char", "raw", "line", "block", "include", "splice"])
+    word = "".join(rng.choice("ab/*'\"\\ x()_;") for _ in range(rng.randint(0, 6)))
+    safe = word.replace("\\", "").replace('"', "").replace("'", "").replace("*/", "").replace("/", "")
+    if kind == "code":
+        return "code", rng.choice(["int x = 1;", "y /= 2;", "a * b", "f(x)", "#define F(x) x", "\n", " "])
+    if kind == "string":
+        return "code", '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if kind == "char":
+        return "code", "'" + rng.choice(["a", "/", "\\'", '"', "*"]) + "'"
+    if kind == "raw":
+        return "code", 'R"d(' + word.replace(')d"', "") + ')d"'
+    if kind == "include":
+        return "code", "\n#include <" + safe + ".h>\n"
+    if kind == "splice":
+        return "code", "\\\n"
+    if kind == "line":
+        return "comment", "// " + word.replace("\\", "").replace("\n", "") + "\n"
+    return "comment", "/* " + word.replace("*/", "").replace("*", "") + " */"
+
+
+def test_random_files_change_code_text_exactly_when_code_changes() -> None:
+    """Files built from random pieces: rewriting a comment's words keeps the code text; rewriting any code piece
+    (a literal's contents included) changes it."""
+    rng = random.Random(52)
+    for _ in range(400):
+        pieces = [_piece(rng) for _ in range(rng.randint(1, 12))]
+        text = "".join(p for _, p in pieces)
+        at = rng.randrange(len(pieces))
+        kind, old = pieces[at]
+        if kind == "comment":
+            new = old.replace(old[3:-3] if old.startswith("/*") else old[3:-1], "zz q", 1) if len(old) > 6 else old
+            if old.startswith("//") and old.endswith("\\\n"):
+                continue
+            same = True
+        else:
+            new = old + "k" if not old.endswith("\n") else old[:-1] + "k\n"
+            same = False
+        edited = "".join(p if i != at else new for i, (_, p) in enumerate(pieces))
+        assert (code_text(text) == code_text(edited)) is same, (text, edited)
