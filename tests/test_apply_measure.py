@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -295,10 +296,10 @@ def test_a_second_run_as_it_is_widens_the_band_where_the_script_is_not_determini
 
 def test_apply_runs_the_script_once_more_when_two_seeded_runs_differ(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A script whose runs differ from each other (here a weight moved by an unseeded draw; on a GPU, atomics in a
-    backward): one more run as it is over every step, whose loss widens the band; a deterministic one gets none. The
-    draw is small (1e-6): the outputs' and gradients' bound is four times one yardstick sample, and two draws far
-    apart beside two close ones would fail the swap there, which is not what this test is about."""
+    """A script whose runs differ from each other (on a GPU, atomics in a backward; here a weight scaled by one of
+    three values, the next at each run, so two runs differ by one or two steps of 1e-5): one more run as it is over
+    every step, whose loss widens the band; a deterministic one gets none. Its first three runs are the script as
+    it is, the yardstick's run and that extra run, so the extra run differs from the first by two steps."""
     from kernelpilot.dropin.apply_command import apply_command
     from kernelpilot.dropin.registration import write_registration
 
@@ -309,9 +310,10 @@ def test_apply_runs_the_script_once_more_when_two_seeded_runs_differ(
     noisy.parent.mkdir()
     text = SCRIPT.read_text()
     assert "    model = TinyLlama()\n" in text
-    noisy.write_text("import random\n" + text.replace(
-        "    model = TinyLlama()\n", "    model = TinyLlama()\n    with torch.no_grad():\n"
-        "        model.embed.weight.mul_(1 + 1e-6 * random.SystemRandom().random())  # unseeded\n", 1))
+    noisy.write_text("from pathlib import Path\n" + text.replace("    model = TinyLlama()\n", (
+        "    model = TinyLlama()\n    runs = Path(__file__).with_suffix('.runs')\n"
+        "    n = int(runs.read_text()) + 1 if runs.exists() else 1\n    runs.write_text(str(n))\n"
+        "    with torch.no_grad():\n        model.embed.weight.mul_(1 + 1e-5 * (n % 3))\n"), 1))
     for script, differ in ((SCRIPT, False), (noisy, True)):
         summary = tmp_path / f"{differ}.json"
         args = SimpleNamespace(script=str(script), script_args=[], kernels=str(problems), steps=2, compile=False,
@@ -323,6 +325,10 @@ def test_apply_runs_the_script_once_more_when_two_seeded_runs_differ(
         assert swap["loss_verdict"] == "inside"
         if differ:
             said = next(line for line in out.splitlines() if line.startswith("two seeded runs as they are differ"))
-            moved = float(said.rsplit(" ", 1)[1])
+            found = re.search(r"loss differs by up to (\S+), its outputs by (\S+), gradients by (\S+); bound (\S+)$",
+                              said)
+            assert found, said
+            moved, outs, bound = float(found[1]), float(found[2]), float(found[4])
+            assert bound >= 4 * outs * 0.95  # the second run's outputs count in the bound as the yardstick's do
             # the band holds twice the second run's gap (printed to two digits: up to 5% off by rounding)
             assert swap["yardstick"] >= 2 * moved * 0.95

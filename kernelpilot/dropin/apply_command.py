@@ -222,7 +222,8 @@ def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, 
     """The script as it is (``base``, when it has run already), the bound on the differences (4 x what a second
     seeded run changes, or the dtype floor), and, where that second run differs at all, one more run as it is over
     every step: a script that is not deterministic run to run (atomics in a backward) moves its own loss as much as
-    a one-ulp change does, and one sensitivity run alone would make the loss band one sample of that noise."""
+    a one-ulp change does, and one sensitivity run alone would make the loss band one sample of that noise. That
+    run's first-step outputs and gradients are a second sample for the bound too."""
     base = run.measure([]) if base is None else base
     if base.error:
         raise KernelpilotError(f"{run.path} fails on its own: {base.error}; fix it first.")
@@ -236,7 +237,13 @@ def _yardstick(run: _Script, base: RunResult | None = None) -> tuple[RunResult, 
     if not (yard_out or yard_grad) or base.losses is None:
         return base, bound, None
     noise = run.measure([])
-    said = f"it failed ({noise.error})" if noise.error else f"its loss differs by up to {_fmt(max_gap(noise, base))}"
+    if noise.error:
+        said = f"it failed ({noise.error})"
+    else:  # a second sample of the run-to-run difference: the bound takes the larger
+        out, grad = difference(noise.output, base.output), grad_difference(noise.grads, base.grads)
+        bound = max(bound, 4 * out, 4 * (grad or 0.0))
+        said = (f"its loss differs by up to {_fmt(max_gap(noise, base))}, its outputs by {out:.1e}, gradients by "
+                f"{_fmt(grad)}; bound {bound:.1e}")
     print(f"two seeded runs as they are differ: one more run as it is over every step, whose loss widens every "
           f"loss band as the one-ulp runs do; {said}")
     return base, bound, None if noise.error else noise
