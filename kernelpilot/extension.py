@@ -345,4 +345,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from kernelpilot.process_exit import leave
+
+    leave(main())  # no interpreter teardown once the result is printed (process_exit.py)

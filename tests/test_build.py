@@ -368,6 +368,28 @@ def test_build_env_is_scrubbed_and_points_at_the_toolkit(tmp_path: Path, monkeyp
     assert build_env(single, env={"TORCH_EXTENSIONS_DIR": "/x/ext"})["TORCH_EXTENSIONS_DIR"] == "/x/ext"
 
 
+@pytest.mark.slow
+def test_a_waiting_builder_compiles_with_the_build_s_toolkit_not_the_one_torch_guessed(tmp_path: Path) -> None:
+    """torch's builder reads CUDA_HOME once, at its import. A standby imported it in its own first environment (on
+    a machine whose nvcc on PATH is a wrapper, torch guesses /usr/local there): a single-file build it takes must
+    still compile and link with the toolkit of the build's environment."""
+    from kernelpilot.evaluation.build.step import standby_env
+    from kernelpilot.evaluation.build.standby import Standby
+
+    _toolkit_or_skip()
+    path = tmp_path / "model_new_inline.py"
+    shutil.copy(DATA / "single_file" / "model_new_inline.py", path)
+    standby = Standby(standby_env({"CUDA_HOME": str(tmp_path / "no-toolkit-here")}))
+    try:
+        waiting = standby.proc
+        report = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600,
+                                 standby=standby)
+        assert waiting is not None and waiting.poll() is not None  # the standby took it
+        assert report.ok, report.log_tail  # with the guessed toolkit: no nvcc there, and no libcudart to link
+    finally:
+        standby.close()
+
+
 def test_a_waiting_builder_takes_the_build_and_a_dead_one_is_replaced(tmp_path: Path) -> None:
     """builder.Standby: the build runs in a process that imported torch before it was asked (the same
     report as a fresh process gives); one that died is passed over for a fresh process."""

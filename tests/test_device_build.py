@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import ToolchainError
-from kernelpilot.evaluation.build.step import build_candidate, build_env
+from kernelpilot.evaluation.build.standby import Standby
+from kernelpilot.evaluation.build.step import build_candidate, build_env, standby_env
 from kernelpilot.evaluation.candidate import Candidate, load_candidate
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
 from kernelpilot.native import elf, identity, sources
@@ -34,8 +35,9 @@ class Built:
     build_dir: Path
     cold: BuildReport
 
-    def build(self) -> BuildReport:
-        return build_candidate(load_candidate(self.candidate.path), build_dir=self.build_dir, arch="sm_90", env=PARTS)
+    def build(self, standby: Standby | None = None) -> BuildReport:
+        return build_candidate(load_candidate(self.candidate.path), build_dir=self.build_dir, arch="sm_90", env=PARTS,
+                               standby=standby)
 
     def edit(self, name: str, old: str, new: str) -> None:
         path = self.candidate.path / name
@@ -228,6 +230,45 @@ def test_a_kernel_binding_launches_that_the_edit_removed_fails_the_build(pristin
     assert any("no longer defines kernels binding.cpp launches" in n for n in _notes(report))
     assert any("undefined symbol" in e and "scale_kernel<512>" in e for e in _errors(report)), report.diagnostics
     assert read_full(pristine.build_dir) is None  # the next save builds in full again
+
+
+@pytest.mark.slow
+def test_the_load_check_of_new_symbols_runs_in_the_waiting_builder(pristine: Built) -> None:
+    """A full build by ninja alone whose library needs symbols the last one did not is load-checked by the standby
+    builder (torch imported already) when one waits: a symbol nothing defines fails the build with the loader's
+    words, one libc defines passes; each check takes the waiting process, and a fresh one waits after it."""
+    standby = Standby(standby_env())
+    try:
+        pristine.edit("scale.cu", "template __global__ void scale_kernel<512>(const float*, float*, float, long);",
+                      "")
+        waiting = standby.proc
+        report = pristine.build(standby)
+        assert not report.ok
+        assert any("undefined symbol" in e and "scale_kernel" in e for e in _errors(report)), report.diagnostics
+        assert waiting is not None and waiting.poll() is not None and standby.proc not in (None, waiting)
+        assert read_full(pristine.build_dir) is None
+    finally:
+        standby.close()
+
+
+@pytest.mark.slow
+def test_a_library_needing_symbols_that_exist_passes_the_waiting_builder_s_check(pristine: Built) -> None:
+    standby = Standby(standby_env())
+    try:
+        pristine.edit("binding.cpp", '#include "scale.h"\n', '#include "scale.h"\n#include <cstdlib>\n')
+        pristine.edit("binding.cpp", "if (x.numel() == 0) return y;",
+                      'if (x.numel() == 0 || std::getenv("KP_NEVER_SET_9") != nullptr) return y;')
+        waiting = standby.proc
+        report = pristine.build(standby)
+        assert report.ok, report.diagnostics
+        full = read_full(pristine.build_dir)
+        assert full is not None and "getenv" in full.undefined
+        assert waiting is not None and waiting.poll() == 0 and standby.proc not in (None, waiting)
+        loaded = Standby(standby_env())  # a standby in another loader environment is passed over
+        assert not loaded.serves({**standby_env(), "LD_LIBRARY_PATH": "/nowhere"})
+        loaded.close()
+    finally:
+        standby.close()
 
 
 @pytest.mark.slow

@@ -171,5 +171,9 @@ except BaseException as exc:
         result["line"] = exc.lineno
 sys.stdout.flush()
 print("KERNELPILOT_BUILD_RESULT " + json.dumps(result), flush=True)
-sys.exit(0 if result["ok"] else 1)
+try:  # no interpreter teardown where no child process needs it (kernelpilot/process_exit.py)
+    from kernelpilot.process_exit import leave
+except Exception:
+    leave = sys.exit
+leave(0 if result["ok"] else 1)
 """

@@ -8,7 +8,9 @@ GPU slot) keeps one such process waiting (:class:`Standby`) and hands the next b
 The process takes one request, a JSON line on stdin ``{"kind", "env", "cwd", "args"}``, takes that
 environment and directory as its own, runs the build exactly as the command it replaces would
 (``python -m kernelpilot.extension --build ...``, the single-file builder, or a Triton candidate's
-``triton_child``, whose Triton and fake tensors it imported ahead too), prints to stdout and exits. It
+``triton_child``, whose Triton and fake tensors it imported ahead too), prints to stdout and exits.
+A ``load`` request is the load check of a library ninja alone built (device_only.load_error): the
+library opened with every symbol bound, torch's libraries already loaded, as the worker will open it. It
 runs in its own session, so the caller's timeout kills it and its compilers as before. A caller that
 goes away closes stdin, and the waiting process exits.
 """
@@ -20,7 +22,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 
 def serve(stdin: IO[str] = sys.stdin) -> int:
@@ -35,8 +37,15 @@ def serve(stdin: IO[str] = sys.stdin) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
+    # torch's builder read CUDA_HOME once, at its import, from this process's first environment (where a wrapper
+    # nvcc on PATH made it guess /usr/local): the build's toolkit instead, as a fresh process would have read it
+    cpp = sys.modules["torch.utils.cpp_extension"]
+    if request["env"].get("CUDA_HOME") and getattr(cpp, "CUDA_HOME", None) != request["env"]["CUDA_HOME"]:
+        cpp.CUDA_HOME = request["env"]["CUDA_HOME"]
     if sys.path and sys.path[0] in ("", started_in):  # `-m` put the folder it started in first: the build's instead
         sys.path[0] = request["cwd"]
+    if request["kind"] == LOAD:
+        _load(request["args"][0])
     if request["kind"] == "directory":
         from kernelpilot.extension import main
 
@@ -50,6 +59,28 @@ def serve(stdin: IO[str] = sys.stdin) -> int:
     sys.argv = ["kernelpilot-single-file-builder", *request["args"]]
     exec(compile(SINGLE_FILE_BUILDER, "<single-file builder>", "exec"), {"__name__": "__main__"})
     return 0
+
+
+LOAD = "load"  # the request kind of a load check
+# what decides how the dynamic loader finds a library's dependencies, fixed when a process starts: a load check
+# goes to the waiting process only when the check's environment has the same
+LOADER_VARIABLES = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def _load(library: str) -> NoReturn:
+    """Exits 0 when ``library`` opens with every symbol bound; else prints the loader's words and exits 1. It
+    leaves at once (``os._exit``): the interpreter's teardown with torch and Triton imported took 0.7 s of a
+    0.7 s check on our CPU machine, and the check has nothing else to finish."""
+    import ctypes
+
+    code = 0
+    try:
+        ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        print(exc)
+        code = 1
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _import_triton_builder() -> None:
@@ -132,6 +163,11 @@ class Standby:
         proc.stdin = None  # sent and closed: communicate() only reads its output
         return proc
 
+    def serves(self, env: Mapping[str, str]) -> bool:
+        """Whether a process started in this standby's environment loads libraries as one started in ``env``
+        would (the loader reads its search path once, at the start)."""
+        return all(self.env.get(v, "") == env.get(v, "") for v in LOADER_VARIABLES)
+
     def close(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
@@ -140,4 +176,12 @@ class Standby:
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    from kernelpilot.process_exit import leave
+
+    try:
+        status = serve()
+    except SystemExit as done:  # the single-file builder's own exit, or a build that raised it
+        if not isinstance(done.code, (int, type(None))):
+            raise
+        status = done.code
+    leave(status)  # no interpreter teardown once the result is printed (process_exit.py)

@@ -211,7 +211,7 @@ def build_candidate(
     if candidate.kind == "single_file" and report.ok:
         write_inline_record(directory, report)
     if candidate.kind == "directory":
-        after_full_build(report, candidate, directory, run_env, spec, full_reason, before)
+        after_full_build(report, candidate, directory, run_env, spec, full_reason, before, standby)
     return report
 
 
