@@ -170,6 +170,9 @@ class Performance:
     timed: str = "forward"
 
 
+ROOFLINE_MARGIN = 0.05  # how far under the roofline's floor a time may be before it is flagged
+
+
 @dataclass
 class SpeedOfLight:
     bytes_moved: int | None = None
@@ -183,6 +186,19 @@ class SpeedOfLight:
     ceiling_tflops: float | None = None
     ceiling_source: str = ""  # "measured <date> on <gpu>" or "datasheet"
     compiled_pct_of_ceiling: float | None = None
+
+    def above_roofline(self) -> bool:
+        """Faster than the roofline allows (beyond ROOFLINE_MARGIN): such a figure is no share of speed of light;
+        the candidate does less work than the problem as written, or not all of it is timed (the verdict's flag)."""
+        return self.pct_of_ceiling is not None and self.pct_of_ceiling > 100.0 * (1 + ROOFLINE_MARGIN)
+
+    def pct_words(self) -> str:
+        """``N% of speed of light``, or, above the roofline, that it is faster than the roofline allows."""
+        if self.pct_of_ceiling is None:
+            return ""
+        if self.above_roofline():
+            return f"{self.pct_of_ceiling:.0f}% of speed of light: faster than the roofline allows (see the flag)"
+        return f"{self.pct_of_ceiling:.0f}% of speed of light"
 
 
 @dataclass

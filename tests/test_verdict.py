@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -81,6 +82,36 @@ def test_render_ok() -> None:
     assert line.startswith("correct (1 trials") and "2.00x vs eager" in line and "80% of speed of light" in line
     model = for_model(v)
     assert len(model.splitlines()) <= 40 and "tier faster_than_compile" in model
+
+
+def test_a_figure_above_the_roofline_is_called_so_in_every_view() -> None:
+    """111.73x the roofline's speed (diag_matmul's rewrite, which skips the work the problem writes out) is no
+    share of speed of light: every view says it is faster than the roofline allows; 104% (timing noise at the
+    roofline, within its 5% margin) is shown as a share as before."""
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from kernelpilot.agent.verdict_text import one_line, verdict_for_model
+    from kernelpilot.tui.verdict_view import row_cells, verdict_text
+
+    def shown(v: Verdict) -> str:
+        console = Console(record=True, width=200, file=io.StringIO())
+        console.print(verdict_text(v))
+        return console.export_text()
+
+    for pct, above in ((11173.0, True), (104.0, False), (80.0, False)):
+        v = full_verdict()
+        assert v.speed_of_light is not None
+        v.speed_of_light.pct_of_ceiling = pct
+        assert v.speed_of_light.above_roofline() is above
+        said = "faster than the roofline allows"
+        assert (said in summary_line(v)) is above and f"{pct:.0f}% of speed of light" in summary_line(v)
+        assert (said in for_model(v)) is above
+        assert (said in verdict_for_model(v)) is above
+        assert (said in one_line(asdict(v))) is above
+        assert (said in shown(v)) is above
+        assert row_cells("c1", v)[6] == f"{pct:.0f}%" + ("!" if above else "")
 
 
 def test_render_failures_name_the_cause() -> None:

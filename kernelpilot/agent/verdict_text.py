@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelpilot.approval_rule import shown_status
-from kernelpilot.verdict import Verdict
+from kernelpilot.verdict import SpeedOfLight, Verdict
 
 
 def verdict_for_model(verdict: Verdict) -> str:
@@ -92,7 +92,9 @@ def brief(v: Verdict) -> str:
     if s is not None and (s.floor_ms or s.pct_of_ceiling):
         pct = f"{s.pct_of_ceiling:.1f}%" if s.pct_of_ceiling is not None else "n/a"
         lines.append(f"speed of light: {s.bound}-bound, floor {_ms(s.floor_ms)}, candidate at {pct} of ceiling"
-                     + (f" ({s.ceiling_source})" if s.ceiling_source else ""))
+                     + (f" ({s.ceiling_source})" if s.ceiling_source else "")
+                     + ("; faster than the roofline allows: it does less work than the problem as written, or not "
+                        "all of it is timed" if s.above_roofline() else ""))
     for flag in v.flags[:5]:
         lines.append(f"flag: {flag}")
     return "\n".join(lines)
@@ -110,7 +112,7 @@ def one_line(data: dict[str, Any]) -> str:
         parts.append(f"{svc:.3g}x vs torch.compile")
     sol = (data.get("speed_of_light") or {}).get("pct_of_ceiling")
     if isinstance(sol, (int, float)):
-        parts.append(f"{sol:.0f}% of speed of light")
+        parts.append(SpeedOfLight(pct_of_ceiling=float(sol)).pct_words())
     if data.get("summary"):
         parts.append(str(data["summary"]))
     return ", ".join(parts)

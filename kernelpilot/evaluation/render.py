@@ -67,7 +67,7 @@ def _summary(v: Verdict) -> str:
         text += (f"; {_ms(p.candidate.median_ms)}{step}, {_x(p.speedup_vs_eager)} vs eager, "
                  f"{_x(p.speedup_vs_compile)} vs torch.compile")
         if v.speed_of_light and v.speed_of_light.pct_of_ceiling is not None:
-            text += f", {v.speed_of_light.pct_of_ceiling:.0f}% of speed of light"
+            text += f", {v.speed_of_light.pct_words()}"
         if p.compiled_missing:
             text += f"; no torch.compile baseline ({p.compiled_missing.splitlines()[0][:160]})"
     if v.flaky:
@@ -191,7 +191,9 @@ def for_model(v: Verdict, max_lines: int = 40) -> str:
                      f"tier {p.tier}")
     s = v.speed_of_light
     if s and s.pct_of_ceiling is not None:
-        lines.append(f"speed of light: {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling "
+        above = ", faster than the roofline allows: less work than the problem, or not all timed" \
+            if s.above_roofline() else ""
+        lines.append(f"speed of light: {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling{above} "
                      f"(floor {_ms(s.floor_ms)}; torch.compile at {_g(s.compiled_pct_of_ceiling)}%)")
     lines += [f"flag: {f}" for f in v.flags[:4]]
     if v.error and v.status in ("runtime_error", "timeout"):

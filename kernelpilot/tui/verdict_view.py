@@ -99,7 +99,7 @@ def row_cells(candidate_id: str, v: Verdict, source: str = "agent") -> tuple[str
         _ms(p.candidate if p else None),
         _x(p.speedup_vs_eager if p else None),
         _x(p.speedup_vs_compile if p else None),
-        "—" if pct is None else f"{pct:.0f}%",
+        "—" if pct is None else f"{pct:.0f}%" + ("!" if sol is not None and sol.above_roofline() else ""),
         "—" if not flags else str(flags),
     )
 
@@ -248,6 +248,9 @@ def _speed_of_light_section(s: Any) -> Text | None:
         lines.append(f"  {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling"
                      + (f" (torch.compile: {s.compiled_pct_of_ceiling:.0f}%)"
                         if s.compiled_pct_of_ceiling is not None else ""))
+        if s.above_roofline():
+            lines.append("  faster than the roofline allows: the candidate does less work than the problem as "
+                         "written, or not all of it is timed (see the flags)")
     if s.achieved_tbps is not None:
         lines.append(f"  {s.achieved_tbps:.2f} TB/s achieved"
                      + (f" of {s.ceiling_tbps:.2f}" if s.ceiling_tbps else ""))

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.verdict import SpeedOfLight
+from kernelpilot.verdict import ROOFLINE_MARGIN, SpeedOfLight
 
 if TYPE_CHECKING:
     from kernelpilot.evaluation.timing.ceilings import Ceilings
     from kernelpilot.evaluation.worker.global_state import Snapshot
 
-ROOFLINE_MARGIN = 0.05
 SUSPICIOUS_SPEEDUP_VS_COMPILE = 10.0
 
 
