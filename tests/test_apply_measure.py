@@ -321,8 +321,12 @@ def test_apply_runs_the_script_once_more_when_two_seeded_runs_differ(
         assert apply_command(args) == 0
         out = capsys.readouterr().out
         assert ("two seeded runs as they are differ: one more run as it is over every step" in out) is differ, out
-        swap = json.loads(summary.read_text())["runs"][1]
+        runs = json.loads(summary.read_text())["runs"]
+        swap = runs[1]
         assert swap["loss_verdict"] == "inside"
+        # the baseline pools the timed steps of every run as it is: the first, the closing one, and the extra one
+        assert runs[0]["timed_steps"] == (3 if differ else 2) * swap["timed_steps"], runs[0]
+        assert f"the baseline below pools {'the three runs as it is' if differ else 'both runs'}" in out
         if differ:
             said = next(line for line in out.splitlines() if line.startswith("two seeded runs as they are differ"))
             found = re.search(r"loss differs by up to (\S+), its outputs by (\S+), gradients by (\S+); bound (\S+)$",

@@ -273,16 +273,19 @@ def _together(run: _Script, rows: list[Row], passed: list[Path], base: RunResult
 
 
 def _pooled_baseline(run: _Script, base: RunResult, first_ms: float, first_spread: float) -> tuple[float, float]:
-    """The script as it is once more after the swaps: its steps pooled with the first run's (``base.step_ms``
-    keeps the timed steps of both), so a drift of the GPU's clocks is in the baseline's spread."""
+    """The script as it is once more after the swaps: its steps pooled with the first run's, and with the extra run
+    as it is where ``_yardstick`` made one (``base.step_ms`` keeps the timed steps of every run), so a drift of the
+    GPU's clocks and the script's own run-to-run spread are in the baseline's spread."""
+    extra = run.noise.step_ms[WARMUP:] if run.noise is not None else []
+    runs = "both runs" if not extra else "the three runs as it is"
     closing = run.measure([])
     if closing.error:
-        base.step_ms = base.step_ms[WARMUP:]
-        return first_ms, first_spread
+        base.step_ms = base.step_ms[WARMUP:] + extra
+        return base.median(0) if extra else (first_ms, first_spread)
     end_ms, _ = closing.median(WARMUP)
     print(f"as it is, again after the swaps: step {end_ms:.3f} ms median (drift {end_ms - first_ms:+.3f} ms); "
-          f"the baseline below pools both runs")
-    base.step_ms = base.step_ms[WARMUP:] + closing.step_ms[WARMUP:]
+          f"the baseline below pools {runs}")
+    base.step_ms = base.step_ms[WARMUP:] + extra + closing.step_ms[WARMUP:]
     return base.median(0)
 
 

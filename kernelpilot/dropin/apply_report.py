@@ -122,7 +122,8 @@ def record(label: str, res: RunResult, base: RunResult, base_ms: float, base_spr
                            "memory_note": mem.note or None, "loss": res.losses, "loss_dtype": res.loss_dtype or None}
     if res.step_ms and not res.error:  # a failed run's step times are not its
         ms, spread = (base_ms, base_spread) if kind == "as it is" else res.median(WARMUP)
-        rec.update(step_ms=ms, spread_ms=spread, resolves_ms=max(base_spread, spread))
+        rec.update(step_ms=ms, spread_ms=spread, resolves_ms=max(base_spread, spread),
+                   timed_steps=len(res.step_ms) if kind == "as it is" else len(res.step_ms[WARMUP:] or res.step_ms))
     comp = res.compiled
     rec.update(graph_breaks=comp.graph_breaks if comp else None, recompiles=comp.recompiles if comp else None,
                graphs=comp.graphs if comp else None, break_reasons=comp.break_reasons if comp else None,
