@@ -121,19 +121,24 @@ def code_text(text: str) -> str:
     return code.rstrip()
 
 
-def code_digests(paths: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
-    """Per file, by absolute path, read once: sha256 of its bytes, and sha256 of its :func:`code_text` ("missing"
-    for a file that cannot be read)."""
+def code_digests(paths: list[Path], code_of: list[Path] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """Per file, by absolute path, read once: sha256 of its bytes, and, for the files of ``code_of`` (default: all),
+    sha256 of its :func:`code_text` ("missing" for a file that cannot be read)."""
+    wanted = None if code_of is None else {str(p.resolve()) for p in code_of}
     raw: dict[str, str] = {}
     code: dict[str, str] = {}
     for p in paths:
         key = str(p.resolve())
+        want = wanted is None or key in wanted
         try:
             data = p.read_bytes()
         except OSError:
-            raw[key] = code[key] = "missing"
+            raw[key] = "missing"
+            if want:
+                code[key] = "missing"
             continue
         raw[key] = hashlib.sha256(data).hexdigest()
-        code[key] = hashlib.sha256(code_text(data.decode("utf-8", errors="surrogateescape")).encode(
-            "utf-8", errors="surrogateescape")).hexdigest()
+        if want:
+            code[key] = hashlib.sha256(code_text(data.decode("utf-8", errors="surrogateescape")).encode(
+                "utf-8", errors="surrogateescape")).hexdigest()
     return raw, code

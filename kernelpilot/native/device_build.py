@@ -117,7 +117,7 @@ def plan(directory: Path, build_dir: Path, *, parts: int) -> DevicePlan | str:
         return "binding.cpp includes other files"
     closures = {cu: local_includes(cu, directory) for cu in kernels}
     every = sorted({*binding_files, *kernels, *(p for ps in closures.values() for p in ps)})
-    now, code = code_digests(every)
+    now, code = code_digests(every, code_of=binding_files)  # the code text of binding.cpp's files alone
     changed_binding = [p for p in full.binding_files if now.get(p) != full.sources.get(p)]
     # a file of binding.cpp's whose comments alone changed leaves the host code as the full build compiled it
     host_changed = [Path(p).name for p in changed_binding if code.get(p) != full.binding_code.get(p, "")]

@@ -10,10 +10,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from kernelpilot.native.code_text import code_digests
 
 LAUNCH_HEADER = "kernelpilot/launch.h"
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(["<])([^">]+)[">]', re.MULTILINE)
@@ -62,14 +63,8 @@ def local_includes(path: Path, root: Path) -> list[Path]:
 
 
 def digest(paths: list[Path]) -> dict[str, str]:
-    """sha256 of each file's bytes, by absolute path."""
-    out = {}
-    for p in paths:
-        try:
-            out[str(p.resolve())] = hashlib.sha256(p.read_bytes()).hexdigest()
-        except OSError:
-            out[str(p.resolve())] = "missing"
-    return out
+    """sha256 of each file's bytes, by absolute path ("missing" for a file that cannot be read)."""
+    return code_digests(paths, code_of=[])[0]
 
 
 @dataclass(frozen=True)
