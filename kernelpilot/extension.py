@@ -163,9 +163,12 @@ def build(spec: ExtensionSpec, *, verbose: bool = False, load_module: bool = Tru
     """Compile ``spec`` with ninja and return the imported module (or only dlopen it to check symbols).
 
     In kernelpilot's worker (device-only builds on), a kernel edit's cubins, compiled by the engine's build
-    step, are loaded into the last full build instead (kernelpilot/native/replace.py)."""
+    step, are loaded into the last full build instead, and the last full build is imported as it is while the
+    files are those it read (kernelpilot/native/replace.py)."""
     if load_module and replace.enabled():
         module = replace.device_module(spec.name, spec.build_dir)
+        if module is None and ninja_is_current(spec, os.environ):  # this spec's flags, sources and toolchain
+            module = replace.full_module(spec.name, spec.build_dir, spec.library)
         if module is not None:
             return module
     prepare_toolchain(spec.arch)

@@ -21,7 +21,7 @@ from kernelpilot.evaluation.candidate import Candidate, load_candidate
 from kernelpilot.evaluation.build.device_only import DEVICE_ONLY, SassCheck
 from kernelpilot.native import elf, identity, sources
 from kernelpilot.native.device_build import DevicePlan
-from kernelpilot.native.records import ninja_commands, read_device, read_full
+from kernelpilot.native.records import clear_device, ninja_commands, read_device, read_full
 from kernelpilot.toolkit import find_cuda_home
 from kernelpilot.verdict import BuildReport
 
@@ -269,6 +269,73 @@ def test_a_library_needing_symbols_that_exist_passes_the_waiting_builder_s_check
         loaded.close()
     finally:
         standby.close()
+
+
+_IMPORT = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import model_new
+print(model_new._ext.__file__)
+"""
+
+
+@pytest.mark.slow
+def test_the_worker_imports_the_last_full_build_as_it_is_while_its_files_are_those_it_read(pristine: Built) -> None:
+    """After a full build the worker's import takes the build's snapshot (replace.full_module), not torch's builder
+    (its ninja run and compiler checks, 0.6-0.9 s in the H100's worker): only while the files on disk are those the
+    build read and the library is still the one it made."""
+    import subprocess
+    import sys
+
+    import torch  # noqa: F401  # the extension's library needs torch's loaded first
+
+    from kernelpilot.extension import make_spec
+    from kernelpilot.extension_reload import file_fingerprint
+    from kernelpilot.native.replace import full_module
+
+    env = build_env(pristine.candidate, build_dir=pristine.build_dir, arch="sm_90")
+    spec = make_spec(pristine.candidate.path.resolve(), build_dir=pristine.build_dir, env=env)
+    clear_device(pristine.build_dir)  # as a full build leaves it: no device-only build since
+    record = read_full(pristine.build_dir)
+    assert record is not None
+    shown = subprocess.run([sys.executable, "-c", _IMPORT, str(pristine.candidate.path)], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    imported = Path(shown.stdout.strip().splitlines()[-1])
+    assert imported.parent.name == "reloads" and file_fingerprint(imported) == record.fingerprint, shown.stdout
+    module = full_module(spec.name, pristine.build_dir, spec.library)
+    assert module is not None and file_fingerprint(Path(module.__file__)) == record.fingerprint
+    pristine.edit("scale.cu", "y[i] = alpha * x[i];", "y[i] = x[i] * alpha;")
+    assert full_module(spec.name, pristine.build_dir, spec.library) is None  # edited since: the caller builds
+    pristine.edit("scale.cu", "y[i] = x[i] * alpha;", "y[i] = alpha * x[i];")
+    assert full_module(spec.name, pristine.build_dir, spec.library) is not None
+    spec.library.write_bytes(spec.library.read_bytes() + b"\0")  # built again since, and nothing recorded it
+    assert full_module(spec.name, pristine.build_dir, spec.library) is None
+
+
+def test_a_cu_of_host_code_alone_is_recorded_with_all_of_it_as_host_code(tmp_path: Path) -> None:
+    """A .cu without kernels (cuBLASLt calls, as examples/gemm_bias_gelu) embeds a cubin with none: its full build is
+    recorded (so the worker can import it as it is) and every function it defines is host code, C names shown first."""
+    import subprocess
+
+    from kernelpilot.native.device_build import _host_names
+    from kernelpilot.native.records import stubs_and_host_code
+
+    try:
+        nvcc = find_cuda_home() / "bin" / "nvcc"
+    except ToolchainError:
+        pytest.skip("needs the CUDA toolkit (nvcc)")
+    source = tmp_path / "host_only.cu"
+    source.write_text('namespace { int twice(int x) { return 2 * x; } }\n'
+                      'extern "C" int kp_host_only(int x) { return twice(x) + 1; }\n'
+                      'int kp_cpp_name(int x) { return twice(x); }\n')
+    obj = tmp_path / "host_only.cuda.o"
+    done = subprocess.run([str(nvcc), "-c", "-O0", "-gencode=arch=compute_90,code=sm_90", str(source), "-o", str(obj)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    stubs, host = stubs_and_host_code(obj)
+    assert stubs == [] and "kp_host_only" in host and any("kp_cpp_name" in n for n in host), host
+    assert _host_names(host).startswith("kp_host_only, _Z")
 
 
 @pytest.mark.slow

@@ -131,13 +131,19 @@ def plan(directory: Path, build_dir: Path, *, parts: int) -> DevicePlan | str:
                 or any(now.get(str(p)) != full.sources.get(str(p)) for p in [cu, *closures[cu]])]
     for cu in affected:
         if full.host_code.get(str(cu)):
-            names = ", ".join(full.host_code[str(cu)][:3])
+            names = _host_names(full.host_code[str(cu)])
             return f"{cu.name} has host code of its own ({names}); move it to binding.cpp"
     result = DevicePlan(full=full, sources=now, affected=affected)
     folder = build_dir / PARTS_DIR
     for cu in affected:
         result.parts += parts_of(cu, closures[cu], full.commands[str(cu)], folder, parts)
     return result
+
+
+def _host_names(names: list[str]) -> str:
+    """Up to three of a .cu's host functions, C names first (a C++ name is shown mangled), and how many more."""
+    shown = sorted(names, key=lambda n: n.startswith("_Z"))[:3]
+    return ", ".join(shown) + (f" and {len(names) - len(shown)} more" if len(names) > len(shown) else "")
 
 
 def parts_of(cu: Path, closure: list[Path], full_argv: list[str], folder: Path, parts: int) -> list[Part]:

@@ -132,9 +132,11 @@ def ninja_commands(build_dir: Path) -> dict[str, list[str]]:
 def stubs_and_host_code(obj: Path) -> tuple[list[str], list[str]]:
     """(kernel stubs, other host functions) a .cu's host object defines: a stub is a function named as a kernel
     of the device code nvcc embedded in the object; anything else but nvcc's own registration is host code."""
-    entries = {name for cubin in elf.embedded_cubins(obj) for name in elf.kernels(cubin)}
-    if not entries:
+    cubins = elf.embedded_cubins(obj)
+    if not cubins:
         raise elf.ElfError(f"{obj.name}: no uncompressed device code to read the kernels from")
+    # a .cu of host code alone (cuBLASLt calls) embeds a cubin without kernels: every function it defines is host code
+    entries = {name for cubin in cubins for name in elf.kernels(cubin)}
     stubs, other = [], []
     for symbol in elf.defined_functions(obj):
         if symbol.name.startswith(_NVCC_HOST) or "__device_stub__" in symbol.name or symbol.name.endswith(".cold"):
