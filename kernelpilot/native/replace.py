@@ -51,6 +51,8 @@ def device_module(name: str, build_dir: Path) -> ModuleType | None:
         return None
     if digest([Path(p) for p in record.sources]) != record.sources:
         return None  # edited since: the caller builds
+    import torch  # noqa: F401  # the library needs torch's own loaded first
+
     module = fresh_module(_Snapshot(name, Path(record.library), build_dir), None)
     use_cubins(module, [Path(c) for c in record.cubins])
     return module
@@ -69,6 +71,8 @@ def full_module(name: str, build_dir: Path, library: Path) -> ModuleType | None:
         return None  # edited since: the caller builds
     if file_fingerprint(library) != record.fingerprint:
         return None  # built again since, without a record of that build: the caller builds
+    import torch  # noqa: F401  # the library needs torch's own loaded first (torch's builder would import it)
+
     module = fresh_module(_Snapshot(name, Path(record.library), build_dir), None)
     use_cubins(module, [])  # the full build's own kernels, whatever an earlier edit loaded
     return module
