@@ -319,10 +319,15 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
     from kernelpilot.evaluation.build.step import standby_env
     from kernelpilot.evaluation.build.standby import Standby
 
+    from kernelpilot.evaluation.build.load_inline import INLINE_RECORD
+
     standby = Standby(standby_env())
     try:
+        (tmp_path / "ext" / INLINE_RECORD).unlink()  # else the record answers and the standby runs nothing
+        waiting = standby.proc
         again = build_candidate(load_candidate(path), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600,
                                 confine=True, standby=standby)
+        assert waiting is not None and waiting.poll() is not None  # the standby ran the file
         assert again.ok, again.diagnostics  # its mkdtemp() lands in the build's private TMPDIR
         refused = build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext2", arch="sm_90", timeout_s=600,
                                   confine=True, standby=standby)
@@ -332,8 +337,6 @@ def test_a_confined_single_file_build_compiles_and_writes_nowhere_else(tmp_path:
     # the same file without confinement: what the sandbox stopped. Its build runs in the folder of the confined
     # build above (less that build's record, which would answer without running anything): the file runs in
     # full, and its load_inline finds the extension built there instead of compiling it a second time
-    from kernelpilot.evaluation.build.load_inline import INLINE_RECORD
-
     (tmp_path / "ext" / INLINE_RECORD).unlink()
     control = build_candidate(load_candidate(hostile), build_dir=tmp_path / "ext", arch="sm_90", timeout_s=600)
     assert outside.exists()
