@@ -171,6 +171,9 @@ class Performance:
 
 
 ROOFLINE_MARGIN = 0.05  # how far under the roofline's floor a time may be before it is flagged
+# what every view says of such a time, in place of a share of speed of light
+ABOVE_ROOFLINE = ("faster than the roofline allows: the candidate does less work than the problem as written, or not "
+                  "all of it is timed")
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelpilot.approval_rule import shown_status
-from kernelpilot.verdict import SpeedOfLight, Verdict
+from kernelpilot.verdict import ABOVE_ROOFLINE, SpeedOfLight, Verdict
 
 
 def verdict_for_model(verdict: Verdict) -> str:
@@ -93,8 +93,7 @@ def brief(v: Verdict) -> str:
         pct = f"{s.pct_of_ceiling:.1f}%" if s.pct_of_ceiling is not None else "n/a"
         lines.append(f"speed of light: {s.bound}-bound, floor {_ms(s.floor_ms)}, candidate at {pct} of ceiling"
                      + (f" ({s.ceiling_source})" if s.ceiling_source else "")
-                     + ("; faster than the roofline allows: it does less work than the problem as written, or not "
-                        "all of it is timed" if s.above_roofline() else ""))
+                     + (f"; {ABOVE_ROOFLINE}" if s.above_roofline() else ""))
     for flag in v.flags[:5]:
         lines.append(f"flag: {flag}")
     return "\n".join(lines)

@@ -121,9 +121,10 @@ def record(label: str, res: RunResult, base: RunResult, base_ms: float, base_spr
                            "nvml_used_bytes": mem.nvml_used_bytes, "nvml_what": mem.nvml_what or None,
                            "memory_note": mem.note or None, "loss": res.losses, "loss_dtype": res.loss_dtype or None}
     if res.step_ms and not res.error:  # a failed run's step times are not its
-        ms, spread = (base_ms, base_spread) if kind == "as it is" else res.median(WARMUP)
+        pooled = kind == "as it is"  # its step_ms: every run as it is, past their warm-ups (_pooled_baseline)
+        ms, spread = (base_ms, base_spread) if pooled else res.median(WARMUP)
         rec.update(step_ms=ms, spread_ms=spread, resolves_ms=max(base_spread, spread),
-                   timed_steps=len(res.step_ms) if kind == "as it is" else len(res.step_ms[WARMUP:] or res.step_ms))
+                   timed_steps=len(res.step_ms if pooled else res.timed(WARMUP)))
     comp = res.compiled
     rec.update(graph_breaks=comp.graph_breaks if comp else None, recompiles=comp.recompiles if comp else None,
                graphs=comp.graphs if comp else None, break_reasons=comp.break_reasons if comp else None,

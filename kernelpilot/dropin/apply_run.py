@@ -59,8 +59,12 @@ class RunResult:
     memory: Memory = field(default_factory=Memory)  # over the measured steps
     compiled: CompileCounts | None = None  # what Dynamo did (None: nothing was compiled in the run)
 
+    def timed(self, warmup: int) -> list[float]:
+        """The step times past ``warmup`` (all of them when the run had no more): what ``median`` covers."""
+        return self.step_ms[warmup:] or self.step_ms
+
     def median(self, warmup: int) -> tuple[float, float]:
-        return median_spread(self.step_ms[warmup:] or self.step_ms)
+        return median_spread(self.timed(warmup))
 
 
 def _clone(value: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelpilot.verdict import Timing, Verdict
+from kernelpilot.verdict import ABOVE_ROOFLINE, Timing, Verdict
 
 _TIER_WORDS = {
     "incorrect": "incorrect",
@@ -191,8 +191,7 @@ def for_model(v: Verdict, max_lines: int = 40) -> str:
                      f"tier {p.tier}")
     s = v.speed_of_light
     if s and s.pct_of_ceiling is not None:
-        above = ", faster than the roofline allows: less work than the problem, or not all timed" \
-            if s.above_roofline() else ""
+        above = f", {ABOVE_ROOFLINE}" if s.above_roofline() else ""
         lines.append(f"speed of light: {s.pct_of_ceiling:.0f}% of the {s.bound} ceiling{above} "
                      f"(floor {_ms(s.floor_ms)}; torch.compile at {_g(s.compiled_pct_of_ceiling)}%)")
     lines += [f"flag: {f}" for f in v.flags[:4]]

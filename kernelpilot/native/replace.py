@@ -47,15 +47,9 @@ def enabled() -> bool:
 def device_module(name: str, build_dir: Path) -> ModuleType | None:
     """The extension with the device-only build's kernels, or None when that build does not match the files."""
     record = read_device(build_dir)
-    if record is None or not Path(record.library).is_file():
+    if record is None or not _current(record.library, record.sources):
         return None
-    if digest([Path(p) for p in record.sources]) != record.sources:
-        return None  # edited since: the caller builds
-    import torch  # noqa: F401  # the library needs torch's own loaded first
-
-    module = fresh_module(_Snapshot(name, Path(record.library), build_dir), None)
-    use_cubins(module, [Path(c) for c in record.cubins])
-    return module
+    return _snapshot_module(name, build_dir, record.library, [Path(c) for c in record.cubins])
 
 
 def full_module(name: str, build_dir: Path, library: Path) -> ModuleType | None:
@@ -65,16 +59,26 @@ def full_module(name: str, build_dir: Path, library: Path) -> ModuleType | None:
     would only confirm that nothing needs compiling (its ninja run and compiler checks: 0.15 s on our CPU machine,
     0.6-0.9 s in the H100's worker, 2026-12-07) before importing the same library."""
     record = read_full(build_dir)
-    if record is None or not Path(record.library).is_file() or not library.is_file():
+    if record is None or not library.is_file() or not _current(record.library, record.sources):
         return None
-    if digest([Path(p) for p in record.sources]) != record.sources:
-        return None  # edited since: the caller builds
     if file_fingerprint(library) != record.fingerprint:
         return None  # built again since, without a record of that build: the caller builds
+    return _snapshot_module(name, build_dir, record.library, [])  # the full build's own kernels
+
+
+def _current(snapshot: str, sources: dict[str, str]) -> bool:
+    """Whether a build's library snapshot is there and the files on disk are those it was built from (else the
+    caller builds)."""
+    return Path(snapshot).is_file() and digest([Path(p) for p in sources]) == sources
+
+
+def _snapshot_module(name: str, build_dir: Path, snapshot: str, cubins: list[Path]) -> ModuleType:
+    """The module of a build's library snapshot, with ``cubins``' kernels in it (none: its own, whatever an earlier
+    edit loaded)."""
     import torch  # noqa: F401  # the library needs torch's own loaded first (torch's builder would import it)
 
-    module = fresh_module(_Snapshot(name, Path(record.library), build_dir), None)
-    use_cubins(module, [])  # the full build's own kernels, whatever an earlier edit loaded
+    module = fresh_module(_Snapshot(name, Path(snapshot), build_dir), None)
+    use_cubins(module, cubins)
     return module
 
 

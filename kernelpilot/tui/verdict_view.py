@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from kernelpilot.verdict import Timing, Verdict
+from kernelpilot.verdict import ABOVE_ROOFLINE, Timing, Verdict
 
 STATUS_WORDS = {
     "ok": "ok",
@@ -249,8 +249,7 @@ def _speed_of_light_section(s: Any) -> Text | None:
                      + (f" (torch.compile: {s.compiled_pct_of_ceiling:.0f}%)"
                         if s.compiled_pct_of_ceiling is not None else ""))
         if s.above_roofline():
-            lines.append("  faster than the roofline allows: the candidate does less work than the problem as "
-                         "written, or not all of it is timed (see the flags)")
+            lines.append(f"  {ABOVE_ROOFLINE} (see the flags)")
     if s.achieved_tbps is not None:
         lines.append(f"  {s.achieved_tbps:.2f} TB/s achieved"
                      + (f" of {s.ceiling_tbps:.2f}" if s.ceiling_tbps else ""))
